@@ -1,0 +1,1 @@
+"""Node bootstrap: renders cloud-init, scripts and agent configs from templates/bootstrap."""

@@ -1,0 +1,443 @@
+"""The one reader of stack configuration: `gpulease:*` keys -> strict typed model -> StackSpec.
+
+Both the Pulumi program (values from ``pulumi.Config``) and the CLI (values read from
+``stacks/Pulumi.<stack>.yaml``) go through :func:`parse_stack_config`, which validates
+everything, collects every finding, and raises one :class:`ConfigError` listing them all.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal, Mapping, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infra.bootstrap.settings import BootstrapSettings
+from infra.catalog import Catalog
+from infra.errors import ConfigError, Finding, did_you_mean
+from infra.model import (HOURS_PER_MONTH, CloudSpec, ClusterSpec, StackSpec, StorageSpec)
+from infra.policy.rules import PolicyRules
+from infra.reaper.settings import ReaperSettings
+
+NAMESPACE = "gpulease"
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,29}$"
+_NAME_RULE = "lowercase letters, digits and '-', starting with a letter, at most 30 characters"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AwsCloudConfig(_Strict):
+    regions: list[str] = Field(..., min_length=1, description="AWS regions gpulease may use.")
+    quota_gpus: dict[str, int] = Field(
+        default_factory=dict, description="GPU quota per region (absent region = unlimited).")
+    vpc_id: Optional[str] = Field(None, description="Existing VPC to use instead of creating one.")
+    subnet_ids: list[str] = Field(default_factory=list,
+                                  description="Existing private subnets (with vpc_id).")
+    capacity_reservations: Optional[bool] = Field(
+        None, description="Create On-Demand Capacity Reservations for reserved nodes. "
+                          "Default: yes, except in dev stacks.")
+    capacity_blocks: bool = Field(False, description="Use EC2 Capacity Blocks for ML for the "
+                                                     "reserved part instead of ODCRs.")
+
+
+class GcpCloudConfig(_Strict):
+    project: str = Field(..., min_length=1, description="GCP project id.")
+    regions: list[str] = Field(..., min_length=1, description="GCP regions gpulease may use.")
+    quota_gpus: dict[str, int] = Field(default_factory=dict,
+                                       description="GPU quota per region.")
+    network: Optional[str] = Field(None, description="Existing VPC network (self link or name).")
+    subnetwork: Optional[str] = Field(None, description="Existing subnetwork (with network).")
+    spot_termination_action: Literal["STOP", "DELETE"] = Field(
+        "DELETE", description="What happens to a preempted Spot VM.")
+    ssh_via_iap: bool = Field(False, description="Allow SSH from IAP's range only "
+                                                 "(35.235.240.0/20).")
+
+
+class CloudsConfig(_Strict):
+    aws: Optional[AwsCloudConfig] = Field(None, description="AWS; left out = not used.")
+    gcp: Optional[GcpCloudConfig] = Field(None, description="GCP; left out = not used.")
+
+
+class StorageConfig(_Strict):
+    name: str = Field(..., pattern=NAME_PATTERN, description="Storage name (clusters refer to it).")
+    size_tb: float = Field(..., gt=0, description="Dataset size in TB (10^12 bytes).")
+    home: str = Field(..., description='Where the data lives: "<cloud>:<region>".')
+    warm_after_days: Optional[int] = Field(30, gt=0, description="Days until the warm tier.")
+    cold_after_days: Optional[int] = Field(90, gt=0, description="Days until the cold tier.")
+    archive_after_days: Optional[int] = Field(365, gt=0, description="Days until archive.")
+    age_horizon_days: int = Field(365, gt=0, description="Assumed age spread of objects, for "
+                                                         "the per-tier cost estimate.")
+    noncurrent_days: int = Field(30, gt=0, description="Keep old checkpoint versions this long.")
+
+
+class ClusterConfig(_Strict):
+    name: str = Field(..., pattern=NAME_PATTERN, description="Cluster name.")
+    gpu: str = Field(..., description="GPU model, e.g. H100, A100-80GB, L4.")
+    gpus: int = Field(..., gt=0, description="Total GPUs in the cluster.")
+    hours_per_month: float = Field(..., gt=0, le=HOURS_PER_MONTH,
+                                   description="Hours the cluster runs per month.")
+    priority: int = Field(..., ge=1, le=10, description="1 (lowest) .. 10 (highest).")
+    checkpoint_minutes: Optional[int] = Field(
+        None, gt=0, description="Checkpoint interval; absent = not interruptible.")
+    distributed: Optional[bool] = Field(None, description="Default: more than one node.")
+    dataset: Optional[str] = Field(None, description="Name of a storage entry.")
+    regions: list[str] = Field(default_factory=list,
+                               description="Residency allow-list: regions or prefixes.")
+    idle_minutes: int = Field(60, gt=0, description="Idle window before the reaper acts.")
+    template: Optional[str] = Field(None, description="Force a cluster template.")
+
+
+class StackConfigModel(_Strict):
+    environment: Optional[str] = Field(None, pattern=NAME_PATTERN,
+                                       description="Environment name (default: stack name).")
+    owner: str = Field(..., min_length=1, description="Team or person that owns the stack.")
+    cost_center: str = Field(..., min_length=1, description="Cost center for the bill.")
+    budget_monthly_usd: float = Field(..., ge=0, description="Monthly budget in USD.")
+    clouds: CloudsConfig = Field(..., description="Clouds and regions gpulease may use.")
+    storage: list[StorageConfig] = Field(default_factory=list, description="Datasets.")
+    clusters: list[ClusterConfig] = Field(default_factory=list, description="GPU clusters.")
+    policy: PolicyRules = Field(default_factory=PolicyRules, description="Policy rule overrides.")
+    reaper: ReaperSettings = Field(default_factory=ReaperSettings, description="Reaper options.")
+    bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings,
+                                         description="Node bootstrap options.")
+    name_prefix: str = Field("gpulease", pattern=r"^[a-z][a-z0-9-]{0,19}$",
+                             description="Prefix of globally unique names (buckets).")
+    catalog_version: Optional[str] = Field(None, description="Pin the price catalog version.")
+    catalog: Optional[str] = Field(None, description="Path of a custom catalog file.")
+
+
+TOP_LEVEL_KEYS = tuple(StackConfigModel.model_fields)
+
+
+# ---- messages -------------------------------------------------------------------------------
+def _loc_to_path(loc: tuple) -> str:
+    out = f"{NAMESPACE}:{loc[0]}" if loc else NAMESPACE
+    for part in loc[1:]:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _model_for(loc: tuple) -> Optional[type[BaseModel]]:
+    """The pydantic model that owns the mapping at ``loc`` (for did-you-mean on unknown keys)."""
+    model: Any = StackConfigModel
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None:
+            return None
+        ann = field.annotation
+        for cand in (ann, *getattr(ann, "__args__", ())):
+            for inner in (cand, *getattr(cand, "__args__", ())):
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    model = inner
+                    break
+            else:
+                continue
+            break
+        else:
+            return None
+    return model
+
+
+def _message(err: dict) -> str:
+    t, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if t == "missing":
+        return "required key is missing"
+    if t == "extra_forbidden":
+        return "unknown key"
+    if t in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+              "less_than_equal": "<="}[t]
+        bound = next(iter(ctx.values()))
+        return f"must be {op} {bound} (got {value!r})"
+    if t in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be a whole number (got {value!r})"
+    if t in ("float_type", "float_parsing"):
+        return f"must be a number (got {value!r})"
+    if t in ("bool_type", "bool_parsing"):
+        return f"must be true or false (got {value!r})"
+    if t == "string_type":
+        return f"must be a string (got {value!r})"
+    if t == "list_type":
+        return f"must be a list (got {value!r})"
+    if t in ("dict_type", "model_type", "model_attributes_type"):
+        return f"must be a mapping of keys to values (got {value!r})"
+    if t == "literal_error":
+        return f"must be one of {ctx.get('expected')} (got {value!r})"
+    if t == "string_pattern_mismatch":
+        return f"{value!r} is not a valid name: use {_NAME_RULE}"
+    if t == "too_short":
+        return "must not be empty"
+    return err.get("msg", t)
+
+
+def _findings_from_validation(exc: ValidationError, source: str) -> list[Finding]:
+    findings = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        msg = _message(err)
+        if err["type"] == "extra_forbidden":
+            owner = _model_for(loc[:-1])
+            hint = did_you_mean(str(loc[-1]), owner.model_fields) if owner else ""
+            if len(loc) == 1 and hint:
+                hint = hint.replace('"', '"gpulease:', 1)
+            findings.append(Finding(_loc_to_path(loc), f"unknown key{hint}", source=source))
+            continue
+        findings.append(Finding(_loc_to_path(loc), msg, source=source))
+    return findings
+
+
+# ---- parsing --------------------------------------------------------------------------------
+def _decode(value: Any) -> Any:
+    """Pulumi passes structured config to programs as JSON strings; decode them."""
+    if isinstance(value, str):
+        s = value.strip()
+        if s[:1] in "[{" or s in ("true", "false", "null") or re.fullmatch(r"-?\d+(\.\d+)?", s):
+            try:
+                return json.loads(s)
+            except json.JSONDecodeError:
+                return value
+    return value
+
+
+def _region_ok(region: str, known: list[str]) -> bool:
+    return region in known
+
+
+def _matches_residency(region: str, allow: list[str]) -> bool:
+    return any(region == a or region.startswith(a) for a in allow)
+
+
+def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
+                       catalog: Catalog) -> StackSpec:
+    """Validate ``{"gpulease:key": value}`` (other namespaces ignored) into a StackSpec.
+
+    Raises ConfigError with every finding (errors and warnings) when anything is wrong.
+    """
+    data: dict[str, Any] = {}
+    findings: list[Finding] = []
+    for key, value in values.items():
+        ns, _, name = key.partition(":")
+        if ns != NAMESPACE or not name:
+            continue
+        data[name] = _decode(value)
+    try:
+        model = StackConfigModel.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_findings_from_validation(exc, source),
+                          headline=_headline(source)) from None
+
+    def bad(path: str, msg: str, level: str = "error") -> None:
+        findings.append(Finding(path, msg, level=level, source=source))
+
+    clouds: dict[str, CloudSpec] = {}
+    cfg = model.clouds
+    if cfg.aws is None and cfg.gcp is None:
+        bad("gpulease:clouds", "configure at least one cloud (aws or gcp)")
+    for cname, ccfg in (("aws", cfg.aws), ("gcp", cfg.gcp)):
+        if ccfg is None:
+            continue
+        known = catalog.regions(cname)
+        for i, r in enumerate(ccfg.regions):
+            if r not in known:
+                bad(f"gpulease:clouds.{cname}.regions[{i}]",
+                    f'region "{r}" is not in the catalog{did_you_mean(r, known)}; '
+                    f"known {cname} regions: {', '.join(known)}")
+        for r, n in ccfg.quota_gpus.items():
+            if r not in ccfg.regions:
+                bad(f"gpulease:clouds.{cname}.quota_gpus.{r}",
+                    f'quota for "{r}", which is not in gpulease:clouds.{cname}.regions'
+                    f"{did_you_mean(r, ccfg.regions)}")
+            if n < 0:
+                bad(f"gpulease:clouds.{cname}.quota_gpus.{r}", f"must be >= 0 (got {n})")
+        if cname == "aws":
+            if ccfg.subnet_ids and not ccfg.vpc_id:
+                bad("gpulease:clouds.aws.subnet_ids", "subnet_ids need vpc_id")
+            clouds["aws"] = CloudSpec(
+                cloud="aws", regions=tuple(ccfg.regions), quota_gpus=dict(ccfg.quota_gpus),
+                network=ccfg.vpc_id, subnets=tuple(ccfg.subnet_ids),
+                capacity_reservations=ccfg.capacity_reservations,
+                capacity_blocks=ccfg.capacity_blocks)
+        else:
+            if ccfg.subnetwork and not ccfg.network:
+                bad("gpulease:clouds.gcp.subnetwork", "subnetwork needs network")
+            clouds["gcp"] = CloudSpec(
+                cloud="gcp", regions=tuple(ccfg.regions), quota_gpus=dict(ccfg.quota_gpus),
+                project=ccfg.project, network=ccfg.network,
+                subnets=(ccfg.subnetwork,) if ccfg.subnetwork else (),
+                spot_termination_action=ccfg.spot_termination_action,
+                ssh_via_iap=ccfg.ssh_via_iap)
+
+    storage: list[StorageSpec] = []
+    names: set[str] = set()
+    for i, s in enumerate(model.storage):
+        path = f"gpulease:storage[{i}]"
+        if s.name in names:
+            bad(f"{path}.name", f'duplicate storage name "{s.name}"')
+        names.add(s.name)
+        hc, _, hr = s.home.partition(":")
+        if hc not in ("aws", "gcp") or not hr:
+            bad(f"{path}.home", f'must be "<cloud>:<region>", e.g. "aws:us-east-1" (got "{s.home}")')
+        elif hc not in clouds:
+            bad(f"{path}.home", f'cloud "{hc}" is not configured under gpulease:clouds')
+        elif hr not in catalog.regions(hc):
+            bad(f"{path}.home", f'region "{hr}" is not in the catalog'
+                f"{did_you_mean(hr, catalog.regions(hc))}")
+        days = [(k, getattr(s, k)) for k in ("warm_after_days", "cold_after_days",
+                                             "archive_after_days")]
+        present = [(k, d) for k, d in days if d is not None]
+        for (k1, d1), (k2, d2) in zip(present, present[1:]):
+            if d2 <= d1:
+                bad(f"{path}.{k2}", f"must be greater than {k1} ({d1}) (got {d2})")
+        storage.append(StorageSpec(
+            name=s.name, size_tb=s.size_tb, home_cloud=hc, home_region=hr,
+            warm_after_days=s.warm_after_days, cold_after_days=s.cold_after_days,
+            archive_after_days=s.archive_after_days, age_horizon_days=s.age_horizon_days,
+            noncurrent_days=s.noncurrent_days))
+
+    clusters: list[ClusterSpec] = []
+    cnames: set[str] = set()
+    gpus = catalog.gpus
+    for i, c in enumerate(model.clusters):
+        path = f"gpulease:clusters[{i}]"
+        if c.name in cnames:
+            bad(f"{path}.name", f'duplicate cluster name "{c.name}"')
+        cnames.add(c.name)
+        if c.gpu not in gpus:
+            bad(f"{path}.gpu", f'unknown GPU "{c.gpu}"{did_you_mean(c.gpu, gpus)}; '
+                f"the catalog has: {', '.join(gpus)}")
+        if c.dataset is not None and c.dataset not in names:
+            bad(f"{path}.dataset", f'names no storage entry: "{c.dataset}"'
+                f"{did_you_mean(c.dataset, sorted(names))}; add it under gpulease:storage "
+                "or fix the name")
+        allowed = [r for cl in clouds.values() for r in cl.regions]
+        for j, r in enumerate(c.regions):
+            if not any(a == r or a.startswith(r) for a in catalog.regions()):
+                bad(f"{path}.regions[{j}]", f'"{r}" matches no catalog region'
+                    f"{did_you_mean(r, catalog.regions())}")
+        if c.gpu in gpus and allowed:
+            cands = [o for o in catalog.offerings_for(gpu=c.gpu)
+                     if o.cloud in clouds and o.region in clouds[o.cloud].regions
+                     and (not c.regions or _matches_residency(o.region, c.regions))]
+            if not cands:
+                where = [f"{cl}: {', '.join(spec.regions)}" for cl, spec in clouds.items()]
+                bad(f"{path}", f'no offering can satisfy cluster "{c.name}": no {c.gpu} in the '
+                    f"configured regions ({'; '.join(where)})"
+                    + (f" within residency {c.regions}" if c.regions else "")
+                    + f"; {c.gpu} is offered in: "
+                    + ", ".join(sorted({f'{o.cloud}:{o.region}' for o in catalog.offerings_for(gpu=c.gpu)})))
+        if c.template is not None:
+            from infra.policy.templates import template_names
+
+            tn = template_names()
+            if c.template not in tn:
+                bad(f"{path}.template", f'unknown template "{c.template}"'
+                    f"{did_you_mean(c.template, tn)}; templates: {', '.join(tn)}")
+        clusters.append(ClusterSpec(
+            name=c.name, gpu=c.gpu, gpus=c.gpus, hours_per_month=c.hours_per_month,
+            priority=c.priority, checkpoint_minutes=c.checkpoint_minutes,
+            distributed=c.distributed, dataset=c.dataset, regions=tuple(c.regions),
+            idle_minutes=c.idle_minutes, template=c.template, index=i))
+    if not model.clusters:
+        bad("gpulease:clusters", "no clusters configured; the plan would be empty",
+            level="warning")
+
+    if model.catalog_version and model.catalog_version != catalog.version:
+        bad("gpulease:catalog_version", f'stack pins catalog "{model.catalog_version}" but '
+            f'catalog "{catalog.version}" was loaded')
+
+    errors = [f for f in findings if f.level == "error"]
+    if errors:
+        raise ConfigError(findings, headline=_headline(source))
+    return StackSpec(
+        stack=stack, environment=model.environment or stack, owner=model.owner,
+        cost_center=model.cost_center, budget_monthly_usd=model.budget_monthly_usd,
+        clouds=clouds, storage=tuple(storage), clusters=tuple(clusters), policy=model.policy,
+        reaper=model.reaper, bootstrap=model.bootstrap, source=source,
+        name_prefix=model.name_prefix, catalog_version=model.catalog_version)
+
+
+def _headline(source: str) -> str:
+    return (f"{source or 'stack config'}: invalid stack configuration — fix the keys below "
+            "(reference: README 'Stack configuration') and run again:")
+
+
+def catalog_selection(values: Mapping[str, Any]) -> tuple[Optional[str], Optional[str]]:
+    """(path, version) of the catalog the stack asks for, before full validation."""
+    path = _decode(values.get(f"{NAMESPACE}:catalog"))
+    version = _decode(values.get(f"{NAMESPACE}:catalog_version"))
+    return (path if isinstance(path, str) else None,
+            version if isinstance(version, str) else None)
+
+
+# ---- stack files ----------------------------------------------------------------------------
+def find_project_dir(start: Optional[Path] = None) -> Path:
+    """The directory holding Pulumi.yaml, searching upward from ``start`` (default: cwd)."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "Pulumi.yaml").is_file():
+            return d
+    raise ConfigError([Finding("--stack", f"no Pulumi.yaml in {here} or above: run gpulease "
+                               "from the project directory, or pass --config PATH")])
+
+
+def stack_file(stack: str, project_dir: Optional[Path] = None) -> Path:
+    root = project_dir or find_project_dir()
+    stacks_dir = root / "stacks"
+    try:
+        proj = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
+        stacks_dir = root / proj.get("stackConfigDir", "stacks")
+    except (OSError, yaml.YAMLError):
+        pass
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        have = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        raise ConfigError([Finding("--stack", f'no stack "{stack}": {path} does not exist'
+                                   f"{did_you_mean(stack, have)}; stacks: {', '.join(have)}")])
+    return path
+
+
+def read_stack_file(path: Path) -> dict[str, Any]:
+    """The ``config:`` mapping of a Pulumi stack file (values as YAML gives them)."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError([Finding("--config", f"cannot read {path}: {exc.strerror}")]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError([Finding("config", f"not valid YAML{line}: "
+                                   f"{getattr(exc, 'problem', exc)}", source=str(path))]) from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
+        raise ConfigError([Finding("config", "a stack file is a mapping with a `config:` "
+                                   "mapping of keys", source=str(path))])
+    return dict(doc.get("config") or {})
+
+
+def stack_name_from_path(path: Path) -> str:
+    m = re.fullmatch(r"Pulumi\.(.+)\.yaml", Path(path).name)
+    return m.group(1) if m else Path(path).stem
+
+
+def display_path(path: Path) -> str:
+    """Path as users see it: relative to the project dir when inside it."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(find_project_dir(p.parent)))
+    except (ConfigError, ValueError):
+        return str(path)
+
+
+def values_for_pulumi(values: Mapping[str, Any]) -> dict[str, str]:
+    """Config values as the Pulumi engine hands them to a program (objects as JSON strings)."""
+    out = {}
+    for k, v in values.items():
+        out[k] = v if isinstance(v, str) else json.dumps(v)
+    return out

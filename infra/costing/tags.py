@@ -1,0 +1,79 @@
+"""Tag and label keys gpulease stamps on resources — the one place they are spelled.
+
+The same keys are used on both clouds (they are valid GCP label keys: lowercase letters,
+digits, ``-`` and ``_``, starting with a letter). Values are encoded per cloud: AWS tags keep
+them as they are (cost in dollars with cents), GCP labels go through :func:`label_value`
+(lowercase, ``[a-z0-9_-]``, at most 63 characters; cost as integer cents).
+"""
+from __future__ import annotations
+
+import re
+
+CLUSTER = "gpulease-cluster"
+ENVIRONMENT = "gpulease-environment"
+OWNER = "gpulease-owner"
+COST_CENTER = "gpulease-cost-center"
+PURCHASE_MODEL = "gpulease-purchase-model"
+TEMPLATE = "gpulease-template"
+#: AWS: estimated monthly cost in USD with cents ("1234.56").
+MONTHLY_USD = "gpulease-monthly-usd"
+#: GCP: estimated monthly cost in integer US cents ("123456"), since labels cannot hold ".".
+MONTHLY_CENTS = "gpulease-monthly-cents"
+#: idle window (minutes) stamped from the cluster's ``idle_minutes`` config; read by the reaper.
+IDLE_MINUTES = "gpulease-idle-minutes"
+#: set by the reaper when it first sees the cluster idle (UTC, label-safe timestamp).
+IDLE_SINCE = "gpulease-idle-since"
+#: opt-out: any value keeps the reaper's hands off the cluster, always.
+KEEP = "gpulease-keep"
+
+#: every resource gpulease creates that can carry tags/labels must carry all of these.
+REQUIRED = (CLUSTER, ENVIRONMENT, OWNER, COST_CENTER, PURCHASE_MODEL, TEMPLATE)
+REQUIRED_AWS = REQUIRED + (MONTHLY_USD,)
+REQUIRED_GCP = REQUIRED + (MONTHLY_CENTS,)
+
+#: value of the cluster tag on resources that belong to no cluster (shared network, storage).
+SHARED = "shared"
+
+_LABEL_MAX = 63
+_BAD = re.compile(r"[^a-z0-9_-]")
+
+
+def label_value(value: object) -> str:
+    """Encode any value as a GCP label value: lowercase, [a-z0-9_-], at most 63 chars."""
+    s = _BAD.sub("-", str(value).strip().lower())
+    return s[:_LABEL_MAX]
+
+
+def label_key(key: str) -> str:
+    s = label_value(key)
+    if not s or not s[0].isalpha():
+        s = ("k" + s)[:_LABEL_MAX]
+    return s
+
+
+def usd(amount: float) -> str:
+    """AWS tag encoding of a monthly cost: dollars with cents."""
+    return f"{amount:.2f}"
+
+
+def cents(amount: float) -> str:
+    """GCP label encoding of a monthly cost: integer cents."""
+    return str(int(round(amount * 100)))
+
+
+def from_cents(value: str) -> float:
+    return int(value) / 100.0
+
+
+def timestamp_label(epoch_seconds: float) -> str:
+    """Label-safe UTC timestamp (``20261202t1530z``) usable as a tag or label value."""
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(epoch_seconds, _dt.timezone.utc).strftime("%Y%m%dt%H%Mz")
+
+
+def parse_timestamp_label(value: str) -> float:
+    import datetime as _dt
+
+    return _dt.datetime.strptime(value, "%Y%m%dt%H%Mz").replace(
+        tzinfo=_dt.timezone.utc).timestamp()

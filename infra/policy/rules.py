@@ -1,0 +1,34 @@
+"""Policy rules from the field, as a typed model: defaults that `gpulease:policy` may override."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PolicyRules(BaseModel):
+    """`gpulease:policy` — every rule of the policy module, each overridable per stack."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reserved_above_priority: int = Field(
+        8, ge=0, le=10,
+        description="Clusters with priority above this need guaranteed capacity: reserved/"
+                    "committed nodes only, never spot.")
+    spot_below_priority: int = Field(
+        5, ge=1, le=11,
+        description="Clusters with priority below this run on spot when checkpoint_minutes is set.")
+    commitment_term: Literal["1y", "3y"] = Field(
+        "1y", description="Commitment length priced for reserved nodes (1y or 3y).")
+    require_rdma_for_distributed: bool = Field(
+        True, description="Multi-node distributed work only on RDMA-capable offerings "
+                          "(EFA; GPUDirect-TCPX/TCPXO/RDMA).")
+    max_nodes_without_rdma: int = Field(
+        8, ge=1, description="Largest distributed cluster allowed on TCP-only networking when "
+                             "require_rdma_for_distributed is false.")
+    spot_interruptions_per_hour: Optional[float] = Field(
+        None, ge=0, description="Override of the catalog's expected spot interruptions per "
+                                "node-hour (used for the rework cost).")
+    allow_cross_cloud_data: bool = Field(
+        True, description="Allow clusters on another cloud than their dataset's home "
+                          "(egress is charged either way).")
