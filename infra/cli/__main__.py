@@ -1,0 +1,6 @@
+"""`python -m infra.cli` = `gpulease`."""
+import sys
+
+from infra.cli import main
+
+sys.exit(main())

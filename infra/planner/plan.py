@@ -1,0 +1,128 @@
+"""`gpulease plan`: run the Pulumi program offline and turn what it declared into a plan.
+
+The plan document (``--json``) has the shape documented in README ("Plan JSON"); every number
+in it comes from the program's own run: the policy decision it made and the cost ledger its
+stack-wide transform filled while resources were declared.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Optional
+
+from infra.config import values_for_pulumi
+from infra.costing.costs import HOURLY_INFRA
+from infra.model import HOURS_PER_MONTH, EnvironmentDecision
+from infra.planner.mocks import ProgramRun, run_program
+
+PLAN_FORMAT = "gpulease-plan/1"
+
+
+def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
+        catalog_version: Optional[str] = None) -> ProgramRun:
+    """Run THE program (infra.program.main) under mocks with a stack file's config values."""
+    from infra.program import main
+
+    config = dict(values)
+    if catalog_path:
+        config["gpulease:catalog"] = catalog_path
+        config.pop("gpulease:catalog_version", None)
+    if catalog_version:
+        config["gpulease:catalog_version"] = catalog_version
+        config.pop("gpulease:catalog", None)
+    return run_program(main, stack=stack, config=values_for_pulumi(config))
+
+
+def _tags_of(inputs: dict) -> dict:
+    t = inputs.get("tags")
+    if isinstance(t, list):  # ASG: [{key, value, propagateAtLaunch}]
+        return {x.get("key"): x.get("value") for x in t if isinstance(x, dict)}
+    if isinstance(t, dict):
+        return t
+    lab = inputs.get("labels")
+    return lab if isinstance(lab, dict) else {}
+
+
+def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
+    result = prun.result
+    env: EnvironmentDecision = result.decision
+    ledger = result.ledger
+    catalog = result.catalog
+
+    resources = []
+    by_model: dict[str, float] = defaultdict(float)
+    by_cluster: dict[str, float] = defaultdict(float)
+    shared_hourly = 0.0
+    for r in prun.resources:
+        if not r.custom:
+            continue
+        entry = ledger.get(r.type, r.name)
+        cost = entry.monthly_usd if entry else 0.0
+        cluster = entry.cluster if entry else "shared"
+        resources.append({
+            "urn": r.urn, "type": r.type, "name": r.name, "cluster": cluster,
+            "purchase_model": entry.purchase_model if entry else "none",
+            "tags": _tags_of(r.inputs), "monthly_usd": round(cost, 2), "inputs": r.inputs,
+            "protect": r.protect, "retain_on_delete": r.retain_on_delete,
+        })
+        by_cluster[cluster] += cost
+        if r.type in HOURLY_INFRA:
+            shared_hourly += cost / HOURS_PER_MONTH
+
+    for c in env.clusters:
+        for model in ("reserved", "on_demand", "spot"):
+            v = getattr(c.costs, f"{model}_usd") + (c.costs.spot_rework_usd if model == "spot" else 0)
+            if v:
+                by_model[model] += v
+    by_tier: dict[str, float] = defaultdict(float)
+    for s in env.storage:
+        for t in s.tiers:
+            by_tier[t.storage_class] += t.monthly_usd
+
+    monthly = sum(x["monthly_usd"] for x in resources)
+    hourly = env.hourly_usd + shared_hourly
+    budget = env.stack.budget_monthly_usd
+    plan = {
+        "format": PLAN_FORMAT,
+        "stack": stack,
+        "environment": env.stack.environment,
+        "catalog": {"version": catalog.version, "as_of": catalog.as_of},
+        "clusters": [cluster_json(c) for c in env.clusters],
+        "storage": [{
+            "name": s.name, "cloud": s.cloud, "region": s.region,
+            "size_tb": s.spec.size_tb,
+            "tiers": [{"storage_class": t.storage_class, "from_day": t.from_day,
+                       "to_day": t.to_day, "share": round(t.share, 4),
+                       "usd_per_gb_month": t.usd_per_gb_month,
+                       "monthly_usd": round(t.monthly_usd, 2)} for t in s.tiers],
+            "monthly_usd": round(s.monthly_usd, 2)} for s in env.storage],
+        "resources": resources,
+        "totals": {
+            "hourly_usd": round(hourly, 2), "monthly_usd": round(monthly, 2),
+            "by_cluster": {k: round(v, 2) for k, v in sorted(by_cluster.items())},
+            "by_purchase_model": {k: round(v, 2) for k, v in by_model.items()},
+            "by_storage_tier": {k: round(v, 2) for k, v in by_tier.items()},
+            "resources": len(resources),
+        },
+        "budget": {"monthly_usd": round(budget, 2), "headroom_usd": round(budget - monthly, 2),
+                   "over": monthly > budget},
+        "outputs": prun.outputs,
+        "violations": [],
+    }
+    return plan
+
+
+def cluster_json(c) -> dict[str, Any]:
+    return {
+        "name": c.name, "cloud": c.cloud, "region": c.region, "zone": c.zone,
+        "instance_type": c.offering.instance_type, "gpu": c.offering.gpu,
+        "gpus_per_node": c.offering.gpus_per_node, "nodes": c.nodes,
+        "purchase": c.purchase.as_dict(), "template": c.template, "network": c.network,
+        "distributed": c.distributed, "commitment_term": c.commitment_term,
+        "hourly_usd": round(c.hourly_usd, 2), "monthly_usd": round(c.monthly_usd, 2),
+        "costs": c.costs.as_dict(), "rationale": c.rationale,
+        "alternatives": [{
+            "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
+            "purchase": a.purchase.as_dict(),
+            "monthly_usd": None if a.monthly_usd is None else round(a.monthly_usd, 2),
+            "rejected_because": a.rejected_because} for a in c.alternatives],
+    }

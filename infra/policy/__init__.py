@@ -1,0 +1,5 @@
+"""The policy module: chooses cloud, region, instance, node count, purchase mix and template.
+
+Contract used by the program and the CLI: ``decide(stack, catalog) -> EnvironmentDecision``;
+raises ``PolicyError`` (findings naming config paths) when constraints cannot be met.
+"""

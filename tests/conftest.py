@@ -1,0 +1,25 @@
+"""Shared fixtures: plans of the shipped stacks, computed once per test session."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_STACKS = ("dev", "staging", "prod")
+
+
+@lru_cache(maxsize=None)
+def program_run(stack: str):
+    """THE Pulumi program run under mocks for a shipped stack (cached per session)."""
+    from infra.config import read_stack_file
+    from infra.planner.plan import run
+
+    values = read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    return run(values, stack=stack)
+
+
+@pytest.fixture(params=SHIPPED_STACKS)
+def shipped_run(request):
+    return request.param, program_run(request.param)

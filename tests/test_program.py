@@ -1,0 +1,134 @@
+"""The Pulumi program under mocks, for every shipped stack: decisions, resources, cost tags."""
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+
+import pytest
+
+from infra.costing import tags
+from infra.planner.plan import build_plan
+from tests.conftest import program_run
+
+PKG = {"aws": "pulumi_aws", "gcp": "pulumi_gcp"}
+
+
+def tag_kind_from_token(token: str):
+    """'tags' / 'labels' when the provider class of a type token takes that input."""
+    pkg, mod, cls = token.split(":")
+    if pkg not in PKG:
+        return None
+    module = importlib.import_module(f"{PKG[pkg]}.{mod.split('/')[0]}" if mod != "index"
+                                     else PKG[pkg])
+    params = inspect.signature(getattr(module, cls)._internal_init).parameters
+    kind = "tags" if pkg == "aws" else "labels"
+    return kind if kind in params else None
+
+
+def tag_dict(inputs: dict, kind: str) -> dict:
+    v = inputs.get(kind)
+    if isinstance(v, list):
+        return {t["key"]: t["value"] for t in v}
+    return v or {}
+
+
+def test_program_declares_clusters_on_decided_clouds(shipped_run):
+    stack, run = shipped_run
+    env = run.result.decision
+    assert env.clusters, stack
+    for c in env.clusters:
+        typ = f"gpulease:{c.cloud}:GpuCluster"
+        comps = [r for r in run.resources if r.type == typ and r.name == c.name]
+        assert comps, f"{stack}: no {typ} named {c.name}"
+
+
+def test_every_taggable_resource_has_the_full_tag_set(shipped_run):
+    stack, run = shipped_run
+    checked = 0
+    for r in run.custom:
+        kind = tag_kind_from_token(r.type)
+        if not kind:
+            continue
+        got = tag_dict(r.inputs, kind)
+        required = tags.REQUIRED_AWS if kind == "tags" else tags.REQUIRED_GCP
+        missing = [k for k in required if k not in got]
+        assert not missing, f"{r.urn} lacks {missing}"
+        checked += 1
+    assert checked >= 10, f"{stack}: only {checked} taggable resources"
+
+
+def test_gcp_labels_are_label_safe(shipped_run):
+    import re
+
+    stack, run = shipped_run
+    for r in run.custom:
+        if r.type.startswith("gcp:") and isinstance(r.inputs.get("labels"), dict):
+            for k, v in r.inputs["labels"].items():
+                assert re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", k), (r.urn, k)
+                assert re.fullmatch(r"[a-z0-9_-]{0,63}", v), (r.urn, k, v)
+
+
+def test_resource_costs_add_up_to_the_decision(shipped_run):
+    stack, run = shipped_run
+    env = run.result.decision
+    by_cluster = run.result.ledger.by_cluster()
+    for c in env.clusters:
+        assert by_cluster.get(c.name, 0.0) == pytest.approx(c.monthly_usd, abs=0.05 * 10), c.name
+    storage_total = sum(e.monthly_usd for e in run.result.ledger.entries.values()
+                        if e.type.endswith(("s3/bucket:Bucket", "storage/bucket:Bucket"))
+                        and e.cluster == tags.SHARED)
+    assert storage_total == pytest.approx(sum(s.monthly_usd for s in env.storage), abs=0.1)
+
+
+def test_monthly_cost_tag_matches_ledger(shipped_run):
+    stack, run = shipped_run
+    ledger = run.result.ledger
+    for r in run.custom:
+        kind = tag_kind_from_token(r.type)
+        if not kind:
+            continue
+        got = tag_dict(r.inputs, kind)
+        e = ledger.get(r.type, r.name)
+        if kind == "tags":
+            assert float(got[tags.MONTHLY_USD]) == pytest.approx(e.monthly_usd), r.urn
+        else:
+            assert tags.from_cents(got[tags.MONTHLY_CENTS]) == pytest.approx(e.monthly_usd), r.urn
+
+
+def test_stack_outputs_carry_costs_and_catalog(shipped_run):
+    stack, run = shipped_run
+    out = run.outputs
+    env = run.result.decision
+    assert set(out["clusters"]) == {c.name for c in env.clusters}
+    assert out["catalog_version"] == run.result.catalog.version
+    assert out["budget_monthly_usd"] == env.stack.budget_monthly_usd
+    assert out["budget_headroom_usd"] == pytest.approx(
+        out["budget_monthly_usd"] - out["total_monthly_usd"], abs=0.01)
+
+
+def test_plan_json_shape(shipped_run):
+    stack, run = shipped_run
+    plan = build_plan(run, stack=stack)
+    json.dumps(plan)  # serializable
+    assert set(plan) >= {"stack", "catalog", "clusters", "storage", "resources", "totals",
+                         "budget", "violations"}
+    c = plan["clusters"][0]
+    assert set(c) >= {"name", "cloud", "region", "instance_type", "gpu", "gpus_per_node",
+                      "nodes", "purchase", "template", "network", "hourly_usd", "monthly_usd",
+                      "rationale", "alternatives"}
+    assert sum(c["purchase"].values()) == c["nodes"]
+    r = plan["resources"][0]
+    assert set(r) >= {"urn", "type", "name", "cluster", "tags", "monthly_usd", "inputs"}
+    assert plan["totals"]["monthly_usd"] == pytest.approx(
+        sum(x["monthly_usd"] for x in plan["resources"]), abs=0.01)
+    assert plan["budget"]["over"] == (plan["totals"]["monthly_usd"] > plan["budget"]["monthly_usd"])
+
+
+def test_storage_is_never_deleted_with_the_stack():
+    run = program_run("prod")
+    buckets = [r for r in run.custom if r.type in ("aws:s3/bucket:Bucket", "gcp:storage/bucket:Bucket")]
+    assert buckets
+    for b in buckets:
+        assert b.retain_on_delete, b.urn
+        assert b.protect, b.urn
