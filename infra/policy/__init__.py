@@ -3,3 +3,6 @@
 Contract used by the program and the CLI: ``decide(stack, catalog) -> EnvironmentDecision``;
 raises ``PolicyError`` (findings naming config paths) when constraints cannot be met.
 """
+from infra.policy.decide import decide
+
+__all__ = ["decide"]

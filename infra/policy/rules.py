@@ -29,6 +29,21 @@ class PolicyRules(BaseModel):
     spot_interruptions_per_hour: Optional[float] = Field(
         None, ge=0, description="Override of the catalog's expected spot interruptions per "
                                 "node-hour (used for the rework cost).")
+    tcp_communication_share: float = Field(
+        0.12, ge=0, lt=1,
+        description="Share of a TCP-only distributed job's time lost to communication (up to "
+                    "max_nodes_without_rdma nodes); charged as extra node-hours.")
+    spot_restart_minutes: float = Field(
+        10, ge=0, description="Minutes to replace an interrupted spot node and reload the last "
+                              "checkpoint (part of the rework cost).")
+    reserve_at_on_demand_rate: bool = Field(
+        True, description="When the catalog has no commitment price for an offering, price "
+                          "guaranteed capacity as a plain capacity reservation, billed at the "
+                          "on-demand rate every hour of the month (AWS On-Demand Capacity "
+                          "Reservations and GCP reservations without a commitment bill so). "
+                          "false = such offerings cannot hold reserved nodes.")
+    max_alternatives: int = Field(
+        10, ge=0, description="How many ranked alternatives each cluster decision lists.")
     allow_cross_cloud_data: bool = Field(
         True, description="Allow clusters on another cloud than their dataset's home "
                           "(egress is charged either way).")

@@ -1,0 +1,148 @@
+"""`gpulease explain`: why each cluster runs where it runs — decision, cost breakdown, alternatives."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Optional
+
+from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
+from infra.errors import ConfigError, Finding, did_you_mean
+from infra.model import ClusterDecision, EnvironmentDecision
+
+DESCRIPTION = """\
+Explain the policy's decision for a stack: per cluster the chosen cloud, region, zone,
+instance type, nodes, purchase mix, network and template, the monthly cost broken down by the
+cost model (reserved, on-demand, spot, spot rework, data gravity, communication), the rationale,
+and the ranked alternatives with the reason each lost. Offline: reads the stack file and the
+price catalog only."""
+
+EPILOG = """\
+examples:
+  gpulease explain --stack prod
+  gpulease explain --stack prod --cluster pretrain
+  gpulease explain --config path/to/Pulumi.mystack.yaml --json
+
+exit codes: 0 ok · 2 bad input or no plan satisfies the policy"""
+
+_COST_ROWS = (("reserved_usd", "reserved nodes (billed every hour)"),
+              ("on_demand_usd", "on-demand nodes"),
+              ("spot_usd", "spot nodes"),
+              ("spot_rework_usd", "spot rework (interruptions)"),
+              ("egress_usd", "data gravity (egress + staged copy)"),
+              ("communication_usd", "communication overhead (TCP)"))
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="why each cluster runs where it runs",
+                       description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_stack_args(p)
+    p.add_argument("--cluster", metavar="NAME", help="explain only this cluster")
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+def _money(v: Optional[float]) -> str:
+    return "-" if v is None else f"${v:,.2f}"
+
+
+def _mix(p) -> str:
+    return f"R{p.reserved}/OD{p.on_demand}/S{p.spot}"
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    fmt = "  ".join("{:<%d}" % w for w in widths)
+    return [fmt.format(*headers), fmt.format(*["-" * w for w in widths])] + \
+        [fmt.format(*[str(x) for x in r]) for r in rows]
+
+
+def select(env: EnvironmentDecision, name: Optional[str]) -> list[ClusterDecision]:
+    if name is None:
+        return list(env.clusters)
+    names = [c.name for c in env.clusters]
+    if name not in names:
+        raise ConfigError([Finding("--cluster", f'no cluster "{name}" in stack {env.stack.stack}'
+                                   f"{did_you_mean(name, names)}; clusters: "
+                                   f"{', '.join(names) or 'none'}")])
+    return [env.cluster(name)]
+
+
+def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
+    o = c.offering
+    return {
+        "name": c.name, "cloud": c.cloud, "region": c.region, "zone": c.zone,
+        "instance_type": o.instance_type, "gpu": o.gpu, "gpus_per_node": o.gpus_per_node,
+        "nodes": c.nodes, "purchase": c.purchase.as_dict(), "template": c.template,
+        "network": c.network, "distributed": c.distributed,
+        "commitment_term": c.commitment_term, "hourly_usd": round(c.hourly_usd, 2),
+        "monthly_usd": round(c.monthly_usd, 2), "costs": c.costs.as_dict(),
+        "rationale": c.rationale,
+        "alternatives": [{
+            "rank": k, "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
+            "purchase": a.purchase.as_dict(),
+            "monthly_usd": None if a.monthly_usd is None else round(a.monthly_usd, 2),
+            "rejected_because": a.rejected_because} for k, a in enumerate(c.alternatives, 1)],
+    }
+
+
+def render_cluster(c: ClusterDecision) -> list[str]:
+    o = c.offering
+    lines = [f"Cluster {c.name}  (priority {c.spec.priority}, {c.spec.gpus} x {c.spec.gpu}, "
+             f"{c.spec.hours_per_month:g} h/month"
+             + (f", checkpoint every {c.spec.checkpoint_minutes} min" if c.spec.interruptible
+                else ", not interruptible") + ")"]
+    lines += ["  " + x for x in _table(
+        [[c.cloud, c.region, c.zone or "-", o.instance_type, f"{c.nodes}x{o.gpus_per_node}",
+          _mix(c.purchase), c.network, c.template, _money(c.hourly_usd), _money(c.monthly_usd)]],
+        ["cloud", "region", "zone", "instance", "nodes", "purchase", "network", "template",
+         "$/hour", "$/month"])]
+    lines.append("  Cost breakdown (per month)")
+    costs = c.costs.as_dict()
+    for key, label in _COST_ROWS:
+        lines.append(f"    {label:<40} {_money(costs[key]):>16}")
+    lines.append(f"    {'total':<40} {_money(costs['monthly_usd']):>16}")
+    lines.append(f"  Why: {c.rationale}")
+    if c.alternatives:
+        lines.append("  Alternatives (ranked by monthly cost)")
+        rows = [[str(k), a.cloud, a.region, a.instance_type, _mix(a.purchase),
+                 _money(a.monthly_usd), a.rejected_because]
+                for k, a in enumerate(c.alternatives, 1)]
+        lines += ["    " + x for x in _table(rows, ["#", "cloud", "region", "instance",
+                                                      "purchase", "$/month", "rejected because"])]
+    return lines
+
+
+def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision]) -> str:
+    s = env.stack
+    lines = [f"gpulease explain — stack {s.stack} ({s.source}), catalog {env.catalog_version} "
+             f"(prices as of {env.catalog_as_of})", ""]
+    for c in clusters:
+        lines += render_cluster(c)
+        lines.append("")
+    if len(clusters) == len(env.clusters):
+        storage = sum(x.monthly_usd for x in env.storage)
+        lines.append(f"Environment: clusters {_money(env.monthly_usd - storage)} + storage "
+                     f"{_money(storage)} = {_money(env.monthly_usd)}/month; budget "
+                     f"{_money(s.budget_monthly_usd)} (headroom "
+                     f"{_money(s.budget_monthly_usd - env.monthly_usd)})")
+    return "\n".join(lines).rstrip()
+
+
+def run(args: argparse.Namespace) -> int:
+    from infra.policy import decide
+
+    loaded = load_stack(args)
+    env = decide(loaded.spec, loaded.catalog)
+    clusters = select(env, args.cluster)
+    if args.json:
+        print_json({"stack": env.stack.stack, "source": loaded.source,
+                    "catalog": {"version": env.catalog_version, "as_of": env.catalog_as_of},
+                    "clusters": [cluster_doc(c) for c in clusters],
+                    "totals": {"hourly_usd": round(env.hourly_usd, 2),
+                               "monthly_usd": round(env.monthly_usd, 2)},
+                    "budget": {"monthly_usd": env.stack.budget_monthly_usd,
+                               "headroom_usd": round(env.stack.budget_monthly_usd
+                                                     - env.monthly_usd, 2)}})
+    else:
+        print(render_text(env, clusters))
+    return 0

@@ -1,0 +1,317 @@
+"""The environment decision: candidates -> exact choice -> budget check -> rationale and alternatives."""
+from __future__ import annotations
+
+from typing import Optional
+
+from infra.catalog import Catalog
+from infra.errors import Finding, PolicyError
+from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
+                         EnvironmentDecision, PurchaseMix, StackSpec)
+from infra.policy.candidates import Candidate, Context, candidates_for
+from infra.policy.costmodel import Rates, break_even_utilization, cluster_costs, rates_of
+from infra.policy.rules import PolicyRules
+from infra.policy.solver import Option, QuotaInfeasible, solve
+from infra.policy.storage import storage_decision
+from infra.policy.templates import get_template
+
+#: how many rejected candidates an infeasibility message lists before "and N more".
+_MAX_LISTED = 12
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if abs(v - round(v)) < 0.005 else f"{v:.2f}"
+
+
+def _money(v: float) -> str:
+    return f"${v:,.2f}"
+
+
+def _where(c: Candidate) -> str:
+    return f"{c.offering.cloud}:{c.offering.region} {c.offering.instance_type}"
+
+
+def default_zone(cloud: str, region: str, zones: tuple[str, ...]) -> str:
+    """First zone the catalog records, else the region's first zone by naming convention."""
+    if zones:
+        return zones[0]
+    return f"{region}-a" if cloud == "gcp" else f"{region}a"
+
+
+def decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
+    """Choose cloud, region, instance, nodes, purchase mix and template for every cluster.
+
+    Exact: the total monthly cost is the minimum over every assignment that satisfies each
+    cluster's rules and the per-region GPU quotas; raises PolicyError (located findings) when a
+    cluster has no feasible offering, the quotas cannot host the clusters together, or the
+    optimum is over budget.
+    """
+    rules = stack.policy if isinstance(stack.policy, PolicyRules) else PolicyRules()
+    findings: list[Finding] = []
+
+    storage = []
+    for i, s in enumerate(stack.storage):
+        sd, bad = storage_decision(s, catalog, index=i, source=stack.source)
+        findings += bad
+        if sd is not None:
+            storage.append(sd)
+
+    ctx = Context.build(stack, catalog, rules)
+    all_cands: list[list[Candidate]] = []
+    feasible: list[list[Candidate]] = []
+    for spec in stack.clusters:
+        cands = candidates_for(spec, ctx)
+        ok = [c for c in cands if c.feasible]
+        if not ok:
+            findings.append(_infeasible(spec, cands, stack))
+        all_cands.append(cands)
+        feasible.append(ok)
+    if findings:
+        raise PolicyError(findings, headline=_headline(stack))
+
+    quotas = {(cl, r): q for cl, cs in stack.clouds.items() for r, q in cs.quota_gpus.items()}
+    options = [[Option(c.monthly_usd, c.gpus, c.quota_key if c.quota_key in quotas else None)
+                for c in ok] for ok in feasible]
+    try:
+        sol = solve(options, quotas)
+    except QuotaInfeasible as exc:
+        raise PolicyError([_quota_finding(stack, exc, feasible)], headline=_headline(stack)) from None
+
+    chosen = [feasible[i][j] for i, j in enumerate(sol.choice)]
+    total = sum(c.monthly_usd for c in chosen) + sum(s.monthly_usd for s in storage)
+    if total > stack.budget_monthly_usd + 1e-9:
+        raise PolicyError([_budget_finding(stack, chosen, storage, total)],
+                          headline=_headline(stack))
+
+    displaced = set(sol.displaced)
+    shared_users = _quota_users(stack, chosen)
+    decisions = []
+    for i, spec in enumerate(stack.clusters):
+        c = chosen[i]
+        decisions.append(ClusterDecision(
+            spec=spec, offering=c.offering, nodes=c.nodes, purchase=c.purchase,
+            network=c.network, template=c.template, hourly_usd=c.hourly_usd, costs=c.costs,
+            rationale=_rationale(spec, c, feasible[i], rules, stack, i in displaced),
+            alternatives=_alternatives(spec, c, all_cands[i], rules, ctx,
+                                       shared_users if i in displaced else None),
+            zone=default_zone(c.offering.cloud, c.offering.region, c.offering.zones),
+            commitment_term=rules.commitment_term, distributed=c.distributed))
+    return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
+                               catalog_version=catalog.version, catalog_as_of=catalog.as_of)
+
+
+# ---- failures ---------------------------------------------------------------------------------
+def _headline(stack: StackSpec) -> str:
+    return (f"{stack.source or 'stack ' + stack.stack}: no plan satisfies the policy — fix the "
+            "keys below (reference: README 'Policy') and run again:")
+
+
+_HINTS = (
+    ("region not enabled", "enable a region under gpulease:clouds.<cloud>.regions"),
+    ("residency", "widen {path}.regions"),
+    ("cross-cloud data", "set gpulease:policy.allow_cross_cloud_data: true"),
+    ("no RDMA", "set {path}.distributed: false or gpulease:policy.require_rdma_for_distributed: "
+                "false"),
+    ("quota", "raise gpulease:clouds.<cloud>.quota_gpus"),
+    ("template", "remove {path}.template"),
+    ("no price", "change {path}.gpu or {path}.priority"),
+)
+
+
+def _infeasible(spec: ClusterSpec, cands: list[Candidate], stack: StackSpec) -> Finding:
+    path = spec.config_path
+    head = f'no feasible offering for cluster "{spec.name}" ({spec.gpus} x {spec.gpu})'
+    if not cands:
+        clouds = ", ".join(sorted(stack.clouds)) or "none"
+        return Finding(path, f"{head}: the catalog has no {spec.gpu} offering on the configured "
+                       f"clouds ({clouds}); configure a cloud that offers it or change "
+                       f"{path}.gpu", source=stack.source)
+    # Offerings in regions the stack does not enable are summarised, not itemised: the
+    # actionable reasons are the ones that stop candidates the user did allow.
+    enabled = [c for c in cands if not c.rejected.startswith("region not enabled")]
+    off = [c for c in cands if c.rejected.startswith("region not enabled")]
+    listed = [f"{_where(c)}: {c.rejected}" for c in enabled[:_MAX_LISTED]]
+    if len(enabled) > _MAX_LISTED:
+        listed.append(f"and {len(enabled) - _MAX_LISTED} more")
+    if off:
+        listed.append(f"{len(off)} more in regions not enabled under gpulease:clouds")
+    hints = []
+    for key, hint in _HINTS:
+        if any(c.rejected.startswith(key) for c in (enabled or off)):
+            hints.append(hint.format(path=path))
+    return Finding(path, f"{head}: " + "; ".join(listed) + ". Fix: " + " or ".join(hints),
+                   source=stack.source)
+
+
+def _quota_finding(stack: StackSpec, exc: QuotaInfeasible, feasible) -> Finding:
+    names = [stack.clusters[i].name for i in exc.clusters]
+    need = sum(min(o.gpus for o in feasible[i]) for i in exc.clusters)
+    quota = sum(stack.clouds[cl].quota_gpus[r] for cl, r in exc.regions)
+    regions = ", ".join(f"{cl}:{r} ({stack.clouds[cl].quota_gpus[r]})" for cl, r in exc.regions)
+    return Finding("gpulease:clouds", f"GPU quotas cannot host clusters {', '.join(names)} at "
+                   f"once: they need at least {need} GPUs together, their regions allow {quota} "
+                   f"({regions}). Fix: raise gpulease:clouds.<cloud>.quota_gpus, enable more "
+                   "regions, or lower the clusters' gpus", source=stack.source)
+
+
+def _budget_finding(stack: StackSpec, chosen: list[Candidate], storage, total: float) -> Finding:
+    short = total - stack.budget_monthly_usd
+    items = sorted(((c.monthly_usd, s.name) for c, s in zip(chosen, stack.clusters)),
+                   key=lambda t: (-t[0], t[1]))
+    drivers, acc = [], 0.0
+    for usd, name in items:
+        drivers.append(f"{name} ({_num(usd)})")
+        acc += usd
+        if acc >= short:
+            break
+    text = (f"budget {_num(stack.budget_monthly_usd)} USD/month is short by {short:.2f} USD; "
+            f"driven by clusters {', '.join(drivers)}")
+    if acc < short and storage:
+        text += "; storage " + ", ".join(f"{s.name} ({_num(s.monthly_usd)})" for s in storage)
+    return Finding("gpulease:budget_monthly_usd",
+                   text + ". Fix: raise gpulease:budget_monthly_usd or lower gpus / "
+                   "hours_per_month of those clusters", source=stack.source)
+
+
+def _quota_users(stack: StackSpec, chosen: list[Candidate]) -> dict:
+    users: dict = {}
+    for c, spec in zip(chosen, stack.clusters):
+        users.setdefault(c.quota_key, []).append(spec.name)
+    return users
+
+
+# ---- explanations ---------------------------------------------------------------------------
+def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
+    term, p, n, h = rules.commitment_term, spec.priority, c.nodes, spec.hours_per_month
+    o = c.offering
+    rates = rates_of(o, rules)
+    be = break_even_utilization(rates)
+    u = h / HOURS_PER_MONTH
+    basis = c.basis.removesuffix("+cache")
+    if basis == "guaranteed":
+        how = (f"{term} commitment" if o.price("reserved", term) is not None else
+               f"capacity reservation at the on-demand rate: no {term} commitment price in the catalog")
+        text = (f"Priority {p} > {rules.reserved_above_priority} needs guaranteed capacity: all "
+                f"{n} nodes reserved ({how}).")
+    elif basis == "break_even_reserved":
+        text = (f"Reserved ({term}) pays: {h:g} h/month is {u:.0%} utilization, above the "
+                f"{be:.0%} break-even (commitment rate / on-demand rate).")
+    elif basis == "break_even_on_demand":
+        text = (f"On-demand: {h:g} h/month is {u:.0%} utilization, below the {be:.0%} "
+                f"break-even where a {term} commitment would pay.")
+    elif basis == "no_commit_price":
+        text = f"On-demand: the offering has no {term} commitment price."
+    elif basis == "only_commit_priced":
+        text = f"Reserved ({term}): the offering has no on-demand price."
+    elif basis == "no_spot_price":
+        text = "Not spot: the offering has no spot price, so on-demand/reserved by break-even."
+    elif basis == "spot":
+        saving = (f"{_money(c.compared_usd - c.monthly_usd)}/month less than "
+                  f"{'on-demand/reserved' if c.compared_usd is not None else 'any other model'}"
+                  if c.compared_usd is not None else "the least")
+        text = (f"Spot: checkpointable work (every {spec.checkpoint_minutes} min) at priority {p} "
+                f"< {rules.spot_below_priority}; including {_money(c.costs.spot_rework_usd)}/month "
+                f"expected rework it costs {saving}.")
+    elif basis == "spot_overridden":
+        text = (f"Not spot: priority {p} work defaults to spot, but with expected rework spot "
+                f"would cost {_money(c.compared_usd)}/month, more than "
+                f"{'reserved' if c.purchase.reserved else 'on-demand'}.")
+    elif basis == "spot_forced":
+        text = "Spot on every node, as the forced template says."
+    else:
+        text = f"Purchase: {c.purchase.as_dict()}."
+    if c.basis.endswith("+cache"):
+        text += " The cache node runs on-demand so that an interruption never loses staged data."
+    return text
+
+
+def _template_text(spec: ClusterSpec, c: Candidate, stack: StackSpec) -> str:
+    t = get_template(c.template)
+    ds = stack.storage_by_name(spec.dataset) if spec.dataset else None
+    vals = {"nodes": c.nodes, "compute_nodes": max(c.nodes - 1, 0), "fabric": c.network,
+            "dataset": spec.dataset or "-", "dataset_tb": _num(ds.size_tb) if ds else "0",
+            "checkpoint_minutes": spec.checkpoint_minutes or 0, "gpu": c.offering.gpu}
+    why = t.rationale.format(**vals) if t.rationale else t.description
+    how = f"forced by {spec.config_path}.template" if spec.template else "chosen by its rule"
+    return f"Template {t.name} ({how}): {why}"
+
+
+def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: PolicyRules,
+               stack: StackSpec, displaced: bool) -> str:
+    o = c.offering
+    head = f"{_where(c)} ({c.nodes} x {o.gpus_per_node} {o.gpu})"
+    others = [x for x in ok if x is not c]
+    if displaced:
+        where = f"is the cheapest of {len(ok)} feasible candidates that fits the shared GPU quotas"
+    elif not others:
+        where = "is the only feasible candidate"
+    else:
+        nxt = others[0]
+        where = (f"is the cheapest of {len(ok)} feasible candidates; next best {_where(nxt)} "
+                 f"costs +{_money(nxt.monthly_usd - c.monthly_usd)}/month")
+    gravity = ""
+    if c.costs.egress_usd:
+        ds = stack.storage_by_name(spec.dataset)
+        gravity = (f" (including {_money(c.costs.egress_usd)}/month to move and stage dataset "
+                   f"{ds.name} from {ds.home})")
+    return (f"{head}{gravity} {where}. {_purchase_text(spec, c, rules)} "
+            f"{_template_text(spec, c, stack)}")
+
+
+def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: float,
+                    chosen: Candidate) -> str:
+    thr, sb = rules.reserved_above_priority, rules.spot_below_priority
+    if model == "spot":
+        if not spec.interruptible:
+            return f"not interruptible (no {spec.config_path}.checkpoint_minutes)"
+        if spec.priority > thr:
+            return f"priority {spec.priority} > {thr} needs guaranteed capacity"
+        if spec.priority >= sb:
+            return f"priority {spec.priority} >= {sb}: spot only below {sb}"
+    if model == "on_demand" and spec.priority > thr:
+        return f"priority {spec.priority} > {thr} needs guaranteed capacity"
+    if delta < 0:
+        return f"template {chosen.template} keeps one cache node on-demand"
+    return f"cost (+{_money(delta)}/month)"
+
+
+def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
+                  rules: PolicyRules, ctx: Context, quota_users: Optional[dict]
+                  ) -> tuple[Alternative, ...]:
+    base = chosen.monthly_usd
+    alts: list[tuple[tuple, Alternative]] = []
+    for c in cands:
+        if c is chosen:
+            continue
+        m = c.monthly_usd
+        if c.rejected:
+            why = c.rejected
+        elif quota_users is not None and m < base:
+            users = ", ".join(n for n in quota_users.get(c.quota_key, []) if n != spec.name)
+            q = ctx.stack.clouds[c.offering.cloud].quota_gpus.get(c.offering.region)
+            why = (f"quota (shared {c.offering.cloud}:{c.offering.region} quota of {q} GPUs "
+                   f"goes to {users or 'other clusters'})")
+        else:
+            why = f"cost (+{_money(m - base)}/month)"
+        alts.append(((m is None, m or 0.0), Alternative(
+            c.offering.cloud, c.offering.region, c.offering.instance_type,
+            c.purchase or PurchaseMix(), m, why)))
+    # The chosen offering with the purchase models the rules or the math ruled out.
+    o, n = chosen.offering, chosen.nodes
+    rates = rates_of(o, rules)
+    gang = chosen.distributed and n > 1
+    for model in ("spot", "on_demand", "reserved"):
+        mix = PurchaseMix(**{model: n})
+        if mix == chosen.purchase or rates.of(model) is None:
+            continue
+        cost = cluster_costs(mix=mix, rates=rates, hours=spec.hours_per_month, gang=gang,
+                             tcp_gang=gang and chosen.network == "none",
+                             interruptions_per_hour=ctx.interruptions.get(o.cloud, 0.0),
+                             checkpoint_minutes=spec.checkpoint_minutes,
+                             restart_minutes=rules.spot_restart_minutes,
+                             communication_share=rules.tcp_communication_share,
+                             egress_usd=chosen.costs.egress_usd).monthly_usd
+        alts.append(((False, cost), Alternative(
+            o.cloud, o.region, o.instance_type, mix, cost,
+            _variant_reason(model, spec, rules, cost - base, chosen))))
+    alts.sort(key=lambda t: (t[0], t[1].cloud, t[1].region, t[1].instance_type))
+    return tuple(a for _, a in alts[:rules.max_alternatives])
