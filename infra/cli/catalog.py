@@ -1,0 +1,203 @@
+"""`gpulease catalog`: list offerings and prices, show shipped versions, refresh from cloud APIs."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from infra.cli.common import add_catalog_args, add_json_arg, print_json, progress
+from infra.errors import EXIT_FAILED, EXIT_OK, CloudError, Finding, InputError, did_you_mean
+
+DESCRIPTION = """\
+Show the GPU price catalog the planner uses (hourly USD per node: on-demand, spot, 1-year and
+3-year commitment), list the shipped catalog versions, or refresh the catalog from the clouds'
+pricing APIs into a new versioned file."""
+
+EPILOG = """\
+examples:
+  gpulease catalog list --gpu H100
+  gpulease catalog list --cloud gcp --region us-central1 --json
+  gpulease catalog versions
+  gpulease catalog refresh --cloud aws --region us-east-1 --region us-west-2
+  gpulease catalog refresh --out ./catalogs/          # new versioned file in ./catalogs/
+  gpulease plan --stack dev --catalog ~/.local/share/gpulease/catalogs/2026.12.09.json"""
+
+REFRESH_EPILOG = """\
+Credentials: AWS from the usual boto3 chain (AWS_PROFILE, env, SSO; needs pricing:GetProducts
+and ec2:Describe*); GCP from Application Default Credentials (Billing Catalog needs no project;
+--gcp-project also reads machine/accelerator types). AWS_ENDPOINT_URL and
+GPULEASE_GCP_ENDPOINT=http://host:port point the clients at local fakes.
+
+exit codes: 0 written (possibly with regions kept from the old catalog, listed on stderr) ·
+            1 nothing could be refreshed (no file written) · 2 bad arguments / refusing to
+            overwrite an existing or hand-edited file without --force"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("catalog", help="GPU offerings and prices; refresh from cloud APIs",
+                       description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    csub = p.add_subparsers(dest="catalog_command", metavar="ACTION")
+
+    lp = csub.add_parser("list", help="offerings and hourly prices per node")
+    lp.add_argument("--gpu", help="only this GPU model (e.g. H100, A100-80GB, L4)")
+    lp.add_argument("--cloud", help="only this cloud (aws | gcp)")
+    lp.add_argument("--region", help="only this region")
+    add_catalog_args(lp)
+    add_json_arg(lp)
+    lp.set_defaults(func=run_list)
+
+    vp = csub.add_parser("versions", help="shipped catalog versions, as-of dates, the default")
+    add_json_arg(vp)
+    vp.set_defaults(func=run_versions)
+
+    rp = csub.add_parser("refresh", help="fetch current prices into a new catalog file",
+                         epilog=REFRESH_EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("--cloud", choices=("aws", "gcp"), help="refresh one cloud only")
+    rp.add_argument("--region", action="append", default=[], metavar="R",
+                    help="refresh this region (repeatable); default: the catalog's regions")
+    rp.add_argument("--out", metavar="PATH",
+                    help="file or directory to write (default: $GPULEASE_CATALOG_DIR or "
+                         "~/.local/share/gpulease/catalogs/)")
+    rp.add_argument("--force", action="store_true",
+                    help="overwrite an existing or hand-edited --out file")
+    rp.add_argument("--from", dest="from_path", metavar="PATH",
+                    help="catalog to start from (default: the current default catalog)")
+    rp.add_argument("--gcp-project", metavar="ID",
+                    help="GCP project for machine/accelerator types (default: "
+                         "$GOOGLE_CLOUD_PROJECT; without it, specs come from the old catalog)")
+    rp.set_defaults(func=run_refresh)
+    p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
+
+
+# ---- list --------------------------------------------------------------------------------------
+def _fmt(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _check_choice(flag: str, value: Optional[str], choices: list[str], what: str,
+                  version: str) -> None:
+    if value is not None and value not in choices:
+        raise InputError([Finding(flag, f'unknown {what} "{value}"{did_you_mean(value, choices)}; '
+                                  f"catalog {version} has: {', '.join(choices)}")])
+
+
+def list_rows(args: argparse.Namespace) -> tuple[Any, list[dict]]:
+    from infra.catalog import load_catalog
+    from infra.model import CLOUDS
+
+    cat = load_catalog(args.catalog, args.catalog_version)
+    _check_choice("--cloud", args.cloud, list(CLOUDS), "cloud", cat.version)
+    _check_choice("--gpu", args.gpu, cat.gpus, "GPU", cat.version)
+    _check_choice("--region", args.region, cat.regions(args.cloud), "region", cat.version)
+    rows = cat.rows(gpu=args.gpu, cloud=args.cloud)
+    if args.region:
+        rows = [r for r in rows if r["region"] == args.region]
+    return cat, rows
+
+
+def run_list(args: argparse.Namespace) -> int:
+    cat, rows = list_rows(args)
+    if args.json:
+        print_json(rows)
+        return EXIT_OK
+    print(f"catalog {cat.version} (as of {cat.as_of}) - USD per node-hour; "
+          f"{len(rows)} offering(s)")
+    head = ("cloud", "region", "instance_type", "gpu", "gpus", "gpu_gb", "vcpus", "mem_gb",
+            "net_gbps", "rdma", "on_demand", "spot", "commit_1y", "commit_3y")
+    table = [head] + [(r["cloud"], r["region"], r["instance_type"], r["gpu"],
+                       str(r["gpus_per_node"]), f"{r['gpu_memory_gb']:g}", str(r["vcpus"]),
+                       f"{r['memory_gb']:g}", f"{r['network_gbps']:g}", r["rdma"],
+                       _fmt(r["on_demand_usd"]), _fmt(r["spot_usd"]), _fmt(r["commit_1y_usd"]),
+                       _fmt(r["commit_3y_usd"])) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    numeric = set(range(4, 9)) | set(range(10, 14))
+    for row in table:
+        print("  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    return EXIT_OK
+
+
+# ---- versions ----------------------------------------------------------------------------------
+def run_versions(args: argparse.Namespace) -> int:
+    import infra.catalog as catalog
+
+    data_dir = catalog.DATA_DIR
+    versions = catalog.available_versions(data_dir)
+    env = os.environ.get("GPULEASE_CATALOG")
+    default = None if env else (versions[-1] if versions else None)
+    rows = []
+    for v in versions:
+        c = catalog.load_catalog(str(data_dir / f"{v}.json"))
+        rows.append({"version": v, "as_of": c.as_of, "offerings": len(c.offerings),
+                     "path": str(data_dir / f"{v}.json"), "default": v == default})
+    if args.json:
+        print_json({"versions": rows, "default_override": env})
+        return EXIT_OK
+    if not rows:
+        print(f"no shipped catalog in {data_dir}")
+    for r in rows:
+        print(f"{r['version']:<14} as of {r['as_of']:<12} {r['offerings']:>4} offerings"
+              + ("   (default)" if r["default"] else ""))
+    if env:
+        print(f"default overridden by GPULEASE_CATALOG={env}")
+    return EXIT_OK
+
+
+# ---- refresh -----------------------------------------------------------------------------------
+def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
+                now: Optional[dt.datetime] = None) -> int:
+    """`catalog refresh`. Tests pass ``aws`` / ``gcp`` clients; otherwise real ones are made."""
+    from infra.catalog import load_catalog
+    from infra.catalog.fetchers.clients import make_aws_clients, make_gcp_clients
+    from infra.catalog.refresh import (check_writable, diff_catalogs, refresh, render_diff,
+                                       resolve_out, select_regions, write_catalog)
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    base = load_catalog(args.from_path)
+    clouds = [args.cloud] if args.cloud else ["aws", "gcp"]
+    scope = select_regions(base, clouds, args.region)
+    if not scope:
+        raise InputError([Finding("--cloud", f"catalog {base.version} has no "
+                                  f"{' or '.join(clouds)} offerings to refresh")])
+    out_path, version = resolve_out(args.out, now.date(), avoid=(base.version,))
+    check_writable(out_path, force=args.force)   # before any API call
+
+    errors: dict = {}
+    if "aws" in scope and aws is None:
+        try:
+            aws = make_aws_clients()
+        except CloudError as exc:
+            errors["aws"] = exc
+    if "gcp" in scope and gcp is None:
+        try:
+            gcp = make_gcp_clients(project=args.gcp_project)
+        except CloudError as exc:
+            errors["gcp"] = exc
+    progress(f"refreshing catalog {base.version}: "
+             + "; ".join(f"{c} {', '.join(rs)}" for c, rs in scope.items()))
+    result = refresh(base, scope=scope, aws=aws, gcp=gcp, client_errors=errors,
+                     version=version, now=now, progress=progress)
+    rep = result.report
+    for f in rep.failures:
+        print(f"warning: {f}", file=sys.stderr)
+    if result.doc is None:
+        print(f"error: nothing could be refreshed ({len(rep.failures)} failure(s) above); "
+              f"no file written, catalog {base.version} stays current", file=sys.stderr)
+        return EXIT_FAILED
+    write_catalog(result.doc, out_path, force=args.force)
+    print(render_diff(diff_catalogs(base, result.catalog)))
+    print(f"refreshed {len(rep.refreshed)} row(s), added {len(rep.added)}, removed "
+          f"{len(rep.removed)}, kept {len(rep.kept)} from {base.version} (marked in "
+          f"price_sources) using {rep.calls} API call(s)")
+    for key, reason in sorted(rep.kept.items())[:10]:
+        print(f"  kept {'/'.join(key)}: {reason}")
+    if len(rep.kept) > 10:
+        print(f"  ... and {len(rep.kept) - 10} more kept row(s)")
+    print(f"wrote {out_path} (version {version})")
+    print(f"use it: gpulease plan --stack dev --catalog {out_path}")
+    return EXIT_OK
