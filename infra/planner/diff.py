@@ -1,0 +1,145 @@
+"""Cost diff between two plan documents (`gpulease plan --diff`), like a cost diff on a PR.
+
+Resources are matched by URN with the stack segment normalised, so ``staging`` and ``prod``
+plans (or a saved plan and today's) compare resource by resource.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Optional
+
+from infra.errors import ConfigError, Finding
+
+#: cost changes smaller than this (USD/month) are rounding, not changes.
+EPSILON_USD = 0.005
+
+
+def resource_key(urn: str) -> str:
+    """``urn:pulumi:<stack>::<project>::<type>::<name>`` -> the same with the stack as ``*``."""
+    parts = urn.split("::")
+    head = parts[0].split(":")
+    if len(head) >= 3 and head[0] == "urn" and head[1] == "pulumi":
+        parts[0] = ":".join(head[:2] + ["*"])
+    return "::".join(parts)
+
+
+def _pct(old: float, delta: float) -> Optional[float]:
+    if abs(delta) < EPSILON_USD:
+        return 0.0
+    if abs(old) < EPSILON_USD:
+        return None  # from nothing: an increase no percentage describes
+    return round(delta / old * 100.0, 2)
+
+
+def _check(plan: Any, which: str) -> None:
+    if not isinstance(plan, dict) or not isinstance(plan.get("resources"), list):
+        raise ConfigError([Finding("--diff", f"the {which} plan is not a `gpulease plan --json` "
+                                   "document (no \"resources\" list): save one with "
+                                   "`gpulease plan --stack NAME --json > plan.json`")])
+
+
+def _total(plan: dict) -> float:
+    t = (plan.get("totals") or {}).get("monthly_usd")
+    if isinstance(t, (int, float)):
+        return float(t)
+    return sum(float(r.get("monthly_usd") or 0.0) for r in plan["resources"])
+
+
+def _label(plan: dict) -> dict:
+    return {"stack": plan.get("stack", "?"),
+            "catalog_version": (plan.get("catalog") or {}).get("version"),
+            "monthly_usd": round(_total(plan), 2)}
+
+
+def diff_plans(old: dict, new: dict) -> dict:
+    """Per-resource, per-cluster and total monthly cost change from ``old`` to ``new``."""
+    _check(old, "old")
+    _check(new, "new")
+    before = {resource_key(r["urn"]): r for r in old["resources"]}
+    after = {resource_key(r["urn"]): r for r in new["resources"]}
+    rows: list[dict] = []
+    counts = {"added": 0, "removed": 0, "changed": 0, "unchanged": 0}
+    by_cluster: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for key in sorted(set(before) | set(after)):
+        o, n = before.get(key), after.get(key)
+        ou = float(o.get("monthly_usd") or 0.0) if o else 0.0
+        nu = float(n.get("monthly_usd") or 0.0) if n else 0.0
+        ref = n or o
+        cluster = ref.get("cluster") or "shared"
+        if o:
+            by_cluster[o.get("cluster") or "shared"][0] += ou
+        if n:
+            by_cluster[cluster][1] += nu
+        change = "added" if o is None else "removed" if n is None else \
+            "changed" if abs(nu - ou) >= EPSILON_USD else "unchanged"
+        counts[change] += 1
+        if change == "unchanged":
+            continue
+        rows.append({"key": key, "type": ref.get("type", ""), "name": ref.get("name", ""),
+                     "cluster": cluster, "change": change,
+                     "old_monthly_usd": None if o is None else round(ou, 2),
+                     "new_monthly_usd": None if n is None else round(nu, 2),
+                     "delta_usd": round(nu - ou, 2)})
+    rows.sort(key=lambda r: (-abs(r["delta_usd"]), r["key"]))
+    clusters = [{"cluster": c, "old_monthly_usd": round(v[0], 2), "new_monthly_usd": round(v[1], 2),
+                 "delta_usd": round(v[1] - v[0], 2), "pct": _pct(v[0], v[1] - v[0])}
+                for c, v in sorted(by_cluster.items(), key=lambda kv: (kv[0] == "shared", kv[0]))]
+    old_total, new_total = _total(old), _total(new)
+    delta = new_total - old_total
+    return {
+        "format": "gpulease-plan-diff/1",
+        "old": _label(old), "new": _label(new),
+        "resources": rows, "counts": counts, "clusters": clusters,
+        "total": {"old_monthly_usd": round(old_total, 2), "new_monthly_usd": round(new_total, 2),
+                  "delta_usd": round(delta, 2), "pct": _pct(old_total, delta)},
+    }
+
+
+def exceeds(diff: dict, pct: float) -> bool:
+    """True when the total monthly cost rose by more than ``pct`` percent (any rise from 0)."""
+    t = diff["total"]
+    if t["delta_usd"] < EPSILON_USD:
+        return False
+    return t["pct"] is None or t["pct"] > pct
+
+
+def _money(v: Optional[float]) -> str:
+    return "-" if v is None else f"${v:,.2f}"
+
+
+def _signed(v: float) -> str:
+    return f"{'+' if v >= 0 else '-'}${abs(v):,.2f}"
+
+
+def _pct_text(p: Optional[float]) -> str:
+    return "new" if p is None else f"{p:+.1f}%"
+
+
+def render_diff_text(diff: dict) -> str:
+    o, n, t = diff["old"], diff["new"], diff["total"]
+    lines = [f"Monthly cost diff: {o['stack']} (catalog {o['catalog_version']}) -> "
+             f"{n['stack']} (catalog {n['catalog_version']})", ""]
+    marks = {"added": "+", "removed": "-", "changed": "~"}
+    for r in diff["resources"]:
+        if r["change"] == "changed":
+            amount = f"{_money(r['old_monthly_usd'])} -> {_money(r['new_monthly_usd'])} " \
+                     f"({_signed(r['delta_usd'])})"
+        else:
+            amount = _signed(r["delta_usd"])
+        lines.append(f"  {marks[r['change']]} [{r['cluster']}] {r['type']} {r['name']}: {amount}")
+    c = diff["counts"]
+    if not diff["resources"]:
+        lines.append("  no resource changes cost")
+    lines.append(f"  ({c['added']} added, {c['removed']} removed, {c['changed']} changed, "
+                 f"{c['unchanged']} unchanged)")
+    lines.append("")
+    width = max([len(x["cluster"]) for x in diff["clusters"]] + [7])
+    lines.append(f"  {'cluster':<{width}}  {'before':>14}  {'after':>14}  {'change':>14}  {'%':>8}")
+    for x in diff["clusters"]:
+        lines.append(f"  {x['cluster']:<{width}}  {_money(x['old_monthly_usd']):>14}  "
+                     f"{_money(x['new_monthly_usd']):>14}  {_signed(x['delta_usd']):>14}  "
+                     f"{_pct_text(x['pct']):>8}")
+    lines.append("")
+    lines.append(f"Total monthly: {_money(t['old_monthly_usd'])} -> {_money(t['new_monthly_usd'])} "
+                 f"({_signed(t['delta_usd'])}, {_pct_text(t['pct'])})")
+    return "\n".join(lines)

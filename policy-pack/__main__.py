@@ -1,0 +1,116 @@
+"""gpulease guardrails as a CrossGuard policy pack: the SAME rule functions `gpulease plan` runs.
+
+Usage: ``pulumi preview --policy-pack policy-pack [--policy-pack-config cfg.json]``.
+Config (per policy, see policy-config.example.json): ``budget-cap`` / ``budget-headroom`` take
+``budget_monthly_usd``; ``storage-protected-in-prod`` takes ``environment``.
+Differences from `gpulease plan` (documented in README "Guardrails"):
+- CrossGuard's PolicyResourceOptions expose ``protect`` but not ``retainOnDelete``, so
+  storage-protected-in-prod checks protect only here (the offline plan checks both).
+- Without configured ``environment`` the environment is read from each resource's own
+  ``gpulease-environment`` tag/label; without a configured budget the budget rules read the
+  ``budget_monthly_usd`` stack output when the engine passes the root stack resource, and
+  otherwise report themselves not applicable.
+- During preview a property that is still unknown makes CrossGuard skip the rule for that
+  resource with an advisory note (pulumi_policy's UnknownValueError); `gpulease plan` masks it.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, PolicyPack,
+                           ResourceValidationPolicy, StackValidationPolicy)
+
+from infra.costing import tags
+from infra.guardrails.rules import (MANDATORY, RULES, GuardedResource, Rule, RuleContext,
+                                    tag_dict, tag_kind)
+
+PACK_NAME = "gpulease-guardrails"
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+_CONFIG_SCHEMAS = {
+    "budget-cap": PolicyConfigSchema(properties={"budget_monthly_usd": {"type": "number",
+                                                                        "minimum": 0}}),
+    "budget-headroom": PolicyConfigSchema(properties={"budget_monthly_usd": {"type": "number",
+                                                                             "minimum": 0}}),
+    "storage-protected-in-prod": PolicyConfigSchema(properties={"environment": {"type": "string"}}),
+}
+
+
+def level(rule: Rule) -> EnforcementLevel:
+    return EnforcementLevel.MANDATORY if rule.level == MANDATORY else EnforcementLevel.ADVISORY
+
+
+def _environment(config: Any, resource_type: str, props: Any) -> str:
+    env = (config or {}).get("environment")
+    if env:
+        return str(env)
+    kind = tag_kind(resource_type)
+    return str(tag_dict(props, kind).get(tags.ENVIRONMENT, "")) if kind else ""
+
+
+def _budget(config: Any, resources: list) -> Optional[float]:
+    value = (config or {}).get("budget_monthly_usd")
+    if value is None:
+        for r in resources:
+            if r.resource_type == STACK_TYPE and "budget_monthly_usd" in r.props:
+                value = r.props["budget_monthly_usd"]
+                break
+    return None if value is None else float(value)
+
+
+def resource_validator(rule: Rule):
+    def validate(args, report_violation) -> None:
+        if not rule.applies_to(args.resource_type):
+            return
+        ctx = RuleContext(environment=_environment(args.get_config(), args.resource_type,
+                                                   args.props),
+                          protect=bool(args.opts.protect) if args.opts else None,
+                          retain_on_delete=None)  # not exposed by CrossGuard
+        for message in rule.check(args.resource_type, args.props, ctx):  # type: ignore[misc]
+            report_violation(message, args.urn)
+    return validate
+
+
+def guarded(resources: list) -> list[GuardedResource]:
+    """CrossGuard PolicyResource -> GuardedResource (dependencies include property deps)."""
+    out = []
+    for r in resources:
+        deps = {d.urn for d in (r.dependencies or [])}
+        for ds in (r.property_dependencies or {}).values():
+            deps.update(d.urn for d in ds)
+        out.append(GuardedResource(
+            urn=r.urn, type=r.resource_type, name=r.name, props=r.props,
+            protect=bool(r.opts.protect) if r.opts else None, retain_on_delete=None,
+            dependencies=tuple(sorted(deps)), parent=r.parent.urn if r.parent else ""))
+    return out
+
+
+def stack_validator(rule: Rule):
+    def validate(args, report_violation) -> None:
+        budget = _budget(args.get_config(), args.resources)
+        if rule.name.startswith("budget-") and budget is None:
+            args.not_applicable("no budget_monthly_usd in the policy config or stack outputs")
+        ctx = RuleContext(environment=str((args.get_config() or {}).get("environment", "")),
+                          budget_monthly_usd=budget)
+        for urn, message in rule.stack_check(guarded(args.resources), ctx):  # type: ignore[misc]
+            report_violation(message, urn or None)
+    return validate
+
+
+def build_policies() -> list:
+    policies: list = []
+    for rule in RULES:
+        common = dict(name=rule.name, description=rule.description,
+                      enforcement_level=level(rule), config_schema=_CONFIG_SCHEMAS.get(rule.name),
+                      remediation_steps=rule.fix or None)
+        if rule.is_stack:
+            policies.append(StackValidationPolicy(validate=stack_validator(rule), **common))
+        else:
+            policies.append(ResourceValidationPolicy(validate=resource_validator(rule), **common))
+    return policies
+
+
+if __name__ == "__main__":
+    # PolicyPack() starts the analyzer gRPC server and blocks: only when Pulumi runs the pack.
+    PolicyPack(name=PACK_NAME, policies=build_policies(),
+               enforcement_level=EnforcementLevel.ADVISORY)
