@@ -1,0 +1,86 @@
+"""AWS adaptor: turns the AWS part of an EnvironmentDecision into Pulumi components.
+
+Contract used by the program: :func:`deploy` ``(env, catalog) -> list[pulumi.Resource]``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from infra import naming
+from infra.catalog import Catalog
+from infra.clouds.aws import builders
+from infra.clouds.aws.cluster import GpuCluster, GpuClusterArgs
+from infra.clouds.aws.network import Network, NetworkArgs, SpotEvents, SpotEventsArgs
+from infra.clouds.aws.storage import Storage, StorageArgs
+from infra.errors import ConfigError, Finding
+from infra.model import ClusterDecision, EnvironmentDecision, StackSpec
+
+_RENDER = Path(__file__).resolve().parents[2] / "bootstrap" / "render.py"
+
+
+def user_data(stack: StackSpec, decision: ClusterDecision, purchase_model: str) -> Optional[str]:
+    """The node cloud-config from the bootstrap renderer (``infra.bootstrap.render``)."""
+    if not _RENDER.exists():
+        pulumi.log.warn(f"{decision.name}: infra/bootstrap/render.py is missing; nodes get no "
+                        "bootstrap user data")
+        return None
+    from infra.bootstrap.render import render_user_data
+
+    return render_user_data(stack=stack, decision=decision, purchase_model=purchase_model)
+
+
+def deploy(env: EnvironmentDecision, catalog: Catalog) -> list[pulumi.Resource]:
+    """Declare everything the decision puts on AWS; returns the top-level resources."""
+    stack = env.stack
+    clusters = [c for c in env.clusters if c.cloud == "aws"]
+    storage = [s for s in env.storage if s.cloud == "aws"]
+    if not clusters and not storage:
+        return []
+    cloud = stack.clouds.get("aws")
+    regions = sorted({c.region for c in clusters} | {s.region for s in storage})
+    providers = {r: aws.Provider(f"aws-{r}", region=r) for r in regions}
+    out: list[pulumi.Resource] = list(providers.values())
+
+    for s in storage:
+        out.append(Storage(s.name, StorageArgs(
+            bucket_name=naming.bucket_name(stack, s.name), provider=providers[s.region],
+            lifecycle_rules=builders.lifecycle_rules(
+                s.spec, index=builders.storage_index(stack, s.name), source=stack.source),
+            protect=stack.is_prod, storage=s)))
+
+    cluster_regions = sorted({c.region for c in clusters})
+    if getattr(cloud, "network", None) and len(cluster_regions) > 1:
+        # One vpc_id cannot serve two regions (a VPC lives in one region).
+        raise ConfigError([Finding(
+            "gpulease:clouds.aws.vpc_id",
+            f'VPC "{cloud.network}" is used, but the plan puts AWS clusters in '
+            f"{', '.join(cluster_regions)}; limit gpulease:clouds.aws.regions (or the "
+            "clusters' regions) to the VPC's region, or remove vpc_id to let gpulease create "
+            "a network per region", source=stack.source)])
+    networks: dict[str, Network] = {}
+    for region in cluster_regions:
+        here = [c for c in clusters if c.region == region]
+        zones = tuple(dict.fromkeys(z for c in here for z in builders.cluster_zones(c)))
+        networks[region] = Network(f"aws-{region}-net", NetworkArgs(
+            region=region, provider=providers[region],
+            vpc_id=getattr(cloud, "network", None), subnet_ids=tuple(getattr(cloud, "subnets", ())),
+            zones=zones))
+        out.append(networks[region])
+        if any(c.purchase.spot for c in here):
+            out.append(SpotEvents(f"aws-{region}-spot-events", SpotEventsArgs(
+                region=region, provider=providers[region])))
+
+    for c in clusters:
+        out.append(GpuCluster(c.name, GpuClusterArgs(
+            decision=c, stack=stack, catalog=catalog, network=networks[c.region],
+            provider=providers[c.region],
+            user_data=lambda model, c=c: user_data(stack, c, model))))
+    return out
+
+
+__all__ = ["deploy", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs", "Storage",
+           "StorageArgs", "SpotEvents", "user_data"]

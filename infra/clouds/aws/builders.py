@@ -1,0 +1,278 @@
+"""Pure builders for the AWS components: interface layouts, overrides, IAM and bucket policies.
+
+Nothing here touches Pulumi or a cloud: every function maps domain objects to the plain
+dicts/lists the components pass to pulumi-aws, so each one is table-tested on its own.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from infra.catalog import TIER_CLASSES, Catalog
+from infra.errors import ConfigError, Finding
+from infra.model import ClusterDecision, Offering, StackSpec, StorageSpec
+
+#: IMDSv2 hop limit. 1 (the EC2 default) stops the token PUT answer one hop short of a
+#: container on a bridge network, so a containerized trainer could not read its spot notice or
+#: role credentials; 2 is the value AWS documents for containers (EC2 User Guide, "Configure the
+#: instance metadata options": "we recommend setting the hop limit to 2" in container
+#: environments). Tokens stay required, so SSRF-style GETs still get nothing.
+IMDS_HOP_LIMIT = 2
+
+#: Root volume. The DLAMI base image snapshot is ~75 GB; 200 GB leaves room for container
+#: images and pip caches. Datasets and scratch live on instance-store NVMe, not here.
+ROOT_VOLUME_GB = 200
+#: Ubuntu-based DLAMIs boot from /dev/sda1.
+ROOT_DEVICE = "/dev/sda1"
+
+#: Public SSM parameter of the AWS Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04):
+#: NVIDIA driver, CUDA, EFA installer and the aws-ofi-nccl plugin preinstalled
+#: (AWS DLAMI docs, "Base OSS Nvidia Driver GPU AMI", query with ssm get-parameter).
+DLAMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+
+#: Spot allocation: AWS's recommended strategy (lowest price among the pools least likely to
+#: be interrupted). EC2 Auto Scaling user guide, "Allocation strategies for multiple instance types".
+SPOT_ALLOCATION = "price-capacity-optimized"
+#: On-demand picks the override order: the decided type first (it is the one the ODCR holds).
+ON_DEMAND_ALLOCATION = "prioritized"
+
+#: EventBridge detail types for spot risk (EC2 User Guide, "Spot Instance interruption notices"
+#: and "EC2 instance rebalance recommendations").
+SPOT_EVENT_TYPES = {
+    "interruption": "EC2 Spot Instance Interruption Warning",
+    "rebalance": "EC2 Instance Rebalance Recommendation",
+}
+
+#: S3 will not transition to STANDARD_IA before an object is 30 days old (S3 User Guide,
+#: "Transitioning objects using Amazon S3 Lifecycle", constraints).
+MIN_IA_DAYS = 30
+#: GPU bootstrap (driver check, EFA check, dataset mount) takes minutes; the health check
+#: must not kill nodes that are still booting.
+HEALTH_CHECK_GRACE_SECONDS = 900
+
+
+# ---- network interfaces ---------------------------------------------------------------------
+def efa_card_count(offering: Offering) -> int:
+    """Network cards that carry an EFA device on this type (0 when the type has no EFA)."""
+    if offering.rdma != "efa":
+        return 0
+    n = offering.efa_interfaces or offering.network_cards or 1
+    return max(1, int(n))
+
+
+def efa_interfaces(offering: Offering) -> list[dict]:
+    """Launch-template network interfaces for one node of ``offering``.
+
+    EFA types: the primary interface (card 0, device 0) is ``efa`` (EFA with ENA: it carries
+    the node's IP); every further EFA-capable card gets one ``efa-only`` interface at device
+    index 1 (EC2 User Guide, "Maximize network bandwidth on instances with multiple network
+    cards"; EFA-only is available on all EFA-supported types since 2024-10). EFA-only devices
+    take no IP address, so a 32-card p5 node uses one subnet IP, not 32.
+    A type without EFA gets one plain interface. No interface ever gets a public IP.
+    """
+    cards = efa_card_count(offering)
+    if cards == 0:
+        return [plain_interface()]
+    out = [{"network_card_index": 0, "device_index": 0, "interface_type": "efa",
+            "associate_public_ip_address": False, "delete_on_termination": True}]
+    out += [{"network_card_index": i, "device_index": 1, "interface_type": "efa-only",
+             "delete_on_termination": True} for i in range(1, cards)]
+    return out
+
+
+def plain_interface() -> dict:
+    return {"network_card_index": 0, "device_index": 0, "interface_type": "interface",
+            "associate_public_ip_address": False, "delete_on_termination": True}
+
+
+def interfaces_for(decision: ClusterDecision) -> list[dict]:
+    """EFA layout only when the cluster actually runs on the EFA fabric (multi-node)."""
+    if decision.network == "efa":
+        return efa_interfaces(decision.offering)
+    return [plain_interface()]
+
+
+def partition_of(region: str) -> str:
+    """ARN partition of a region (AWS General Reference, "Amazon Resource Names")."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+# ---- capacity -------------------------------------------------------------------------------
+def equivalent_types(decision: ClusterDecision, catalog: Catalog) -> list[str]:
+    """Instance-type overrides for the mixed instances policy, decided type first.
+
+    An equivalent has the same GPU model and count per node in the same region, is not dearer
+    on demand (so the plan's cost stays an upper bound), has a spot price (the overrides exist
+    to widen the spot pools), and — when the cluster uses EFA — the same EFA interface layout,
+    because one launch template's network interfaces must fit every override.
+    Purely reserved clusters keep only the decided type: their capacity is the reservation.
+    """
+    o = decision.offering
+    out = [o.instance_type]
+    if decision.purchase.spot == 0 and decision.purchase.on_demand == 0:
+        return out
+    layout = interfaces_for(decision)
+    for cand in sorted(catalog.offerings_for(gpu=o.gpu, cloud="aws", region=o.region),
+                       key=lambda x: (x.on_demand_usd or math.inf, x.instance_type)):
+        if cand.instance_type in out or cand.gpus_per_node != o.gpus_per_node:
+            continue
+        if cand.spot_usd is None or cand.on_demand_usd is None or o.on_demand_usd is None:
+            continue
+        if cand.on_demand_usd > o.on_demand_usd:
+            continue
+        if decision.network == "efa" and efa_interfaces(cand) != layout:
+            continue
+        out.append(cand.instance_type)
+    return out
+
+
+def purchase_label(decision: ClusterDecision) -> str:
+    """Purchase-model tag of the node group: the only model, or "mixed"."""
+    models = [m for m, n in decision.purchase.as_dict().items() if n]
+    return models[0] if len(models) == 1 else "mixed"
+
+
+def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
+    """Reserved nodes get an ODCR / Capacity Block, except in a dev stack that did not ask."""
+    if decision.purchase.reserved == 0:
+        return False
+    spec = stack.clouds.get("aws")
+    flag = getattr(spec, "capacity_reservations", None)
+    if flag is not None:
+        return bool(flag)
+    return not stack.is_dev
+
+
+def capacity_block_hours(hours_per_month: float) -> int:
+    """Capacity Block duration covering a month's hours: 1-14 days in 1-day steps, then 7-day
+    steps up to 182 days (EC2 User Guide, "Capacity Blocks for ML", durations)."""
+    days = max(1, math.ceil(hours_per_month / 24.0))
+    if days > 14:
+        days = min(182, 7 * math.ceil(days / 7))
+    return days * 24
+
+
+def cluster_zones(decision: ClusterDecision) -> tuple[str, ...]:
+    """AZs the cluster may use, when known at program time (decided zone, else catalog zones)."""
+    if decision.zone:
+        return (decision.zone,)
+    return tuple(decision.offering.zones)
+
+
+# ---- storage --------------------------------------------------------------------------------
+def storage_index(stack: StackSpec, name: str) -> int:
+    for i, s in enumerate(stack.storage):
+        if s.name == name:
+            return i
+    return 0
+
+
+def lifecycle_rules(spec: Optional[StorageSpec], *, index: int = 0,
+                    noncurrent_days: int = 30, source: str = "") -> list[dict]:
+    """S3 lifecycle rules: tiering by age from the storage entry, noncurrent-version expiry,
+    and clean-up of abandoned multipart uploads (checkpoint writers crash mid-upload).
+
+    ``spec=None`` (a cluster's work bucket) gets no tiering: staged copies and live
+    checkpoints are hot by definition.
+    """
+    classes = TIER_CLASSES["aws"]
+    rules: list[dict] = []
+    if spec is not None:
+        path = f"gpulease:storage[{index}]"
+        steps = [("warm_after_days", spec.warm_after_days, classes[1]),
+                 ("cold_after_days", spec.cold_after_days, classes[2]),
+                 ("archive_after_days", spec.archive_after_days, classes[3])]
+        findings, last, transitions = [], 0, []
+        for key, days, cls in steps:
+            if days is None:
+                continue
+            if cls == "STANDARD_IA" and days < MIN_IA_DAYS:
+                findings.append(Finding(f"{path}.{key}", f"S3 moves objects to {cls} no earlier "
+                                        f"than day {MIN_IA_DAYS} (got {days}); set it to "
+                                        f">= {MIN_IA_DAYS} or leave it out", source=source))
+            if days <= last:
+                findings.append(Finding(f"{path}.{key}", f"must be later than the previous "
+                                        f"tier (got {days} <= {last}); tiers go hot -> warm -> "
+                                        "cold -> archive", source=source))
+            last = max(last, days)
+            transitions.append({"days": int(days), "storage_class": cls})
+        if findings:
+            raise ConfigError(findings)
+        if transitions:
+            rules.append({"id": "tiering", "status": "Enabled", "filter": {"prefix": ""},
+                          "transitions": transitions})
+        noncurrent_days = spec.noncurrent_days
+    rules.append({"id": "expire-noncurrent", "status": "Enabled", "filter": {"prefix": ""},
+                  "noncurrent_version_expiration": {"noncurrent_days": int(noncurrent_days)}})
+    rules.append({"id": "abort-incomplete-uploads", "status": "Enabled",
+                  "filter": {"prefix": ""},
+                  "abort_incomplete_multipart_upload": {"days_after_initiation": 7}})
+    return rules
+
+
+def tls_only_policy(bucket_arn: str) -> dict:
+    """Bucket policy denying every request not made over TLS (S3 User Guide, "Security best
+    practices": aws:SecureTransport)."""
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}
+
+
+# ---- IAM ------------------------------------------------------------------------------------
+def assume_role_policy(service: str = "ec2.amazonaws.com") -> dict:
+    return {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]}
+
+
+def node_policy(*, partition: str, cluster: str, environment: str, cluster_tag: str,
+                environment_tag: str, dataset_bucket: Optional[str],
+                dataset_prefix: Optional[str], checkpoint_bucket: str,
+                checkpoint_prefix: str) -> dict:
+    """Least-privilege inline policy of a GPU node: nothing account-wide except the three
+    actions that have no resource-level permissions, each fenced by a condition or read-only."""
+    s3 = f"arn:{partition}:s3:::"
+    stmts: list[dict] = []
+    if dataset_bucket and dataset_prefix is not None:
+        stmts.append({"Sid": "ListDataset", "Effect": "Allow", "Action": "s3:ListBucket",
+                      "Resource": f"{s3}{dataset_bucket}",
+                      "Condition": {"StringLike": {"s3:prefix": [f"{dataset_prefix}*"]}}})
+        stmts.append({"Sid": "ReadDataset", "Effect": "Allow", "Action": "s3:GetObject",
+                      "Resource": f"{s3}{dataset_bucket}/{dataset_prefix}*"})
+    stmts.append({"Sid": "ListCheckpoints", "Effect": "Allow", "Action": "s3:ListBucket",
+                  "Resource": f"{s3}{checkpoint_bucket}",
+                  "Condition": {"StringLike": {"s3:prefix": [f"{checkpoint_prefix}*"]}}})
+    stmts.append({"Sid": "ReadWriteCheckpoints", "Effect": "Allow",
+                  "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                  "Resource": f"{s3}{checkpoint_bucket}/{checkpoint_prefix}*"})
+    # PutMetricData has no resource-level permissions; the namespace condition keeps the node
+    # to the CloudWatch agent's namespace (CloudWatch User Guide, "Using condition keys").
+    stmts.append({"Sid": "GpuMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData",
+                  "Resource": "*",
+                  "Condition": {"StringEquals": {"cloudwatch:namespace": "CWAgent"}}})
+    # Rendezvous discovery lists the cluster's peers by tag; Describe* supports no resources.
+    stmts.append({"Sid": "DiscoverPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances",
+                  "Resource": "*"})
+    # Node-side autostop: a node may only terminate members of ITS cluster's group.
+    stmts.append({"Sid": "NodeAutostop", "Effect": "Allow",
+                  "Action": "autoscaling:TerminateInstanceInAutoScalingGroup", "Resource": "*",
+                  "Condition": {"StringEquals": {
+                      f"autoscaling:ResourceTag/{cluster_tag}": cluster,
+                      f"autoscaling:ResourceTag/{environment_tag}": environment}}})
+    return {"Version": "2012-10-17", "Statement": stmts}
+
+
+def spot_event_pattern(detail_type: str) -> dict:
+    return {"source": ["aws.ec2"], "detail-type": [detail_type]}
+
+
+def sns_events_policy(topic_arn: str) -> dict:
+    """Lets EventBridge publish to the topic (EventBridge User Guide, "Permissions for SNS")."""
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "EventBridgePublish", "Effect": "Allow",
+        "Principal": {"Service": "events.amazonaws.com"}, "Action": "sns:Publish",
+        "Resource": topic_arn}]}

@@ -1,0 +1,264 @@
+"""The AWS GPU cluster component: launch template, mixed-instances ASG, reservations, IAM, SG."""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import pulumi
+import pulumi_aws as aws
+
+from infra import naming
+from infra.catalog import Catalog
+from infra.clouds.aws import builders
+from infra.clouds.aws.network import Network
+from infra.clouds.aws.storage import Storage, StorageArgs
+from infra.costing import tags
+from infra.costing.context import CostContext
+from infra.model import ClusterDecision, StackSpec
+
+#: Types sold as EC2 Capacity Blocks for ML (EC2 User Guide, "Capacity Blocks for ML",
+#: supported instance types). Other types fall back to an ODCR.
+CAPACITY_BLOCK_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
+                                  "p5e.48xlarge", "p5en.48xlarge"})
+
+
+@dataclass
+class GpuClusterArgs:
+    decision: ClusterDecision
+    stack: StackSpec
+    catalog: Catalog
+    network: Network
+    provider: aws.Provider
+    #: purchase model ("mixed", "spot", ...) -> rendered cloud-config
+    #: (``infra.bootstrap.render.render_user_data``); None or a None result = no bootstrap.
+    user_data: Optional[Callable[[str], Optional[str]]] = None
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """Every AWS resource of one decided GPU cluster.
+
+    Children: [work bucket] -> security group -> IAM role/profile -> [placement group] ->
+    [ODCR | Capacity Block] -> launch template -> Auto Scaling group(s).
+    """
+
+    def __init__(self, name: str, args: GpuClusterArgs,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("gpulease:aws:GpuCluster", name, None, opts)
+        d, stack = args.decision, args.stack
+        p = d.purchase
+        self.use_block = (builders.wants_reservation(stack, d)
+                          and stack.clouds["aws"].capacity_blocks
+                          and d.offering.instance_type in CAPACITY_BLOCK_TYPES)
+        if (builders.wants_reservation(stack, d) and stack.clouds["aws"].capacity_blocks
+                and not self.use_block):
+            pulumi.log.warn(f"{d.name}: {d.offering.instance_type} is not sold as a Capacity "
+                            "Block for ML; reserving its nodes with an On-Demand Capacity "
+                            "Reservation instead")
+        self.use_odcr = builders.wants_reservation(stack, d) and not self.use_block
+        self.work_bucket_needed = naming.needs_work_bucket(stack, d)
+        main_nodes = d.nodes - (p.reserved if self.use_block else 0)
+        asg_name, block_asg_name = f"{name}-asg", f"{name}-block-asg"
+        label = builders.purchase_label(d)
+        # With a Capacity Block the reserved nodes live in their own group.
+        main_model = label if not self.use_block else builders.purchase_label(
+            dataclasses.replace(d, purchase=dataclasses.replace(p, reserved=0)))
+        roles = {}
+        if main_nodes > 0:
+            roles[asg_name] = main_model
+        if self.use_block:
+            roles[block_asg_name] = "reserved"
+        self.cost_context = CostContext(
+            cluster=d.name, template=d.template, purchase_model=label, decision=d, roles=roles,
+            anchor=asg_name if main_nodes > 0 else block_asg_name,
+            reservation_created=self.use_odcr or self.use_block,
+            idle_minutes=d.spec.idle_minutes,
+            egress_anchor=f"{name}-work-bucket" if self.work_bucket_needed else None)
+
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        invoke = pulumi.InvokeOutputOptions(parent=self, provider=args.provider)
+        net = args.network
+
+        # ---- storage the nodes write to -------------------------------------------------
+        self.work_bucket: Optional[Storage] = None
+        if self.work_bucket_needed:
+            self.work_bucket = Storage(f"{name}-work", StorageArgs(
+                bucket_name=naming.work_bucket_name(stack, d.name), provider=args.provider,
+                lifecycle_rules=builders.lifecycle_rules(None), protect=stack.is_prod,
+                cluster=d), opts=pulumi.ResourceOptions(parent=self))
+
+        # ---- network ----------------------------------------------------------------------
+        self.security_group = aws.ec2.SecurityGroup(
+            f"{name}-sg", vpc_id=net.vpc_id,
+            description=f"gpulease {d.name}: cluster-internal all traffic, HTTPS egress",
+            # EFA needs all traffic to and from the group itself, in and out (EC2 User Guide,
+            # "Get started with EFA": "Prepare an EFA-enabled security group"). Nothing else
+            # comes in: operators use SSM Session Manager, so no port 22 anywhere.
+            ingress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+                      "description": "EFA/NCCL and rendezvous between cluster nodes"}],
+            # Egress: the group itself (EFA), and HTTPS for AWS APIs (SSM, S3, CloudWatch,
+            # EC2), package and container registries. DNS (VPC+2), NTP (169.254.169.123) and
+            # IMDS are link-local/VPC services that security groups do not filter.
+            egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+                     "description": "EFA/NCCL between cluster nodes"},
+                    {"protocol": "tcp", "from_port": 443, "to_port": 443,
+                     "cidr_blocks": ["0.0.0.0/0"], "description": "HTTPS"}],
+            tags={"Name": f"{name}-sg"}, opts=child)
+        one_az = d.distributed or self.use_odcr
+        self.subnets = net.subnets_for(builders.cluster_zones(d), one_az=one_az)
+
+        self.placement_group = None
+        if d.distributed:
+            # Cluster strategy packs the nodes close for the lowest EFA latency (EC2 User
+            # Guide, "Placement strategies"); all members must be in one AZ.
+            self.placement_group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster",
+                                                          opts=child)
+
+        # ---- identity -----------------------------------------------------------------------
+        partition = builders.partition_of(d.region)
+        self.role = aws.iam.Role(
+            f"{name}-role", assume_role_policy=json.dumps(builders.assume_role_policy()),
+            description=f"gpulease {stack.environment}/{d.name} GPU nodes", opts=child)
+        ds_uri = naming.dataset_uri(stack, d)
+        ds_bucket, ds_prefix = _split_uri(ds_uri) if ds_uri else (None, None)
+        ck_bucket = naming.checkpoint_bucket(stack, d)
+        ck_prefix = f"{naming.CHECKPOINT_PREFIX}{d.name}/"
+        self.node_policy_args = dict(
+            cluster=d.name, environment=stack.environment, cluster_tag=tags.CLUSTER,
+            environment_tag=tags.ENVIRONMENT, dataset_bucket=ds_bucket,
+            dataset_prefix=ds_prefix, checkpoint_bucket=ck_bucket, checkpoint_prefix=ck_prefix)
+        aws.iam.RolePolicy(
+            f"{name}-node-policy", role=self.role.id,
+            policy=json.dumps(builders.node_policy(partition=partition,
+                                                   **self.node_policy_args)), opts=child)
+        aws.iam.RolePolicyAttachment(
+            f"{name}-ssm", role=self.role.name,
+            policy_arn=f"arn:{partition}:iam::aws:policy/AmazonSSMManagedInstanceCore",
+            opts=child)
+        self.profile = aws.iam.InstanceProfile(f"{name}-profile", role=self.role.name,
+                                               opts=child)
+
+        # ---- reserved capacity ----------------------------------------------------------------
+        self.reservation = None
+        reservation_spec = None
+        if self.use_odcr:
+            az = net.zone_of(self.subnets[0])
+            self.reservation = aws.ec2.CapacityReservation(
+                f"{name}-odcr", instance_type=d.offering.instance_type,
+                instance_platform="Linux/UNIX", availability_zone=az,
+                instance_count=p.reserved, instance_match_criteria="targeted",
+                end_date_type="unlimited",
+                placement_group_arn=self.placement_group.arn if self.placement_group else None,
+                opts=child)
+            reservation_spec = {"capacity_reservation_target": {
+                "capacity_reservation_id": self.reservation.id}}
+        elif self.use_block:
+            offer = aws.ec2.get_capacity_block_offering_output(
+                capacity_duration_hours=builders.capacity_block_hours(d.spec.hours_per_month),
+                instance_count=p.reserved, instance_type=d.offering.instance_type, opts=invoke)
+            self.reservation = aws.ec2.CapacityBlockReservation(
+                f"{name}-block", capacity_block_offering_id=offer.capacity_block_offering_id,
+                instance_platform="Linux/UNIX", opts=child)
+
+        # ---- launch template(s) ---------------------------------------------------------------
+        ami = aws.ssm.get_parameter_output(name=builders.DLAMI_PARAMETER, opts=invoke).value
+        def encoded(model: str) -> Optional[str]:
+            text = args.user_data(model) if args.user_data is not None else None
+            return base64.b64encode(text.encode()).decode() if text is not None else None
+
+        def launch_template(lt_name: str, *, market: Optional[dict], crs: Optional[dict],
+                            model: str):
+            return aws.ec2.LaunchTemplate(
+                lt_name, image_id=ami, instance_type=d.offering.instance_type,
+                update_default_version=True, iam_instance_profile={"arn": self.profile.arn},
+                network_interfaces=[{**ni, "security_groups": [self.security_group.id]}
+                                    for ni in builders.interfaces_for(d)],
+                metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                                  "http_put_response_hop_limit": builders.IMDS_HOP_LIMIT},
+                block_device_mappings=[{"device_name": builders.ROOT_DEVICE, "ebs": {
+                    "volume_size": builders.ROOT_VOLUME_GB, "volume_type": "gp3",
+                    "encrypted": "true", "delete_on_termination": "true"}}],
+                # Instance-store NVMe needs no mapping on Nitro types: the volumes are always
+                # attached (EC2 User Guide, "SSD instance store volumes"); the bootstrap
+                # assembles them into the scratch RAID-0 and wipes it at shutdown.
+                monitoring={"enabled": True}, user_data=encoded(model),
+                instance_market_options=market, capacity_reservation_specification=crs,
+                tags={"Name": lt_name}, opts=child)
+
+        self.launch_template = launch_template(f"{name}-lt", market=None, crs=reservation_spec,
+                                               model=main_model)
+        self.types = builders.equivalent_types(d, args.catalog)
+
+        # ---- node groups ---------------------------------------------------------------------
+        ignore = ["desiredCapacity", "minSize"]  # the reaper scales to zero without drift
+        common = dict(
+            vpc_zone_identifiers=[s.id for s in self.subnets], capacity_rebalance=True,
+            health_check_grace_period=builders.HEALTH_CHECK_GRACE_SECONDS,
+            # GPU capacity can take long to arrive; `pulumi up` must not fail waiting for it.
+            wait_for_capacity_timeout="0",
+            # min 0: node-side autostop terminates with ShouldDecrementDesiredCapacity, which
+            # the group refuses below its minimum.
+            min_size=0)
+        self.asg = None
+        if main_nodes > 0:
+            base = p.on_demand + (p.reserved if not self.use_block else 0)
+            self.asg = aws.autoscaling.Group(
+                asg_name, max_size=main_nodes, desired_capacity=main_nodes,
+                placement_group=self.placement_group.id if self.placement_group else None,
+                mixed_instances_policy={
+                    "instances_distribution": {
+                        "on_demand_base_capacity": base,
+                        "on_demand_percentage_above_base_capacity": 0,
+                        "on_demand_allocation_strategy": builders.ON_DEMAND_ALLOCATION,
+                        "spot_allocation_strategy": builders.SPOT_ALLOCATION},
+                    "launch_template": {
+                        "launch_template_specification": {
+                            "launch_template_id": self.launch_template.id,
+                            "version": "$Latest"},
+                        "overrides": [{"instance_type": t} for t in self.types]}},
+                # On-demand launches go to the ODCR first; spot never consumes it (EC2 Auto
+                # Scaling user guide, "Target Capacity Reservations from your Auto Scaling group").
+                capacity_reservation_specification={
+                    "capacity_reservation_preference": "capacity-reservations-first",
+                    "capacity_reservation_target": {
+                        "capacity_reservation_ids": [self.reservation.id]}}
+                if self.use_odcr else None,
+                tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    ignore_changes=ignore)), **common)
+        self.block_asg = None
+        if self.use_block:
+            # Capacity Blocks need the capacity-block market type on the launch template and
+            # the block as the group's target (EC2 Auto Scaling user guide, "Target Capacity
+            # Blocks ... from a launch template").
+            self.block_launch_template = launch_template(
+                f"{name}-block-lt", market={"market_type": "capacity-block"},
+                crs={"capacity_reservation_target": {
+                    "capacity_reservation_id": self.reservation.id}}, model="reserved")
+            self.block_asg = aws.autoscaling.Group(
+                block_asg_name, max_size=p.reserved, desired_capacity=p.reserved,
+                launch_template={"id": self.block_launch_template.id,
+                                 "version": "$Latest"},
+                capacity_reservation_specification={
+                    "capacity_reservation_preference": "capacity-reservations-only",
+                    "capacity_reservation_target": {
+                        "capacity_reservation_ids": [self.reservation.id]}},
+                tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    ignore_changes=ignore)),
+                **{**common, "vpc_zone_identifiers": [s.id for s in net.subnets]})
+        self.register_outputs({
+            "asg": self.asg.name if self.asg else None,
+            "block_asg": self.block_asg.name if self.block_asg else None,
+            "launch_template": self.launch_template.id,
+            "role": self.role.arn, "security_group": self.security_group.id,
+            "reservation": self.reservation.id if self.reservation else None})
+
+
+def _split_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/prefix/`` -> (bucket, prefix)."""
+    rest = uri.split("://", 1)[1]
+    bucket, _, prefix = rest.partition("/")
+    return bucket, prefix

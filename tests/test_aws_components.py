@@ -1,0 +1,551 @@
+"""AWS components under Pulumi mocks: every property of issue 4, asserted per resource URN."""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import botocore.session
+import pytest
+
+from infra.catalog import load_catalog
+from infra.clouds.aws import deploy
+from infra.costing import tags, transform
+from infra.errors import ConfigError
+from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
+                         EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
+                         StorageSpec, TierShare)
+from infra.planner import mocks
+from infra.planner.mocks import run_program
+
+ASG = "aws:autoscaling/group:Group"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+ODCR = "aws:ec2/capacityReservation:CapacityReservation"
+BUCKET = "aws:s3/bucket:Bucket"
+RENDER = Path(__file__).resolve().parents[1] / "infra" / "bootstrap" / "render.py"
+
+_BOTO = botocore.session.get_session()
+EC2 = _BOTO.get_service_model("ec2")
+S3 = _BOTO.get_service_model("s3")
+AUTOSCALING = _BOTO.get_service_model("autoscaling")
+
+
+def enum(model, shape):
+    return set(model.shape_for(shape).enum)
+
+
+# ---- building decisions directly (no policy dependency) ----------------------------------------
+CATALOG = load_catalog()
+
+
+def make_stack(env="staging", *, storage=(), clusters=(), **aws) -> StackSpec:
+    return StackSpec(stack=env, environment=env, owner="ml-platform", cost_center="cc-ml",
+                     budget_monthly_usd=100000.0,
+                     clouds={"aws": CloudSpec(cloud="aws", regions=("us-east-1",), **aws)},
+                     storage=tuple(storage), clusters=tuple(clusters),
+                     source=f"stacks/Pulumi.{env}.yaml")
+
+
+def make_cluster(name="train", itype="p5.48xlarge", *, region="us-east-1",
+                 purchase=PurchaseMix(reserved=2, on_demand=1, spot=1), distributed=None,
+                 dataset="corpus", zone=None, idle=45, hours=200.0, index=0):
+    o = CATALOG.offering("aws", region, itype)
+    distributed = purchase.total > 1 if distributed is None else distributed
+    spec = ClusterSpec(name=name, gpu=o.gpu, gpus=o.gpus_per_node * purchase.total,
+                       hours_per_month=hours, priority=6, checkpoint_minutes=30,
+                       distributed=distributed, dataset=dataset, idle_minutes=idle, index=index)
+    network = o.rdma if distributed else "none"
+    costs = CostBreakdown(reserved_usd=1000.0 * purchase.reserved,
+                          on_demand_usd=500.0 * purchase.on_demand,
+                          spot_usd=200.0 * purchase.spot, spot_rework_usd=10.0 * purchase.spot,
+                          egress_usd=33.0, communication_usd=12.0)
+    return ClusterDecision(spec=spec, offering=o, nodes=purchase.total, purchase=purchase,
+                           network=network, template="distributed-rdma", hourly_usd=9.0,
+                           costs=costs, rationale="test", zone=zone, distributed=distributed)
+
+
+def make_storage(name="corpus", region="us-east-1", **kw) -> StorageDecision:
+    spec = StorageSpec(name=name, size_tb=10, home_cloud="aws", home_region=region, **kw)
+    return StorageDecision(spec=spec, cloud="aws", region=region, tiers=(
+        TierShare("STANDARD", 0, 30, 0.5, 0.023, 117.76),
+        TierShare("STANDARD_IA", 30, None, 0.5, 0.0125, 64.0)))
+
+
+def make_env(clusters=(), storage=(), env="staging", **aws) -> EnvironmentDecision:
+    st = make_stack(env, storage=[s.spec for s in storage], clusters=[c.spec for c in clusters],
+                    **aws)
+    clusters = tuple(ClusterDecision(**{**c.__dict__}) for c in clusters)
+    return EnvironmentDecision(stack=st, clusters=clusters, storage=tuple(storage),
+                               catalog_version=CATALOG.version, catalog_as_of=CATALOG.as_of)
+
+
+def run(env: EnvironmentDecision, stack_name=None):
+    holder = {}
+
+    def program():
+        holder["ledger"] = transform.register(env.stack, CATALOG)
+        return deploy(env, CATALOG)
+    r = run_program(program, stack=stack_name or env.stack.stack)
+    r.ledger = holder["ledger"]
+    return r
+
+
+@pytest.fixture(scope="module")
+def staging():
+    """A 4-node distributed p5 cluster (2 reserved, 1 on-demand, 1 spot) and its dataset."""
+    return run(make_env([make_cluster()], [make_storage()]))
+
+
+# ---- compute ---------------------------------------------------------------------------------
+def test_one_provider_per_region_and_everything_uses_it():
+    env = make_env([make_cluster("a", "p5.48xlarge"),
+                    make_cluster("b", "p5en.48xlarge", region="us-west-2", dataset=None,
+                                 purchase=PurchaseMix(spot=2))],
+                   [make_storage()])
+    r = run(env)
+    provs = {p.name for p in r.by_type("pulumi:providers:aws")}
+    assert provs == {"aws-us-east-1", "aws-us-west-2"}
+    for p in r.by_type("pulumi:providers:aws"):
+        assert p.inputs["region"] == p.name[4:], p.urn
+    for res in r.custom:
+        if res.type.startswith("aws:"):
+            assert "pulumi:providers:aws::aws-us-" in res.provider, f"{res.urn} has no region provider"
+    assert {n.name for n in r.by_type("gpulease:aws:Network")} == {"aws-us-east-1-net",
+                                                                    "aws-us-west-2-net"}
+    comp = r.one("gpulease:aws:GpuCluster", "b")
+    assert r.one(ASG, "b-asg").parent == comp.urn
+
+
+def test_efa_launch_template(staging):
+    lt = staging.one(LT, "train-lt")
+    nis = lt.inputs["networkInterfaces"]
+    assert len(nis) == CATALOG.offering("aws", "us-east-1", "p5.48xlarge").efa_interfaces, lt.urn
+    assert nis[0]["interfaceType"] == "efa" and nis[0]["networkCardIndex"] == 0, lt.urn
+    assert {n["interfaceType"] for n in nis[1:]} == {"efa-only"}, lt.urn
+    assert [n["networkCardIndex"] for n in nis] == list(range(len(nis))), lt.urn
+    sg = staging.one(SG, "train-sg")
+    assert all(n["securityGroups"] == [f"{sg.name}-id"] for n in nis), lt.urn
+    assert all(not n.get("associatePublicIpAddress") for n in nis), lt.urn
+    assert lt.inputs["instanceType"] == "p5.48xlarge", lt.urn
+
+
+def test_imdsv2_required_with_container_hop_limit_and_encrypted_gp3_root(staging):
+    lt = staging.one(LT, "train-lt")
+    assert lt.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
+                                            "httpPutResponseHopLimit": 2}, lt.urn
+    (root,) = lt.inputs["blockDeviceMappings"]
+    assert root["deviceName"] == "/dev/sda1", lt.urn
+    assert root["ebs"]["volumeType"] == "gp3" and root["ebs"]["encrypted"] == "true", lt.urn
+    assert lt.inputs["imageId"] == "ami-0123456789abcdef0", lt.urn
+    assert lt.inputs["iamInstanceProfile"]["arn"].endswith("/train-profile"), lt.urn
+
+
+def test_ami_comes_from_the_public_dlami_parameter(staging):
+    names = [a["name"] for tok, a in staging.calls if tok == "aws:ssm/getParameter:getParameter"]
+    assert names and all(n.startswith("/aws/service/deeplearning/ami/x86_64/") for n in names)
+
+
+def test_security_group_self_referencing_and_https_egress_only(staging):
+    sg = staging.one(SG, "train-sg")
+    (ing,) = sg.inputs["ingress"]
+    assert ing["self"] is True and ing["protocol"] == "-1", sg.urn
+    assert not ing.get("cidrBlocks") and not ing.get("ipv6CidrBlocks"), sg.urn
+    egress = sg.inputs["egress"]
+    assert any(e.get("self") and e["protocol"] == "-1" for e in egress), sg.urn
+    open_world = [e for e in egress if e.get("cidrBlocks")]
+    assert open_world == [{"protocol": "tcp", "fromPort": 443, "toPort": 443,
+                           "cidrBlocks": ["0.0.0.0/0"], "description": "HTTPS"}], sg.urn
+    assert sg.inputs["vpcId"] == "aws-us-east-1-net-vpc-id", sg.urn
+
+
+def test_no_public_ips_and_no_ssh_anywhere(staging):
+    for s in staging.by_type("aws:ec2/subnet:Subnet"):
+        assert s.inputs.get("mapPublicIpOnLaunch") is False, s.urn
+    for sg in staging.by_type(SG):
+        for rule in sg.inputs.get("ingress", []):
+            assert not rule.get("cidrBlocks"), sg.urn
+            assert rule.get("fromPort", 0) != 22, sg.urn
+
+
+def test_distributed_cluster_in_one_az_cluster_placement_group(staging):
+    pg = staging.one("aws:ec2/placementGroup:PlacementGroup", "train-pg")
+    assert pg.inputs["strategy"] == "cluster", pg.urn
+    asg = staging.one(ASG, "train-asg")
+    assert asg.inputs["placementGroup"] == "train-pg-id", asg.urn
+    assert asg.inputs["vpcZoneIdentifiers"] == ["aws-us-east-1-net-private-0-id"], asg.urn
+
+
+def test_single_node_cluster_spreads_over_azs_without_placement_group():
+    c = make_cluster("solo", "g6.xlarge", purchase=PurchaseMix(spot=1), dataset=None)
+    r = run(make_env([c], env="dev"))
+    assert not r.by_type("aws:ec2/placementGroup:PlacementGroup")
+    asg = r.one(ASG, "solo-asg")
+    assert len(asg.inputs["vpcZoneIdentifiers"]) == 2, asg.urn
+    assert "placementGroup" not in asg.inputs, asg.urn
+    lt = r.one(LT, "solo-lt")
+    assert [n["interfaceType"] for n in lt.inputs["networkInterfaces"]] == ["interface"], lt.urn
+
+
+def test_mixed_instances_policy(staging):
+    asg = staging.one(ASG, "train-asg")
+    mip = asg.inputs["mixedInstancesPolicy"]
+    dist = mip["instancesDistribution"]
+    assert dist == {"onDemandBaseCapacity": 3, "onDemandPercentageAboveBaseCapacity": 0,
+                    "onDemandAllocationStrategy": "prioritized",
+                    "spotAllocationStrategy": "price-capacity-optimized"}, asg.urn
+    overrides = [o["instanceType"] for o in mip["launchTemplate"]["overrides"]]
+    assert overrides[0] == "p5.48xlarge", asg.urn
+    assert mip["launchTemplate"]["launchTemplateSpecification"]["launchTemplateId"] == "train-lt-id"
+    assert asg.inputs["capacityRebalance"] is True, asg.urn
+    assert asg.inputs["desiredCapacity"] == 4 and asg.inputs["maxSize"] == 4, asg.urn
+    assert asg.inputs["minSize"] == 0, asg.urn
+    assert set(asg.ignore_changes) == {"desiredCapacity", "minSize"}, asg.urn
+
+
+def test_overrides_are_equivalent_gpus_in_the_same_region():
+    c = make_cluster("inf", "g6.8xlarge", purchase=PurchaseMix(on_demand=1, spot=2),
+                     distributed=False, dataset=None)
+    r = run(make_env([c]))
+    asg = r.one(ASG, "inf-asg")
+    types = [o["instanceType"] for o in
+             asg.inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]]
+    assert types[0] == "g6.8xlarge", asg.urn
+    for t in types:
+        o = CATALOG.offering("aws", "us-east-1", t)
+        assert (o.gpu, o.gpus_per_node) == ("L4", 1), (asg.urn, t)
+
+
+def test_odcr_targets_the_reserved_nodes(staging):
+    odcr = staging.one(ODCR, "train-odcr")
+    assert odcr.inputs["instanceType"] == "p5.48xlarge", odcr.urn
+    assert odcr.inputs["instanceCount"] == 2, odcr.urn
+    assert odcr.inputs["instanceMatchCriteria"] == "targeted", odcr.urn
+    assert odcr.inputs["instancePlatform"] == "Linux/UNIX", odcr.urn
+    subnet = staging.one("aws:ec2/subnet:Subnet", "aws-us-east-1-net-private-0")
+    assert odcr.inputs["availabilityZone"] == subnet.inputs["availabilityZone"], odcr.urn
+    assert odcr.inputs["placementGroupArn"].endswith("/train-pg"), odcr.urn
+    lt = staging.one(LT, "train-lt")
+    assert lt.inputs["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "train-odcr-id"}}, lt.urn
+    asg = staging.one(ASG, "train-asg")
+    assert asg.inputs["capacityReservationSpecification"] == {
+        "capacityReservationPreference": "capacity-reservations-first",
+        "capacityReservationTarget": {"capacityReservationIds": ["train-odcr-id"]}}, asg.urn
+
+
+@pytest.mark.parametrize("env,flag,expect", [("dev", None, False), ("dev", True, True),
+                                             ("prod", None, True), ("prod", False, False)])
+def test_reservations_skipped_in_dev_unless_asked(env, flag, expect):
+    c = make_cluster(purchase=PurchaseMix(reserved=1, spot=1))
+    r = run(make_env([c], [make_storage()], env=env, capacity_reservations=flag))
+    assert bool(r.by_type(ODCR)) is expect, [x.urn for x in r.by_type(ODCR)]
+    asg = r.one(ASG, "train-asg")
+    assert asg.inputs["mixedInstancesPolicy"]["instancesDistribution"][
+        "onDemandBaseCapacity"] == 1, asg.urn
+    assert ("capacityReservationSpecification" in r.one(LT, "train-lt").inputs) is expect
+
+
+def test_capacity_blocks_for_the_reserved_part(monkeypatch):
+    offers = []
+
+    def offer(args, region):  # stands in for EC2 DescribeCapacityBlockOfferings
+        offers.append(args)
+        return {"capacityBlockOfferingId": "cb-0123456789abcdef0", "id": "cb",
+                "availabilityZone": "us-east-1a", "currencyCode": "USD", "upfrontFee": "1",
+                "tenancy": "default", **args}
+    monkeypatch.setitem(mocks.KNOWN_CALLS,
+                        "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering", offer)
+    c = make_cluster(purchase=PurchaseMix(reserved=2, spot=2), hours=200)
+    r = run(make_env([c], [make_storage()], capacity_blocks=True))
+    assert offers == [{"capacityDurationHours": 216, "instanceCount": 2,
+                       "instanceType": "p5.48xlarge"}]
+    blk = r.one("aws:ec2/capacityBlockReservation:CapacityBlockReservation", "train-block")
+    assert blk.inputs["capacityBlockOfferingId"] == "cb-0123456789abcdef0", blk.urn
+    assert not r.by_type(ODCR)
+    lt = r.one(LT, "train-block-lt")
+    assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}, lt.urn
+    basg = r.one(ASG, "train-block-asg")
+    assert basg.inputs["desiredCapacity"] == 2, basg.urn
+    assert basg.inputs["capacityReservationSpecification"][
+        "capacityReservationPreference"] == "capacity-reservations-only", basg.urn
+    main = r.one(ASG, "train-asg")
+    assert main.inputs["desiredCapacity"] == 2, main.urn
+    assert main.inputs["mixedInstancesPolicy"]["instancesDistribution"][
+        "onDemandBaseCapacity"] == 0, main.urn
+    # the block carries the reserved cost, the block group none of it
+    assert r.ledger.get("aws:ec2/capacityBlockReservation:CapacityBlockReservation",
+                        "train-block").monthly_usd == pytest.approx(2000.0)
+    assert r.ledger.get(ASG, "train-block-asg").monthly_usd == 0.0
+
+
+def test_spot_events_go_to_sns(staging):
+    rules = staging.by_type("aws:cloudwatch/eventRule:EventRule")
+    patterns = {json.loads(x.inputs["eventPattern"])["detail-type"][0] for x in rules}
+    assert patterns == {"EC2 Spot Instance Interruption Warning",
+                        "EC2 Instance Rebalance Recommendation"}
+    topic = staging.one("aws:sns/topic:Topic")
+    for t in staging.by_type("aws:cloudwatch/eventTarget:EventTarget"):
+        assert t.inputs["arn"] == f"arn:aws:plan:::topic/{topic.name}", t.urn
+    pol = json.loads(staging.one("aws:sns/topicPolicy:TopicPolicy").inputs["policy"])
+    assert pol["Statement"][0]["Principal"] == {"Service": "events.amazonaws.com"}
+
+
+def test_no_spot_events_when_no_spot():
+    c = make_cluster(purchase=PurchaseMix(reserved=2))
+    r = run(make_env([c], [make_storage()]))
+    assert not r.by_type("aws:cloudwatch/eventRule:EventRule")
+
+
+def test_iam_least_privilege(staging):
+    role = staging.one("aws:iam/role:Role", "train-role")
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}, role.urn
+    pol = json.loads(staging.one("aws:iam/rolePolicy:RolePolicy", "train-node-policy")
+                     .inputs["policy"])
+    by_sid = {s["Sid"]: s for s in pol["Statement"]}
+    assert by_sid["ReadDataset"]["Resource"] == "arn:aws:s3:::gpulease-staging-corpus/data/*"
+    assert by_sid["ReadWriteCheckpoints"]["Resource"] == \
+        "arn:aws:s3:::gpulease-staging-corpus/checkpoints/train/*"
+    att = staging.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "train-ssm")
+    assert att.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    assert not [a for a in staging.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if "FullAccess" in a.inputs["policyArn"] or "Administrator" in a.inputs["policyArn"]]
+
+
+def test_cluster_away_from_its_data_gets_a_work_bucket():
+    c = make_cluster("far", "p5en.48xlarge", region="us-west-2", purchase=PurchaseMix(spot=2))
+    r = run(make_env([c], [make_storage()], env="prod"))
+    wb = r.one(BUCKET, "far-work-bucket")
+    assert wb.inputs["bucket"] == "gpulease-prod-far-work", wb.urn
+    assert wb.protect and wb.retain_on_delete, wb.urn
+    assert r.one("gpulease:aws:Storage", "far-work").parent == \
+        r.one("gpulease:aws:GpuCluster", "far").urn
+    pol = json.loads(r.one("aws:iam/rolePolicy:RolePolicy", "far-node-policy").inputs["policy"])
+    by_sid = {s["Sid"]: s for s in pol["Statement"]}
+    assert by_sid["ReadDataset"]["Resource"] == "arn:aws:s3:::gpulease-prod-far-work/stage/*"
+    assert by_sid["ReadWriteCheckpoints"]["Resource"] == \
+        "arn:aws:s3:::gpulease-prod-far-work/checkpoints/far/*"
+    # the work bucket carries the data-gravity (egress) cost, the cluster's ASG does not
+    assert r.ledger.get(BUCKET, "far-work-bucket").monthly_usd == pytest.approx(33.0)
+    assert r.ledger.get(ASG, "far-asg").monthly_usd == pytest.approx(2 * 210.0 + 12.0)
+    lc = r.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
+               "far-work-lifecycle")
+    assert [x["id"] for x in lc.inputs["rules"]] == ["expire-noncurrent",
+                                                     "abort-incomplete-uploads"], lc.urn
+
+
+def test_existing_vpc_and_subnets_are_used():
+    c = make_cluster("x", "g6.xlarge", purchase=PurchaseMix(spot=2), distributed=False,
+                     dataset=None)
+    r = run(make_env([c], network="vpc-0abc", subnets=("subnet-1", "subnet-2")))
+    assert not r.by_type("aws:ec2/vpc:Vpc") and not r.by_type("aws:ec2/natGateway:NatGateway")
+    asg = r.one(ASG, "x-asg")
+    assert asg.inputs["vpcZoneIdentifiers"] == ["subnet-1", "subnet-2"], asg.urn
+    assert r.one(SG, "x-sg").inputs["vpcId"] == "vpc-0abc"
+
+
+def test_existing_vpc_with_clusters_in_two_regions_is_a_config_error():
+    env = make_env([make_cluster("a", purchase=PurchaseMix(spot=1), dataset=None),
+                    make_cluster("b", "p5en.48xlarge", region="us-west-2",
+                                 purchase=PurchaseMix(spot=1), dataset=None)],
+                   network="vpc-0abc", subnets=("subnet-1",))
+    with pytest.raises(ConfigError) as exc:
+        deploy(env, CATALOG)
+    assert str(exc.value).startswith(
+        'stacks/Pulumi.staging.yaml: gpulease:clouds.aws.vpc_id: VPC "vpc-0abc" is used, but '
+        "the plan puts AWS clusters in us-east-1, us-west-2;")
+
+
+def test_created_network_is_private_with_nat_and_s3_endpoint(staging):
+    nat = staging.one("aws:ec2/natGateway:NatGateway")
+    pub = staging.one("aws:ec2/subnet:Subnet", "aws-us-east-1-net-public")
+    assert nat.inputs["subnetId"] == f"{pub.name}-id", nat.urn
+    rt = staging.one("aws:ec2/routeTable:RouteTable", "aws-us-east-1-net-private-rt")
+    assert rt.inputs["routes"] == [{"cidrBlock": "0.0.0.0/0",
+                                    "natGatewayId": f"{nat.name}-id"}], rt.urn
+    ep = staging.one("aws:ec2/vpcEndpoint:VpcEndpoint")
+    assert ep.inputs["serviceName"] == "com.amazonaws.us-east-1.s3", ep.urn
+    assert ep.inputs["vpcEndpointType"] == "Gateway", ep.urn
+
+
+def test_decided_zone_is_used_for_subnet_and_reservation():
+    c = make_cluster(zone="us-east-1d")
+    r = run(make_env([c], [make_storage()]))
+    subnets = [s for s in r.by_type("aws:ec2/subnet:Subnet") if "private" in s.name]
+    assert [s.inputs["availabilityZone"] for s in subnets] == ["us-east-1d"]
+    assert r.one(ODCR).inputs["availabilityZone"] == "us-east-1d"
+
+
+def test_user_data_is_the_rendered_bootstrap(staging):
+    lt = staging.one(LT, "train-lt")
+    if not RENDER.exists():
+        pytest.skip("infra/bootstrap/render.py (node bootstrap helper) has not landed yet")
+    text = base64.b64decode(lt.inputs["userData"]).decode()
+    assert text.startswith("#cloud-config"), lt.urn
+
+
+# ---- cost context -----------------------------------------------------------------------------
+def test_cost_tags_and_costs_add_up(staging):
+    asg = staging.one(ASG, "train-asg")
+    got = {t["key"]: t for t in asg.inputs["tags"]}
+    for k in tags.REQUIRED_AWS + (tags.IDLE_MINUTES,):
+        assert got[k]["propagateAtLaunch"] is True, (asg.urn, k)
+    assert got[tags.CLUSTER]["value"] == "train" and got[tags.IDLE_MINUTES]["value"] == "45"
+    assert got[tags.PURCHASE_MODEL]["value"] == "mixed"
+    per_cluster = staging.ledger.by_cluster()
+    assert per_cluster["train"] == pytest.approx(2000 + 500 + 210 + 33 + 12)
+    assert staging.ledger.get(ODCR, "train-odcr").monthly_usd == pytest.approx(2000.0)
+    assert staging.ledger.get(BUCKET, "corpus-bucket").cluster == tags.SHARED
+    assert staging.ledger.get(BUCKET, "corpus-bucket").monthly_usd == pytest.approx(181.76)
+    for res in staging.custom:
+        if isinstance(res.inputs.get("tags"), dict):
+            assert set(tags.REQUIRED_AWS) <= set(res.inputs["tags"]), res.urn
+
+
+# ---- storage ---------------------------------------------------------------------------------
+def _storage_children(r, name):
+    comp = r.one("gpulease:aws:Storage", name)
+    return [x for x in r.custom if x.parent == comp.urn]
+
+
+@pytest.mark.parametrize("env,protect", [("staging", False), ("prod", True)])
+def test_storage_bucket_guard_rails(env, protect):
+    r = run(make_env([], [make_storage(warm_after_days=30, cold_after_days=120)], env=env))
+    b = r.one(BUCKET, "corpus-bucket")
+    assert b.inputs["bucket"] == f"gpulease-{env}-corpus", b.urn
+    for x in _storage_children(r, "corpus"):
+        assert x.retain_on_delete, x.urn
+        assert x.protect is protect, x.urn
+    pab = r.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    for flag in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
+                 "restrictPublicBuckets"):
+        assert pab.inputs[flag] is True, (pab.urn, flag)
+    ver = r.one("aws:s3/bucketVersioning:BucketVersioning")
+    assert ver.inputs["versioningConfiguration"] == {"status": "Enabled"}, ver.urn
+    sse = r.one("aws:s3/bucketServerSideEncryptionConfiguration:"
+                "BucketServerSideEncryptionConfiguration")
+    assert sse.inputs["rules"] == [{"applyServerSideEncryptionByDefault": {
+        "sseAlgorithm": "aws:kms"}, "bucketKeyEnabled": True}], sse.urn
+    own = r.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls")
+    assert own.inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}, own.urn
+    pol = json.loads(r.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
+    assert pol["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert pol["Statement"][0]["Resource"][0].endswith("/corpus-bucket")
+    lc = r.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    rules = {x["id"]: x for x in lc.inputs["rules"]}
+    assert [(t["days"], t["storageClass"]) for t in rules["tiering"]["transitions"]] == [
+        (30, "STANDARD_IA"), (120, "GLACIER_IR"), (365, "DEEP_ARCHIVE")], lc.urn
+    assert rules["expire-noncurrent"]["noncurrentVersionExpiration"] == {"noncurrentDays": 30}
+    assert not r.by_type("gpulease:aws:GpuCluster") and not r.by_type("gpulease:aws:Network")
+
+
+def test_bad_storage_days_fail_with_the_config_path():
+    env = make_env([], [make_storage(warm_after_days=7)])
+    with pytest.raises(ConfigError) as exc:
+        deploy(env, CATALOG)
+    assert "gpulease:storage[0].warm_after_days: S3 moves objects to STANDARD_IA no earlier " \
+           "than day 30 (got 7)" in str(exc.value)
+
+
+def test_gcp_only_decision_declares_nothing_on_aws():
+    env = make_env([], [])
+    assert deploy(env, CATALOG) == []
+
+
+# ---- every literal checked against botocore's service models ---------------------------------
+def _asg_doc_values(member):
+    doc = AUTOSCALING.shape_for("InstancesDistribution").members[member].documentation
+    return set(re.findall(r"<dt>([a-z-]+)", doc))
+
+
+def _literals(r):
+    out = []
+    for x in r.custom:
+        i = x.inputs
+        if x.type == LT:
+            out += [("ec2", "InstanceType", i["instanceType"])]
+            out += [("ec2", "NetworkInterfaceType", n["interfaceType"])
+                    for n in i["networkInterfaces"]]
+            out += [("ec2", "VolumeType", b["ebs"]["volumeType"])
+                    for b in i["blockDeviceMappings"]]
+            out += [("ec2", "LaunchTemplateHttpTokensState", i["metadataOptions"]["httpTokens"])]
+            if "instanceMarketOptions" in i:
+                out += [("ec2", "MarketType", i["instanceMarketOptions"]["marketType"])]
+        elif x.type == ASG:
+            mip = i.get("mixedInstancesPolicy")
+            if mip:
+                d = mip["instancesDistribution"]
+                out += [("asg", "SpotAllocationStrategy", d["spotAllocationStrategy"]),
+                        ("asg", "OnDemandAllocationStrategy", d["onDemandAllocationStrategy"])]
+                out += [("ec2", "InstanceType", o["instanceType"])
+                        for o in mip["launchTemplate"]["overrides"]]
+            if "capacityReservationSpecification" in i:
+                out += [("autoscaling", "CapacityReservationPreference",
+                         i["capacityReservationSpecification"]["capacityReservationPreference"])]
+        elif x.type == ODCR:
+            out += [("ec2", "InstanceType", i["instanceType"]),
+                    ("ec2", "InstanceMatchCriteria", i["instanceMatchCriteria"]),
+                    ("ec2", "CapacityReservationInstancePlatform", i["instancePlatform"]),
+                    ("ec2", "EndDateType", i["endDateType"])]
+        elif x.type == "aws:ec2/placementGroup:PlacementGroup":
+            out += [("ec2", "PlacementStrategy", i["strategy"])]
+        elif x.type.endswith("BucketLifecycleConfiguration"):
+            for rule in i["rules"]:
+                out += [("s3", "ExpirationStatus", rule["status"])]
+                out += [("s3", "TransitionStorageClass", t["storageClass"])
+                        for t in rule.get("transitions", [])]
+        elif x.type.endswith("BucketServerSideEncryptionConfiguration"):
+            out += [("s3", "ServerSideEncryption",
+                     rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"])
+                    for rule in i["rules"]]
+        elif x.type.endswith("BucketOwnershipControls"):
+            out += [("s3", "ObjectOwnership", i["rule"]["objectOwnership"])]
+        elif x.type.endswith("BucketVersioning"):
+            out += [("s3", "BucketVersioningStatus", i["versioningConfiguration"]["status"])]
+    return out
+
+
+def test_every_literal_is_valid_for_botocore(staging):
+    r2 = run(make_env([make_cluster("g", "g6.8xlarge", purchase=PurchaseMix(on_demand=1, spot=3),
+                                    distributed=False, dataset=None)]))
+    lits = _literals(staging) + _literals(r2)
+    kinds = {(svc, shape) for svc, shape, _ in lits}
+    assert ("ec2", "NetworkInterfaceType") in kinds and ("s3", "TransitionStorageClass") in kinds
+    models = {"ec2": EC2, "s3": S3, "autoscaling": AUTOSCALING}
+    for svc, shape, value in lits:
+        if svc == "asg":
+            valid = _asg_doc_values(shape)
+        else:
+            valid = enum(models[svc], shape)
+        assert value in valid, f"{value!r} is not a valid {svc} {shape}"
+
+
+# ---- every AWS offering of the shipped catalog ------------------------------------------------
+def test_a_cluster_for_every_aws_offering_in_the_catalog():
+    offers = CATALOG.offerings_for(cloud="aws")
+    assert len(offers) >= 10
+    clusters = []
+    for i, o in enumerate(offers):
+        dist = o.rdma == "efa"
+        purchase = PurchaseMix(reserved=1, on_demand=0, spot=1) if o.spot_usd else \
+            PurchaseMix(reserved=1, on_demand=1)
+        clusters.append(make_cluster(f"c{i}", o.instance_type, region=o.region,
+                                     purchase=purchase, distributed=dist, dataset=None,
+                                     index=i))
+    r = run(make_env(clusters, env="prod"))
+    valid_types = enum(EC2, "InstanceType")
+    valid_ni = enum(EC2, "NetworkInterfaceType")
+    for i, o in enumerate(offers):
+        lt = r.one(LT, f"c{i}-lt")
+        assert lt.inputs["instanceType"] == o.instance_type in valid_types, lt.urn
+        nis = lt.inputs["networkInterfaces"]
+        assert {n["interfaceType"] for n in nis} <= valid_ni, lt.urn
+        expected = (o.efa_interfaces or o.network_cards or 1) if o.rdma == "efa" else 1
+        assert len(nis) == expected, lt.urn
+        assert (nis[0]["interfaceType"] == "efa") is (o.rdma == "efa"), lt.urn
+        assert r.one(ODCR, f"c{i}-odcr").inputs["instanceType"] == o.instance_type
+        asg = r.one(ASG, f"c{i}-asg")
+        assert asg.inputs["desiredCapacity"] == 2, asg.urn
+        assert bool(asg.inputs.get("placementGroup")) is (o.rdma == "efa"), asg.urn
