@@ -1,0 +1,70 @@
+"""GCP adaptor: turns the GCP part of an EnvironmentDecision into Pulumi components.
+
+Contract used by the program: ``deploy(env, catalog) -> list[pulumi.Resource]``.
+"""
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.catalog import Catalog
+from infra.clouds.gcp.cluster import GpuCluster, GpuClusterArgs
+from infra.clouds.gcp.layout import nic_layout, primary_mtu
+from infra.clouds.gcp.network import Network, NetworkArgs
+from infra.clouds.gcp.storage import Storage, StorageArgs
+from infra.errors import ConfigError, Finding
+from infra.model import EnvironmentDecision
+
+__all__ = ["deploy", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs", "Storage",
+           "StorageArgs", "nic_layout"]
+
+
+def deploy(env: EnvironmentDecision, catalog: Catalog) -> list[pulumi.Resource]:
+    """Declare everything the decision puts on GCP; returns the top-level resources."""
+    clusters = [c for c in env.clusters if c.cloud == "gcp"]
+    stores = [s for s in env.storage if s.cloud == "gcp"]
+    if not clusters and not stores:
+        return []
+    source = env.stack.source
+    spec = env.stack.clouds.get("gcp")
+    if spec is None or not spec.project:
+        raise ConfigError([Finding("gpulease:clouds.gcp.project", "the plan places resources "
+                                   "on GCP but no GCP project is configured; add "
+                                   "gpulease:clouds.gcp.project", source=source)])
+    missing = [c for c in clusters
+               if c.offering.instance_type not in catalog.instance_types("gcp")]
+    if missing:
+        raise ConfigError([Finding(c.spec.config_path, f'machine type '
+                                   f'"{c.offering.instance_type}" is not in catalog '
+                                   f'{catalog.version}', source=source) for c in missing])
+
+    provider = gcp.Provider("gcp", project=spec.project)
+    opts = pulumi.ResourceOptions(providers=[provider])
+    out: list[pulumi.Resource] = [provider]
+
+    storage = {}
+    for s in stores:
+        storage[s.name] = Storage(s.name, StorageArgs(stack=env.stack, decision=s), opts)
+        out.append(storage[s.name])
+    if not clusters:
+        return out
+
+    network = Network("gcp-network", NetworkArgs(
+        cloud=spec, regions=tuple(sorted({c.region for c in clusters})),
+        mtu=primary_mtu((c.offering, c.network) for c in clusters),
+        environment=env.stack.environment), opts)
+    out.append(network)
+    findings = [Finding("gpulease:clouds.gcp.subnetwork",
+                        f'cluster "{c.name}" runs in {c.region} but the configured network has '
+                        f"no subnetwork there; set a subnetwork in {c.region}", source=source)
+                for c in clusters if c.region not in network.subnets]
+    if findings:
+        raise ConfigError(findings)
+    for c in clusters:
+        deps = tuple(storage[n] for n in (c.spec.dataset,) if n in storage)
+        out.append(GpuCluster(c.name, GpuClusterArgs(
+            stack=env.stack, decision=c, project=spec.project, network=network.network,
+            subnetwork=network.subnets[c.region],
+            spot_termination_action=spec.spot_termination_action,
+            ssh_via_iap=spec.ssh_via_iap, bucket_dependencies=deps), opts))
+    return out

@@ -1,0 +1,562 @@
+"""The GCP components under Pulumi mocks: every property of issue 5, asserted per resource URN."""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+from typing import Optional
+
+import pulumi_gcp
+import pytest
+from google.cloud import compute_v1
+
+from infra.catalog import TIER_CLASSES, parse_catalog
+from infra.clouds import gcp as gcp_adaptor
+from infra.clouds.gcp import cluster as cluster_mod
+from infra.clouds.gcp import layout
+from infra.costing import tags
+from infra.costing import transform as cost_transform
+from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
+                         EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
+                         StorageSpec, TierShare)
+from infra.planner.mocks import run_program
+
+BOOTSTRAP_PRESENT = importlib.util.find_spec("infra.bootstrap.render") is not None
+
+T_IT = "gcp:compute/instanceTemplate:InstanceTemplate"
+T_MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+T_FW = "gcp:compute/firewall:Firewall"
+T_NET = "gcp:compute/network:Network"
+T_SUB = "gcp:compute/subnetwork:Subnetwork"
+T_BUCKET = "gcp:storage/bucket:Bucket"
+T_RES = "gcp:compute/reservation:Reservation"
+T_POL = "gcp:compute/resourcePolicy:ResourcePolicy"
+T_BIAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+T_PIAM = "gcp:projects/iAMMember:IAMMember"
+
+
+def _row(instance_type, gpu, gpus, rdma, region="us-central1", accelerator_type=None,
+         zones=("us-central1-a",)):
+    # TEST FIXTURE prices: placeholders so the fixture catalog parses; no test asserts on them.
+    row = {"cloud": "gcp", "region": region, "instance_type": instance_type, "gpu": gpu,
+           "gpus_per_node": gpus, "gpu_memory_gb": 80, "vcpus": 208, "memory_gb": 1872,
+           "network_gbps": 200, "rdma": rdma, "on_demand_usd": 10.0, "spot_usd": 4.0,
+           "commit_1y_usd": 7.0, "commit_3y_usd": 5.0, "source": "test-fixture"}
+    if accelerator_type:
+        row["accelerator_type"] = accelerator_type
+    if zones:
+        row["zones"] = list(zones)
+    return row
+
+
+FIXTURE_CATALOG = parse_catalog({
+    "format": "gpulease-catalog/1", "version": "test-fixture", "as_of": "2026-01-01",
+    "offerings": [
+        _row("a3-highgpu-8g", "H100", 8, "gpudirect-tcpx", zones=["us-central1-c"]),
+        _row("a3-megagpu-8g", "H100", 8, "gpudirect-tcpxo", region="europe-west4",
+             zones=["europe-west4-b"]),
+        _row("a3-megagpu-8g", "H100", 8, "gpudirect-tcpxo", zones=()),  # no zones recorded
+        _row("a3-ultragpu-8g", "H200", 8, "rdma", zones=["us-central1-b"]),
+        _row("a2-highgpu-1g", "A100", 1, "none"),
+        _row("g2-standard-8", "L4", 1, "none"),
+        _row("n1-standard-8", "T4", 1, "none", accelerator_type="nvidia-tesla-t4"),
+    ],
+    "storage": [{"cloud": "gcp", "region": r, "storage_class": c, "usd_per_gb_month": 0.01}
+                for r in ("us-central1", "europe-west4") for c in TIER_CLASSES["gcp"]],
+    "egress": [{"cloud": "gcp", "kind": "inter_region", "usd_per_gb": 0.02},
+               {"cloud": "gcp", "kind": "internet", "usd_per_gb": 0.12}],
+}, source="test-fixture")
+
+
+@pytest.fixture(autouse=True)
+def _bootstrap(monkeypatch):
+    """Use the real bootstrap renderer; before it lands, a clearly fake cloud-config."""
+    if not BOOTSTRAP_PRESENT:
+        monkeypatch.setattr(cluster_mod, "render_user_data",
+                            lambda *, stack, decision, purchase_model:
+                            f"#cloud-config\n# test fixture {decision.name} {purchase_model}\n")
+
+
+def test_bootstrap_renderer_is_present():
+    assert BOOTSTRAP_PRESENT, "infra/bootstrap/render.py (render_user_data) has not landed yet"
+
+
+def make_stack(*, env="prod", network=None, subnets=(), ssh=False, action="STOP",
+               storage=(), clusters=()) -> StackSpec:
+    return StackSpec(
+        stack=env, environment=env, owner="ml-platform", cost_center="cc-1",
+        budget_monthly_usd=1e6,
+        clouds={"gcp": CloudSpec(cloud="gcp", regions=("us-central1", "europe-west4"),
+                                 project="acme-test", network=network, subnets=tuple(subnets),
+                                 spot_termination_action=action, ssh_via_iap=ssh)},
+        storage=tuple(storage), clusters=tuple(clusters), source=f"stacks/Pulumi.{env}.yaml")
+
+
+def make_cluster(name, instance_type, mix: PurchaseMix, *, dataset=None, distributed=None,
+                 catalog=FIXTURE_CATALOG, region=None, index=0, zone=None) -> ClusterDecision:
+    o = next(o for o in catalog.offerings if o.cloud == "gcp" and o.instance_type == instance_type
+             and (region is None or o.region == region))
+    dist = mix.total > 1 if distributed is None else distributed
+    spec = ClusterSpec(name=name, gpu=o.gpu, gpus=mix.total * o.gpus_per_node,
+                       hours_per_month=730, priority=5, checkpoint_minutes=30,
+                       dataset=dataset, idle_minutes=45, index=index)
+    costs = CostBreakdown(reserved_usd=100.0 * mix.reserved, on_demand_usd=200.0 * mix.on_demand,
+                          spot_usd=80.0 * mix.spot, spot_rework_usd=5.0 * mix.spot,
+                          egress_usd=12.0, communication_usd=3.0 if dist else 0.0)
+    return ClusterDecision(spec=spec, offering=o, nodes=mix.total, purchase=mix,
+                           network=o.rdma if dist else "none", template="distributed-rdma",
+                           hourly_usd=1.0, costs=costs, rationale="test fixture",
+                           distributed=dist, zone=zone)
+
+
+def make_storage(name="corpus", region="us-central1") -> tuple[StorageSpec, StorageDecision]:
+    spec = StorageSpec(name=name, size_tb=10, home_cloud="gcp", home_region=region,
+                       warm_after_days=30, cold_after_days=90, archive_after_days=365)
+    tiers = (TierShare("STANDARD", 0, 30, 0.5, 0.02, 100.0),
+             TierShare("NEARLINE", 30, None, 0.5, 0.01, 50.0))
+    return spec, StorageDecision(spec=spec, cloud="gcp", region=region, tiers=tiers)
+
+
+def make_env(clusters, storage=(), **stack_kw) -> EnvironmentDecision:
+    stack = make_stack(storage=[s.spec for s in storage], clusters=[c.spec for c in clusters],
+                       **stack_kw)
+    return EnvironmentDecision(stack=stack, clusters=tuple(clusters), storage=tuple(storage),
+                               catalog_version="test-fixture", catalog_as_of="2026-01-01")
+
+
+def run(env: EnvironmentDecision, catalog=FIXTURE_CATALOG, *, transform: bool = True):
+    def program():
+        ledger = cost_transform.register(env.stack, catalog) if transform else None
+        gcp_adaptor.deploy(env, catalog)
+        return ledger
+    return run_program(program, stack=env.stack.stack)
+
+
+def children_of(prun, component_type: str, name: str):
+    comp = prun.one(component_type, name)
+    return [r for r in prun.resources if r.parent == comp.urn]
+
+
+# ---- a representative prod environment, run once ----------------------------------------
+@pytest.fixture(scope="module")
+def prod():
+    corpus = make_storage("corpus", "us-central1")[1]
+    clusters = [
+        make_cluster("pretrain", "a3-highgpu-8g", PurchaseMix(reserved=2, on_demand=2, spot=2),
+                     dataset="corpus", distributed=True, index=0),
+        make_cluster("mega", "a3-megagpu-8g", PurchaseMix(on_demand=4), dataset="corpus",
+                     index=1),
+        make_cluster("ultra", "a3-ultragpu-8g", PurchaseMix(spot=2), index=2),
+        make_cluster("eval", "n1-standard-8", PurchaseMix(spot=3), dataset="corpus",
+                     distributed=False, index=3),
+    ]
+    env = make_env(clusters, [corpus], env="prod")
+    import infra.clouds.gcp.cluster as cm
+    if not BOOTSTRAP_PRESENT:
+        saved = cm.render_user_data
+        cm.render_user_data = lambda *, stack, decision, purchase_model: \
+            f"#cloud-config\n# test fixture {decision.name} {purchase_model}\n"
+        try:
+            return env, run(env)
+        finally:
+            cm.render_user_data = saved
+    return env, run(env)
+
+
+def test_explicit_provider_with_project(prod):
+    _, r = prod
+    p = r.one("pulumi:providers:gcp", "gcp")
+    assert p.inputs["project"] == "acme-test", p.urn
+    for res in r.custom:
+        if res.type.startswith("gcp:"):
+            assert "pulumi:providers:gcp::gcp::" in res.provider, res.urn
+
+
+def test_one_gpu_cluster_component_per_gcp_cluster(prod):
+    env, r = prod
+    comps = r.by_type("gpulease:gcp:GpuCluster")
+    assert sorted(c.name for c in comps) == sorted(c.name for c in env.clusters)
+
+
+def test_primary_network_vpc_subnets_router_nat(prod):
+    _, r = prod
+    vpc = r.one(T_NET, "gcp-network-vpc")
+    assert vpc.inputs["autoCreateSubnetworks"] is False, vpc.urn
+    assert vpc.inputs["mtu"] == layout.RDMA_MTU, vpc.urn  # ultra is in the network
+    for region in ("us-central1", "europe-west4"):
+        sub = r.one(T_SUB, f"gcp-network-{region}")
+        assert sub.inputs["region"] == region and sub.inputs["privateIpGoogleAccess"] is True, \
+            sub.urn
+        nat = r.one("gcp:compute/routerNat:RouterNat", f"gcp-network-{region}-nat")
+        assert nat.inputs["natIpAllocateOption"] == "AUTO_ONLY", nat.urn
+        assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "LIST_OF_SUBNETWORKS", nat.urn
+        r.one("gcp:compute/router:Router", f"gcp-network-{region}-router")
+
+
+def test_gpu_nic_networks_per_fabric(prod):
+    _, r = prod
+    for cluster, count, mtu in (("pretrain", 4, 8244), ("mega", 8, 8244)):
+        nets = [n for n in r.by_type(T_NET) if re.fullmatch(f"{cluster}-gpu-\\d", n.name)]
+        assert len(nets) == count, cluster
+        for n in nets:
+            assert n.inputs["mtu"] == mtu and n.inputs["autoCreateSubnetworks"] is False, n.urn
+            assert "networkProfile" not in n.inputs, n.urn
+    roce = r.one(T_NET, "ultra-rdma")
+    assert roce.inputs["networkProfile"] == \
+        "projects/acme-test/global/networkProfiles/us-central1-b-vpc-roce", roce.urn
+    assert roce.inputs["mtu"] == layout.RDMA_MTU, roce.urn
+    roce_subs = [s for s in r.by_type(T_SUB) if re.fullmatch(r"ultra-rdma-\d", s.name)]
+    assert len(roce_subs) == 8
+    r.one(T_NET, "ultra-gvnic-1")
+    assert not [n for n in r.by_type(T_NET) if n.name.startswith("eval-")], "n1 needs no GPU NICs"
+
+
+def test_template_nics_follow_the_layout_and_have_no_external_ip(prod):
+    env, r = prod
+    for c in env.clusters:
+        for m in layout.models_with_nodes(c):
+            tpl = r.one(T_IT, f"{c.name}-{m}-template")
+            nics = tpl.inputs["networkInterfaces"]
+            want = layout.nic_layout(c.offering, c.network)
+            assert len(nics) == len(want), tpl.urn
+            for got, exp in zip(nics, want):
+                assert not got.get("accessConfigs"), f"{tpl.urn}: external IP"
+                assert got.get("nicType") == exp["nic_type"], tpl.urn
+                assert got.get("subnetwork"), tpl.urn
+
+
+def test_firewall_internal_by_service_account_and_nothing_from_anywhere(prod):
+    _, r = prod
+    for fw in r.by_type(T_FW):
+        assert "0.0.0.0/0" not in (fw.inputs.get("sourceRanges") or []), fw.urn
+        assert fw.inputs["direction"] == "INGRESS", fw.urn
+        if fw.name.endswith("-internal"):
+            assert fw.inputs["sourceServiceAccounts"] == fw.inputs["targetServiceAccounts"], \
+                fw.urn
+            assert "sourceRanges" not in fw.inputs, fw.urn
+    assert not [f for f in r.by_type(T_FW) if "ssh" in f.name], "SSH is off by default"
+    # a firewall rule on every non-RoCE network a cluster owns, plus its primary one
+    assert len([f for f in r.by_type(T_FW) if f.name.startswith("pretrain-")]) == 5
+
+
+def test_ssh_only_from_iap_when_enabled():
+    env = make_env([make_cluster("dev1", "g2-standard-8", PurchaseMix(spot=1))], env="dev",
+                   ssh=True)
+    r = run(env)
+    ssh = r.one(T_FW, "dev1-iap-ssh")
+    assert ssh.inputs["sourceRanges"] == ["35.235.240.0/20"], ssh.urn
+    assert ssh.inputs["allows"] == [{"protocol": "tcp", "ports": ["22"]}], ssh.urn
+    assert ssh.inputs["targetServiceAccounts"], ssh.urn
+
+
+def test_compact_placement_for_distributed_clusters(prod):
+    _, r = prod
+    pols = {p.name: p for p in r.by_type(T_POL)}
+    assert set(pols) == {"pretrain-on_demand-placement", "pretrain-spot-placement",
+                         "mega-on_demand-placement", "ultra-spot-placement"}
+    mega = pols["mega-on_demand-placement"]
+    assert mega.inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "vmCount": 4}, \
+        mega.urn
+    tpl = r.one(T_IT, "mega-on_demand-template")
+    assert tpl.inputs["resourcePolicies"] == mega.outputs["selfLink"], tpl.urn
+    assert "resourcePolicies" not in r.one(T_IT, "pretrain-reserved-template").inputs
+    assert "resourcePolicies" not in r.one(T_IT, "eval-spot-template").inputs
+
+
+def test_instance_templates(prod):
+    env, r = prod
+    for c in env.clusters:
+        for m in layout.models_with_nodes(c):
+            tpl = r.one(T_IT, f"{c.name}-{m}-template")
+            i = tpl.inputs
+            assert i["machineType"] == c.offering.instance_type, tpl.urn
+            sched = i["scheduling"]
+            assert sched["onHostMaintenance"] == "TERMINATE", tpl.urn
+            assert sched["provisioningModel"] == ("SPOT" if m == "spot" else "STANDARD"), tpl.urn
+            if m == "spot":
+                assert sched["instanceTerminationAction"] == "STOP", tpl.urn
+            assert i["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableVtpm": True,
+                                                   "enableIntegrityMonitoring": True}, tpl.urn
+            md = i["metadata"]
+            assert md["enable-oslogin"] == "TRUE" and md["serial-port-enable"] == "FALSE", tpl.urn
+            assert md["user-data"].startswith("#cloud-config"), tpl.urn
+            assert i["serviceAccount"]["email"].endswith("@plan.iam.gserviceaccount.com"), tpl.urn
+            acc = i.get("guestAccelerators")
+            if c.offering.instance_type.startswith("n1-"):
+                assert acc == [{"type": "nvidia-tesla-t4", "count": 1}], tpl.urn
+            else:
+                assert not acc, tpl.urn
+            assert i["disks"][0]["boot"] is True, tpl.urn
+            # labels: stamped by the lead's transform, encoded label-safe
+            assert i["labels"][tags.CLUSTER] == c.name, tpl.urn
+            assert i["labels"][tags.PURCHASE_MODEL] == m, tpl.urn
+
+
+def test_migs_per_purchase_model(prod):
+    env, r = prod
+    pre = env.cluster("pretrain")
+    for m in ("reserved", "on_demand", "spot"):
+        mig = r.one(T_MIG, f"pretrain-{m}")
+        assert mig.inputs["name"] == f"pretrain-{m.replace('_', '-')}", mig.urn
+        assert mig.inputs["baseInstanceName"] == "pretrain", mig.urn
+        assert mig.inputs["targetSize"] == getattr(pre.purchase, m), mig.urn
+        assert mig.inputs["zone"] == "us-central1-c", mig.urn
+        assert "targetSize" in mig.ignore_changes, mig.urn
+        tpl = r.one(T_IT, f"pretrain-{m}-template")
+        assert mig.inputs["versions"][0]["instanceTemplate"] == tpl.outputs["selfLink"], mig.urn
+    assert [m.name for m in r.by_type(T_MIG) if m.name.startswith("eval")] == ["eval-spot"]
+
+
+def test_zone_from_the_catalog(prod):
+    _, r = prod
+    mig = r.one(T_MIG, "mega-on_demand")
+    assert mig.inputs["zone"] == "europe-west4-b", mig.urn
+    assert not [t for t, _ in r.calls if t == "gcp:compute/getZones:getZones"]
+
+
+def test_zone_from_data_source_when_neither_decision_nor_catalog_has_one():
+    env = make_env([make_cluster("nozone", "a3-megagpu-8g", PurchaseMix(on_demand=2),
+                                 region="us-central1")], env="dev")
+    r = run(env)
+    mig = r.one(T_MIG, "nozone-on_demand")
+    assert mig.inputs["zone"] == "us-central1-a", mig.urn
+    assert any(t == "gcp:compute/getZones:getZones" for t, _ in r.calls)
+
+
+def test_reservation_consumed_by_the_reserved_template(prod):
+    _, r = prod
+    res = r.one(T_RES, "pretrain-reservation")
+    sr = res.inputs["specificReservation"]
+    assert sr["count"] == 2 and sr["instanceProperties"]["machineType"] == "a3-highgpu-8g", \
+        res.urn
+    assert res.inputs["specificReservationRequired"] is True, res.urn
+    assert res.inputs["zone"] == "us-central1-c", res.urn
+    tpl = r.one(T_IT, "pretrain-reserved-template")
+    aff = tpl.inputs["reservationAffinity"]
+    assert aff["type"] == "SPECIFIC_RESERVATION", tpl.urn
+    assert aff["specificReservation"] == {"key": "compute.googleapis.com/reservation-name",
+                                          "values": [res.outputs["name"]]}, tpl.urn
+    assert "reservationAffinity" not in r.one(T_IT, "pretrain-spot-template").inputs
+    assert len(r.by_type(T_RES)) == 1
+
+
+def test_reservation_carries_guest_accelerators_for_n1():
+    env = make_env([make_cluster("t4", "n1-standard-8", PurchaseMix(reserved=2))], env="dev")
+    r = run(env)
+    props = r.one(T_RES, "t4-reservation").inputs["specificReservation"]["instanceProperties"]
+    assert props["guestAccelerators"] == [{"acceleratorType": "nvidia-tesla-t4",
+                                           "acceleratorCount": 1}]
+
+
+def test_least_privilege_service_account(prod):
+    env, r = prod
+    roles = sorted(p.inputs["role"] for p in r.by_type(T_PIAM)
+                   if p.name.startswith("pretrain-"))
+    assert roles == sorted(layout.PROJECT_ROLES)
+    for p in r.by_type(T_PIAM):
+        assert p.inputs["role"] not in ("roles/owner", "roles/editor"), p.urn
+        assert p.inputs["project"] == "acme-test", p.urn
+    ds = r.one(T_BIAM, "pretrain-dataset-read")
+    assert ds.inputs["bucket"] == "gpulease-prod-corpus", ds.urn
+    assert ds.inputs["role"] == "roles/storage.objectViewer", ds.urn
+    assert "objects/data/" in ds.inputs["condition"]["expression"], ds.urn
+    ck = r.one(T_BIAM, "pretrain-checkpoints")
+    assert ck.inputs["role"] == "roles/storage.objectUser", ck.urn
+    assert 'objects/checkpoints/pretrain/")' in ck.inputs["condition"]["expression"], ck.urn
+    assert ds.inputs["member"].startswith("serviceAccount:"), ds.urn
+
+
+def test_storage_bucket_properties(prod):
+    _, r = prod
+    b = r.one(T_BUCKET, "corpus-bucket")
+    i = b.inputs
+    assert i["name"] == "gpulease-prod-corpus" and i["location"] == "US-CENTRAL1", b.urn
+    assert i["uniformBucketLevelAccess"] is True, b.urn
+    assert i["publicAccessPrevention"] == "enforced", b.urn
+    assert i["versioning"] == {"enabled": True}, b.urn
+    assert i["forceDestroy"] is False, b.urn
+    assert b.retain_on_delete is True and b.protect is True, b.urn
+    classes = [x["action"].get("storageClass") for x in i["lifecycleRules"]
+               if x["action"]["type"] == "SetStorageClass"]
+    assert classes == ["NEARLINE", "COLDLINE", "ARCHIVE"], b.urn
+    assert any(x["action"]["type"] == "Delete" and x["condition"]["daysSinceNoncurrentTime"] == 30
+               for x in i["lifecycleRules"]), b.urn
+
+
+def test_work_bucket_only_when_dataset_is_elsewhere(prod):
+    _, r = prod
+    # ultra has no dataset -> work bucket; mega's dataset lives in another region -> work bucket
+    names = {b.name for b in r.by_type(T_BUCKET)}
+    assert names == {"corpus-bucket", "ultra-work", "mega-work"}
+    wb = r.one(T_BUCKET, "mega-work")
+    assert wb.inputs["name"] == "gpulease-prod-mega-work", wb.urn
+    assert wb.inputs["location"] == "EUROPE-WEST4", wb.urn
+    assert wb.retain_on_delete and wb.protect, wb.urn
+    assert wb.inputs["publicAccessPrevention"] == "enforced", wb.urn
+    ds = r.one(T_BIAM, "mega-dataset-read")
+    assert ds.inputs["bucket"] == "gpulease-prod-mega-work", ds.urn
+    assert "objects/stage/" in ds.inputs["condition"]["expression"], ds.urn
+
+
+def test_dev_buckets_are_retained_but_not_protected():
+    st = make_storage("data", "us-central1")[1]
+    env = make_env([make_cluster("c", "g2-standard-8", PurchaseMix(spot=1), dataset="data")],
+                   [st], env="dev")
+    r = run(env)
+    b = r.one(T_BUCKET, "data-bucket")
+    assert b.retain_on_delete is True and b.protect is False, b.urn
+
+
+def test_cost_context_roles_and_ledger(prod):
+    env, r = prod
+    ledger = r.result
+    pre = env.cluster("pretrain")
+    assert ledger.get(T_MIG, "pretrain-spot").monthly_usd == pytest.approx(
+        pre.costs.spot_usd + pre.costs.spot_rework_usd)
+    assert ledger.get(T_MIG, "pretrain-on_demand").monthly_usd == pytest.approx(
+        pre.costs.on_demand_usd)
+    assert ledger.get(T_RES, "pretrain-reservation").monthly_usd == pytest.approx(
+        pre.costs.reserved_usd)
+    # the reservation carries the committed nodes; the first MIG (anchor) the communication
+    # cost, and the egress too since pretrain has no work bucket (its dataset is local)
+    assert ledger.get(T_MIG, "pretrain-reserved").monthly_usd == pytest.approx(
+        pre.costs.communication_usd + pre.costs.egress_usd)
+    assert ledger.get(T_IT, "pretrain-spot-template").purchase_model == "spot"
+    by_cluster = ledger.by_cluster()
+    for c in env.clusters:
+        assert by_cluster[c.name] == pytest.approx(c.monthly_usd, abs=0.05), c.name
+    assert ledger.get(T_BUCKET, "corpus-bucket").cluster == tags.SHARED
+    assert ledger.get(T_BUCKET, "corpus-bucket").monthly_usd == pytest.approx(150.0)
+    # the work bucket carries the data-gravity cost
+    assert ledger.get(T_BUCKET, "mega-work").monthly_usd == pytest.approx(12.0)
+
+
+def test_every_labelable_resource_is_labelled(prod):
+    _, r = prod
+    checked = 0
+    for res in r.custom:
+        if not res.type.startswith("gcp:"):
+            continue
+        _, mod, cls = res.type.split(":")
+        module = getattr(pulumi_gcp, mod.split("/")[0])
+        if "labels" not in inspect.signature(getattr(module, cls)._internal_init).parameters:
+            continue
+        missing = [k for k in tags.REQUIRED_GCP if k not in (res.inputs.get("labels") or {})]
+        assert not missing, f"{res.urn} lacks {missing}"
+        checked += 1
+    assert checked == len(r.by_type(T_IT)) + len(r.by_type(T_BUCKET)) == 9
+
+
+def test_emitted_values_are_valid_api_values(prod):
+    _, r = prod
+    enums = {
+        "provisioningModel": {e.name for e in compute_v1.Scheduling.ProvisioningModel},
+        "onHostMaintenance": {e.name for e in compute_v1.Scheduling.OnHostMaintenance},
+        "instanceTerminationAction": {e.name for e in
+                                      compute_v1.Scheduling.InstanceTerminationAction},
+    }
+    machine_types = set(FIXTURE_CATALOG.instance_types("gcp"))
+    accelerators = {o.accelerator_type for o in FIXTURE_CATALOG.offerings if o.accelerator_type}
+    nic_types = {e.name for e in compute_v1.NetworkInterface.NicType}
+    for tpl in r.by_type(T_IT):
+        for k, allowed in enums.items():
+            if k in tpl.inputs["scheduling"]:
+                assert tpl.inputs["scheduling"][k] in allowed, (tpl.urn, k)
+        assert tpl.inputs["machineType"] in machine_types, tpl.urn
+        for a in tpl.inputs.get("guestAccelerators") or []:
+            assert a["type"] in accelerators, tpl.urn
+        for nic in tpl.inputs["networkInterfaces"]:
+            assert nic.get("nicType", "GVNIC") in nic_types, tpl.urn
+        aff = tpl.inputs.get("reservationAffinity")
+        if aff:
+            assert aff["type"] in {e.name for e in
+                                   compute_v1.ReservationAffinity.ConsumeReservationType}
+    for pol in r.by_type(T_POL):
+        assert pol.inputs["groupPlacementPolicy"]["collocation"] in {
+            e.name for e in compute_v1.ResourcePolicyGroupPlacementPolicy.Collocation}, pol.urn
+    # storage classes: the GCP tier classes, which pulumi-gcp documents as valid bucket classes
+    doc = inspect.getdoc(pulumi_gcp.storage.Bucket._internal_init) or \
+        inspect.getsource(pulumi_gcp.storage.bucket)
+    for b in r.by_type(T_BUCKET):
+        for rule in b.inputs["lifecycleRules"]:
+            cls = rule["action"].get("storageClass")
+            if cls:
+                assert cls in TIER_CLASSES["gcp"] and cls in doc, (b.urn, cls)
+
+
+def test_existing_network_is_used_and_nothing_is_created():
+    env = make_env([make_cluster("byo", "a2-highgpu-1g", PurchaseMix(on_demand=1))], env="dev",
+                   network="projects/acme-test/global/networks/shared",
+                   subnets=["projects/acme-test/regions/us-central1/subnetworks/gpu"])
+    r = run(env)
+    assert not r.by_type(T_NET) and not r.by_type("gcp:compute/routerNat:RouterNat")
+    nic = r.one(T_IT, "byo-on_demand-template").inputs["networkInterfaces"][0]
+    assert nic["network"] == "projects/acme-test/global/networks/shared"
+    assert nic["subnetwork"] == "projects/acme-test/regions/us-central1/subnetworks/gpu"
+    fw = r.one(T_FW, "byo-internal")
+    assert fw.inputs["network"] == "projects/acme-test/global/networks/shared", fw.urn
+
+
+def test_existing_network_without_subnet_in_region_is_a_config_error():
+    from infra.errors import ConfigError
+
+    env = make_env([make_cluster("byo", "a3-megagpu-8g", PurchaseMix(on_demand=1))], env="dev",
+                   network="shared",
+                   subnets=["projects/p/regions/us-central1/subnetworks/a",
+                            "projects/p/regions/us-east4/subnetworks/b"])
+    with pytest.raises(ConfigError) as exc:
+        run(env)
+    msg = str(exc.value)
+    assert "gpulease:clouds.gcp.subnetwork" in msg and "europe-west4" in msg
+    assert "stacks/Pulumi.dev.yaml" in msg
+
+
+def test_nothing_on_gcp_declares_nothing():
+    env = make_env([], env="dev")
+    r = run(env)
+    assert not [x for x in r.resources if x.type.startswith(("gcp:", "gpulease:gcp", "pulumi:providers:gcp"))]
+
+
+def _every_offering(catalog):
+    offerings = [o for o in catalog.offerings if o.cloud == "gcp"]
+    assert offerings, f"catalog {catalog.version} has no GCP offerings"
+    clusters = []
+    for i, o in enumerate(offerings):
+        mix = PurchaseMix(reserved=1, on_demand=1, spot=2)
+        name = f"c{i}"
+        # The policy always decides a zone (catalog zone, else a naming-convention default);
+        # decisions built here do the same so no getZones call is needed.
+        zone = o.zones[0] if o.zones else f"{o.region}-b"
+        clusters.append(make_cluster(name, o.instance_type, mix, catalog=catalog,
+                                     region=o.region, index=i, zone=zone))
+    return clusters
+
+
+def _check_every_offering(catalog):
+    clusters = _every_offering(catalog)
+    env = make_env(clusters, env="staging")
+    r = run(env, catalog)
+    assert len(r.by_type("gpulease:gcp:GpuCluster")) == len(clusters)
+    machine_types = set(catalog.instance_types("gcp"))
+    accelerators = {o.accelerator_type for o in catalog.offerings if o.accelerator_type}
+    for c in clusters:
+        for m in ("reserved", "on_demand", "spot"):
+            tpl = r.one(T_IT, f"{c.name}-{m}-template")
+            assert tpl.inputs["machineType"] == c.offering.instance_type in machine_types
+            assert len(tpl.inputs["networkInterfaces"]) == len(
+                layout.nic_layout(c.offering, c.network)), tpl.urn
+            for a in tpl.inputs.get("guestAccelerators") or []:
+                assert a["type"] in accelerators and a["type"].startswith("nvidia-"), tpl.urn
+            r.one(T_MIG, f"{c.name}-{m}")
+        r.one(T_RES, f"{c.name}-reservation")
+
+
+def test_gpu_cluster_for_every_offering_of_the_fixture_catalog():
+    _check_every_offering(FIXTURE_CATALOG)
+
+
+def test_gpu_cluster_for_every_gcp_offering_of_the_shipped_catalog():
+    from infra.catalog import available_versions, load_catalog
+
+    assert available_versions(), "no shipped catalog in infra/catalog/data/ yet"
+    _check_every_offering(load_catalog())
