@@ -154,6 +154,8 @@ def _message(err: dict) -> str:
         op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
               "less_than_equal": "<="}[t]
         bound = next(iter(ctx.values()))
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
         return f"must be {op} {bound} (got {value!r})"
     if t in ("int_type", "int_parsing", "int_from_float"):
         return f"must be a whole number (got {value!r})"
@@ -226,14 +228,19 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
         if ns != NAMESPACE or not name:
             continue
         data[name] = _decode(value)
+    def bad(path: str, msg: str, level: str = "error") -> None:
+        findings.append(Finding(path, msg, level=level, source=source))
+
+    references = _reference_findings(data, catalog, source)
     try:
         model = StackConfigModel.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_findings_from_validation(exc, source),
+        structural = _findings_from_validation(exc, source)
+        seen = {f.path for f in structural}
+        raise ConfigError(sorted(structural + [f for f in references if f.path not in seen],
+                                 key=_finding_order),
                           headline=_headline(source)) from None
-
-    def bad(path: str, msg: str, level: str = "error") -> None:
-        findings.append(Finding(path, msg, level=level, source=source))
+    findings.extend(references)
 
     clouds: dict[str, CloudSpec] = {}
     cfg = model.clouds
@@ -242,12 +249,6 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
     for cname, ccfg in (("aws", cfg.aws), ("gcp", cfg.gcp)):
         if ccfg is None:
             continue
-        known = catalog.regions(cname)
-        for i, r in enumerate(ccfg.regions):
-            if r not in known:
-                bad(f"gpulease:clouds.{cname}.regions[{i}]",
-                    f'region "{r}" is not in the catalog{did_you_mean(r, known)}; '
-                    f"known {cname} regions: {', '.join(known)}")
         for r, n in ccfg.quota_gpus.items():
             if r not in ccfg.regions:
                 bad(f"gpulease:clouds.{cname}.quota_gpus.{r}",
@@ -308,13 +309,6 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
         if c.name in cnames:
             bad(f"{path}.name", f'duplicate cluster name "{c.name}"')
         cnames.add(c.name)
-        if c.gpu not in gpus:
-            bad(f"{path}.gpu", f'unknown GPU "{c.gpu}"{did_you_mean(c.gpu, gpus)}; '
-                f"the catalog has: {', '.join(gpus)}")
-        if c.dataset is not None and c.dataset not in names:
-            bad(f"{path}.dataset", f'names no storage entry: "{c.dataset}"'
-                f"{did_you_mean(c.dataset, sorted(names))}; add it under gpulease:storage "
-                "or fix the name")
         allowed = [r for cl in clouds.values() for r in cl.regions]
         for j, r in enumerate(c.regions):
             if not any(a == r or a.startswith(r) for a in catalog.regions()):
@@ -353,13 +347,61 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
 
     errors = [f for f in findings if f.level == "error"]
     if errors:
-        raise ConfigError(findings, headline=_headline(source))
+        raise ConfigError(sorted(findings, key=_finding_order), headline=_headline(source))
     return StackSpec(
         stack=stack, environment=model.environment or stack, owner=model.owner,
         cost_center=model.cost_center, budget_monthly_usd=model.budget_monthly_usd,
         clouds=clouds, storage=tuple(storage), clusters=tuple(clusters), policy=model.policy,
         reaper=model.reaper, bootstrap=model.bootstrap, source=source,
         name_prefix=model.name_prefix, catalog_version=model.catalog_version)
+
+
+def _finding_order(f: Finding) -> tuple:
+    """Findings in config order: by top-level key as written in the model, then by path."""
+    key = f.path.partition(":")[2].split(".")[0].split("[")[0]
+    order = TOP_LEVEL_KEYS.index(key) if key in TOP_LEVEL_KEYS else -1
+    nums = tuple(int(n) for n in re.findall(r"\[(\d+)\]", f.path))
+    return (order, nums, f.path)
+
+
+def _reference_findings(data: dict, catalog: Catalog, source: str) -> list[Finding]:
+    """Checks of names against the catalog and the config itself (GPU, regions, datasets).
+
+    Tolerant of malformed input, so these findings are reported together with type errors.
+    """
+    out: list[Finding] = []
+
+    def bad(path: str, msg: str) -> None:
+        out.append(Finding(path, msg, source=source))
+
+    clouds = data.get("clouds") if isinstance(data.get("clouds"), dict) else {}
+    for cname in ("aws", "gcp"):
+        ccfg = clouds.get(cname)
+        regions = ccfg.get("regions") if isinstance(ccfg, dict) else None
+        if not isinstance(regions, list):
+            continue
+        known = catalog.regions(cname)
+        for i, r in enumerate(regions):
+            if isinstance(r, str) and r not in known:
+                bad(f"gpulease:clouds.{cname}.regions[{i}]",
+                    f'region "{r}" is not in the catalog{did_you_mean(r, known)}; '
+                    f"known {cname} regions: {', '.join(known)}")
+    storage = data.get("storage") if isinstance(data.get("storage"), list) else []
+    names = sorted({s.get("name") for s in storage if isinstance(s, dict)
+                    and isinstance(s.get("name"), str)})
+    clusters = data.get("clusters") if isinstance(data.get("clusters"), list) else []
+    gpus = catalog.gpus
+    for i, c in enumerate(clusters):
+        if not isinstance(c, dict):
+            continue
+        gpu, ds = c.get("gpu"), c.get("dataset")
+        if isinstance(gpu, str) and gpu not in gpus:
+            bad(f"gpulease:clusters[{i}].gpu", f'unknown GPU "{gpu}"{did_you_mean(gpu, gpus)}; '
+                f"the catalog has: {', '.join(gpus)}")
+        if isinstance(ds, str) and ds not in names:
+            bad(f"gpulease:clusters[{i}].dataset", f'names no storage entry: "{ds}"'
+                f"{did_you_mean(ds, names)}; add it under gpulease:storage or fix the name")
+    return out
 
 
 def _headline(source: str) -> str:

@@ -82,7 +82,7 @@ BAD = [
      "gpulease:clusters[0].gpus: must be a whole number (got 'two')"),
     ("gpulease:clusters.0.priority", 11, "gpulease:clusters[0].priority: must be <= 10 (got 11)"),
     ("gpulease:clusters.0.hours_per_month", 800,
-     "gpulease:clusters[0].hours_per_month: must be <= 730.0 (got 800)"),
+     "gpulease:clusters[0].hours_per_month: must be <= 730 (got 800)"),
     ("gpulease:budget_monthly_usd", -1, "gpulease:budget_monthly_usd: must be >= 0 (got -1)"),
     ("gpulease:clusters.1.gpu", "H10",
      'gpulease:clusters[1].gpu: unknown GPU "H10" (did you mean "H100"?)'),
@@ -111,12 +111,12 @@ def test_bad_input_is_located(catalog, path, value, expected):
 def test_unknown_keys_with_did_you_mean(catalog):
     v = copy.deepcopy(BASE)
     v["gpulease:budjet_monthly_usd"] = 1
-    v["gpulease:clusters"][0]["gpuz"] = 2
+    v["gpulease:clusters"][0]["priorty"] = 2
     with pytest.raises(ConfigError) as exc:
         parse(v, catalog)
     msgs = [str(f) for f in exc.value.findings]
     assert f'{SRC}: gpulease:budjet_monthly_usd: unknown key (did you mean "gpulease:budget_monthly_usd"?)' in msgs
-    assert f'{SRC}: gpulease:clusters[0].gpuz: unknown key (did you mean "gpus"?)' in msgs
+    assert f'{SRC}: gpulease:clusters[0].priorty: unknown key (did you mean "priority"?)' in msgs
 
 
 def test_all_findings_reported_at_once(catalog):

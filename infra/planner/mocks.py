@@ -59,6 +59,11 @@ KNOWN_CALLS: dict[str, Callable[[dict, str], dict]] = {
     "aws:iam/getPolicyDocument:getPolicyDocument": lambda a, r: {
         "json": json.dumps({"Version": "2012-10-17", "Statement": a.get("statements", [])}),
         "id": "policy"},
+    "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering": lambda a, r: {
+        "capacityBlockOfferingId": "cb-0123456789abcdef0", "availabilityZone": r + "a",
+        "currencyCode": "USD", "upfrontFee": "0", "tenancy": "default", "id": "cb", **a},
+    "aws:ec2/getSubnet:getSubnet": lambda a, r: {"id": a.get("id"), "availabilityZone": r + "a",
+                                                 "vpcId": "vpc-plan"},
     "gcp:compute/getZones:getZones": lambda a, r: {"names": _zones(a.get("region", r) + "-"),
                                                    "id": "zones"},
     "gcp:organizations/getProject:getProject": lambda a, r: {
@@ -129,7 +134,7 @@ class _Recorder(_mocks.Mocks):
             raise RuntimeError(f"unexpected provider call {args.token} in the program: add a "
                                "deterministic answer to infra/planner/mocks.py KNOWN_CALLS")
         region = args.args.get("region") or "us-east-1"
-        return fn(dict(args.args), region), None
+        return fn(dict(args.args), region)
 
 
 class _RecordingMonitor(_mocks.MockMonitor):
