@@ -23,7 +23,7 @@ examples:
   gpulease plan --stack prod --json > prod-plan.json
   gpulease plan --stack prod --diff staging
   gpulease plan --stack prod --diff prod-plan.json --fail-on-increase 10
-  gpulease plan --stack prod --html report.html
+  gpulease plan --stack prod --html report.html --monitoring monitoring/
   gpulease plan --config path/to/Pulumi.mystack.yaml --catalog my-prices.json
 
 exit codes: 0 ok · 2 bad input · 3 cost increase over --fail-on-increase ·
@@ -41,13 +41,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fail-on-increase", metavar="PCT", type=float,
                    help="with --diff: exit 3 when the total monthly cost rises more than PCT %%")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
+    p.add_argument("--monitoring", metavar="DIR",
+                   help="also write Prometheus alert rules and a Grafana dashboard for the plan")
     p.add_argument("--show-inputs", action="store_true",
                    help="print each resource's declared inputs in the text output")
     p.set_defaults(func=run)
 
 
-def make_plan(args: argparse.Namespace, stack_arg: str | None = None) -> dict[str, Any]:
-    """Validate, decide, run the program under mocks, evaluate guardrails -> plan document."""
+def make_plan(args: argparse.Namespace, stack_arg: str | None = None):
+    """Validate, decide, run the program under mocks, evaluate guardrails.
+
+    Returns (plan document, the program run)."""
     from infra.planner.plan import build_plan, run as run_program
     from infra.policy import decide
 
@@ -61,14 +65,12 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None) -> dict[st
     plan["source"] = loaded.source
     plan["violations"] = _violations(prun, loaded.spec)
     plan["elapsed_s"] = round(time.perf_counter() - t0, 2)
-    return plan
+    return plan, prun
 
 
 def _violations(prun, spec) -> list[dict]:
-    try:
-        from infra.guardrails.evaluate import evaluate
-    except ModuleNotFoundError:
-        return []
+    from infra.guardrails.evaluate import evaluate
+
     return evaluate(prun.resources, budget_monthly_usd=spec.budget_monthly_usd,
                     environment=spec.environment)
 
@@ -84,7 +86,7 @@ def _load_other(args: argparse.Namespace, ref: str) -> dict[str, Any]:
             raise ConfigError([Finding("--diff", f"{ref} is not a saved `gpulease plan --json` "
                                        f"document (line {exc.lineno}: {exc.msg})")]) from None
     other = argparse.Namespace(**{**vars(args), "stack": ref, "config": None})
-    return make_plan(other, stack_arg=ref)
+    return make_plan(other, stack_arg=ref)[0]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     label = args.stack or args.config
     if not args.json:
         progress(f"planning {label} offline (Pulumi program under mocks) ...")
-    plan = make_plan(args)
+    plan, prun = make_plan(args)
     code = EXIT_OK
     diff = None
     if args.diff:
@@ -109,6 +111,15 @@ def run(args: argparse.Namespace) -> int:
         Path(args.html).write_text(render_html(plan), encoding="utf-8")
         if not args.json:
             progress(f"wrote {args.html}")
+    if args.monitoring:
+        from infra.monitoring import render_monitoring
+
+        out = Path(args.monitoring)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in render_monitoring(prun.result.decision).items():
+            (out / name).write_text(text, encoding="utf-8")
+            if not args.json:
+                progress(f"wrote {out / name}")
     if any(v.get("level") == "mandatory" for v in plan["violations"]):
         code = max(code, EXIT_POLICY) if code == EXIT_OK else code
     if args.json:
