@@ -286,3 +286,34 @@ def test_crosscheck_cli_reports_and_fails_cleanly(tmp_path, capsys):
     assert main(["--peer", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert "--peer" in err and "v8/aws/vms.csv" in err and "Traceback" not in err
+
+
+# ---- AWS spot and 3-year columns (filled from the vantage export of 2025-11-30) ------------------
+@pytest.mark.parametrize("itype", ["p5.48xlarge", "p4d.24xlarge", "p4de.24xlarge"])
+def test_multi_node_aws_types_have_spot_and_3y_in_every_region(itype):
+    # The training types a prod plan blends: each catalog region must price spot and 3-year RI.
+    rows = [o for o in CAT.offerings_for(cloud="aws") if o.instance_type == itype]
+    assert rows
+    for o in rows:
+        assert o.spot_usd is not None, o.key
+        no_ri = (itype, o.region) == ("p4d.24xlarge", "eu-north-1")   # AWS sells no RI there
+        assert (o.commit_3y_usd is None) == no_ri, o.key
+
+
+def test_filled_columns_name_their_own_source():
+    for row in RAW["offerings"]:
+        ps = row.get("price_sources") or {}
+        if row["cloud"] == "aws" and row["commit_3y_usd"] is not None:
+            assert ps.get("commit_3y") == "vantage-raw-2025-11", row["instance_type"]
+            assert "3-year Standard Reserved Instance, No Upfront" in row["notes"]
+        if ps.get("spot") == "vantage-raw-2025-11":
+            assert "mean of the current Spot price over the region's AZs" in row["notes"]
+    assert RAW["sources"]["vantage-raw-2025-11"]["published"] == "2025-11-30"
+
+
+def test_p5en_has_no_3y_price_and_says_why():
+    for o in CAT.offerings_for(cloud="aws"):
+        if o.instance_type == "p5en.48xlarge":
+            row = next(r for r in RAW["offerings"]
+                       if (r["cloud"], r["region"], r["instance_type"]) == o.key)
+            assert o.commit_3y_usd is None and "no Standard Reserved Instance" in row["notes"]
