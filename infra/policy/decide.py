@@ -195,6 +195,9 @@ def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
     elif basis == "break_even_reserved":
         text = (f"Reserved ({term}) pays: {h:g} h/month is {u:.0%} utilization, above the "
                 f"{be:.0%} break-even (commitment rate / on-demand rate).")
+    elif basis == "break_even_on_demand" and o.price("reserved", term) is None:
+        text = (f"On-demand: the catalog has no {term} commitment price, and a plain capacity "
+                f"reservation would bill the on-demand rate for all 730 h, not just {h:g} h.")
     elif basis == "break_even_on_demand":
         text = (f"On-demand: {h:g} h/month is {u:.0%} utilization, below the {be:.0%} "
                 f"break-even where a {term} commitment would pay.")
