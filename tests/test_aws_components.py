@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import re
 from pathlib import Path
@@ -382,7 +383,9 @@ def test_user_data_is_the_rendered_bootstrap(staging):
     lt = staging.one(LT, "train-lt")
     if not RENDER.exists():
         pytest.skip("infra/bootstrap/render.py (node bootstrap helper) has not landed yet")
-    text = base64.b64decode(lt.inputs["userData"]).decode()
+    raw = base64.b64decode(lt.inputs["userData"])
+    assert len(raw) <= 16 * 1024, f"{lt.urn}: user data {len(raw)} bytes > EC2's 16 KB limit"
+    text = gzip.decompress(raw).decode()
     assert text.startswith("#cloud-config"), lt.urn
 
 

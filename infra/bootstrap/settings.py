@@ -1,9 +1,13 @@
 """`gpulease:bootstrap` — node bootstrap options."""
 from __future__ import annotations
 
+import signal
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: signals a training process can be asked to checkpoint with (catchable, not job control).
+CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP")
 
 
 class BootstrapSettings(BaseModel):
@@ -14,4 +18,16 @@ class BootstrapSettings(BaseModel):
                                 "of defence behind the reaper). Absent = 2 x idle_minutes, "
                                 "except in prod where it is off; 0 = off.")
     checkpoint_signal: str = Field(
-        "SIGUSR1", description="Signal sent to the training process on a spot notice.")
+        "SIGUSR1", description="Signal sent to the training process on a spot notice "
+                               f"(one of {', '.join(CHECKPOINT_SIGNALS)}).")
+
+    @field_validator("checkpoint_signal")
+    @classmethod
+    def _signal(cls, v: str) -> str:
+        name = v.strip().upper()
+        if not name.startswith("SIG"):
+            name = "SIG" + name
+        if name not in CHECKPOINT_SIGNALS or not hasattr(signal, name):
+            raise ValueError(f"{v!r} is not a checkpoint signal: use one of "
+                             f"{', '.join(CHECKPOINT_SIGNALS)}")
+        return name

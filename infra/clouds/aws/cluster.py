@@ -1,7 +1,6 @@
 """The AWS GPU cluster component: launch template, mixed-instances ASG, reservations, IAM, SG."""
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -10,7 +9,9 @@ from typing import Callable, Optional
 import pulumi
 import pulumi_aws as aws
 
+
 from infra import naming
+from infra.bootstrap.render import encode_user_data
 from infra.catalog import Catalog
 from infra.clouds.aws import builders
 from infra.clouds.aws.network import Network
@@ -166,7 +167,9 @@ class GpuCluster(pulumi.ComponentResource):
         ami = aws.ssm.get_parameter_output(name=builders.DLAMI_PARAMETER, opts=invoke).value
         def encoded(model: str) -> Optional[str]:
             text = args.user_data(model) if args.user_data is not None else None
-            return base64.b64encode(text.encode()).decode() if text is not None else None
+            # gzip + base64: the cloud-config is ~20-25 KB, over EC2's 16 KB user-data limit;
+            # cloud-init detects and unzips gzip user data itself.
+            return encode_user_data(text, cloud="aws") if text is not None else None
 
         def launch_template(lt_name: str, *, market: Optional[dict], crs: Optional[dict],
                             model: str):

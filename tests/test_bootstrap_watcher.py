@@ -1,0 +1,339 @@
+"""The rendered node scripts run for real: spot watcher vs a fake metadata server, hook, autostop, checks."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from infra.bootstrap import render as R
+from infra.catalog import load_catalog
+from tests.test_bootstrap_fixtures import make_stack
+
+
+class FakeMetadata:
+    """A local HTTP fake of the AWS IMDSv2 / GCP metadata server; records every request."""
+
+    def __init__(self, cloud: str):
+        self.cloud = cloud
+        self.notice = False
+        self.expire_token_once = False
+        self.requests: list[tuple[str, str, dict]] = []
+        self.tokens: list[str] = []
+        self.issued = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # keep pytest output clean
+                pass
+
+            def _send(self, code: int, body: str = ""):
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_PUT(self):
+                fake.requests.append(("PUT", self.path, dict(self.headers)))
+                if fake.cloud == "aws" and self.path == "/latest/api/token" and \
+                        self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                    token = f"token-{fake.issued}"
+                    fake.issued += 1
+                    fake.tokens.append(token)
+                    return self._send(200, token)
+                self._send(400)
+
+            def do_GET(self):
+                fake.requests.append(("GET", self.path, dict(self.headers)))
+                if fake.cloud == "aws":
+                    token = self.headers.get("X-aws-ec2-metadata-token")
+                    if not token or token not in fake.tokens:
+                        return self._send(401)
+                    if fake.expire_token_once:
+                        fake.expire_token_once = False
+                        fake.tokens.remove(token)
+                        return self._send(401)
+                    if self.path == "/latest/meta-data/spot/instance-action":
+                        if fake.notice:
+                            return self._send(200, json.dumps(
+                                {"action": "terminate", "time": "2030-01-02T03:04:05Z"}))
+                        return self._send(404, "Not Found")
+                    if self.path == "/latest/meta-data/local-ipv4":
+                        return self._send(200, "10.0.1.20")
+                    return self._send(404)
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    return self._send(403, "Missing Metadata-Flavor:Google header")
+                if self.path == "/computeMetadata/v1/instance/preempted":
+                    return self._send(200, "TRUE" if fake.notice else "FALSE")
+                if self.path == "/computeMetadata/v1/instance/network-interfaces/0/ip":
+                    return self._send(200, "10.128.0.7")
+                self._send(404)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _offering(cloud: str):
+    return next(o for o in load_catalog().offerings if o.cloud == cloud)
+
+
+def _files(cloud: str, tmp: Path, **kw) -> dict[str, Path]:
+    """Render a node of ``cloud`` and write its files under tmp (node path -> local file)."""
+    stack, d = make_stack(_offering(cloud), **kw)
+    model = "mixed" if cloud == "aws" else "spot"
+    out = {}
+    for rel, text in R.render_node_files(stack=stack, decision=d, purchase_model=model).items():
+        p = tmp / "node" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        p.chmod(0o755)
+        out["/" + rel] = p
+    return out
+
+
+def _run(script: Path, env: dict, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(script)], env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _hook(tmp: Path) -> tuple[str, Path]:
+    """A hook command that appends one line per run (with the notice env it was given)."""
+    log = tmp / "hook.log"
+    script = tmp / "hook.sh"
+    script.write_text('#!/bin/sh\necho "ran $GPULEASE_NOTICE_ACTION $GPULEASE_NOTICE_DEADLINE '
+                      f'$GPULEASE_NOTICE_WINDOW_SECONDS" >> {log}\n')
+    script.chmod(0o755)
+    return str(script), log
+
+
+def _watcher_env(fake: FakeMetadata, tmp: Path, hook: str, polls: int) -> dict:
+    return {"GPULEASE_METADATA_URL": fake.url, "GPULEASE_CHECKPOINT_HOOK": hook,
+            "GPULEASE_STATE_DIR": str(tmp / "state"), "GPULEASE_POLL_SECONDS": "0.05",
+            "GPULEASE_MAX_POLLS": str(polls)}
+
+
+WATCHER = "/usr/local/sbin/gpulease-spot-watcher"
+
+
+# ---- AWS ------------------------------------------------------------------------------------
+def test_aws_no_notice_does_nothing_and_uses_imdsv2(tmp_path):
+    files = _files("aws", tmp_path)
+    hook, log = _hook(tmp_path)
+    with FakeMetadata("aws") as fake:
+        proc = _run(files[WATCHER], _watcher_env(fake, tmp_path, hook, polls=4))
+    assert proc.returncode == 0, proc.stderr
+    assert not log.exists()
+    gets = [r for r in fake.requests if r[0] == "GET"]
+    assert len(gets) == 4
+    assert all(r[1] == "/latest/meta-data/spot/instance-action" for r in gets)
+    # IMDSv2: the token PUT comes before any GET and every GET carries the token
+    assert fake.requests[0][:2] == ("PUT", "/latest/api/token")
+    assert fake.requests[0][2]["X-aws-ec2-metadata-token-ttl-seconds"] == "21600"
+    assert all(r[2].get("X-aws-ec2-metadata-token") == "token-0" for r in gets)
+    assert len(fake.tokens) == 1  # the token is reused between polls
+
+
+def test_aws_notice_runs_the_hook_once(tmp_path):
+    files = _files("aws", tmp_path)
+    hook, log = _hook(tmp_path)
+    with FakeMetadata("aws") as fake:
+        fake.notice = True
+        first = _run(files[WATCHER], _watcher_env(fake, tmp_path, hook, polls=0))
+        # restarted by systemd, or a second notice poll: the hook must not run again
+        second = _run(files[WATCHER], _watcher_env(fake, tmp_path, hook, polls=0))
+    assert first.returncode == 0 and second.returncode == 0, (first.stderr, second.stderr)
+    lines = log.read_text().splitlines()
+    deadline = 1893553445  # 2030-01-02T03:04:05Z from the notice body
+    assert lines == [f"ran terminate {deadline} 120"]
+    assert "already handled" in second.stdout
+
+
+def test_aws_expired_token_is_refreshed(tmp_path):
+    files = _files("aws", tmp_path)
+    hook, log = _hook(tmp_path)
+    with FakeMetadata("aws") as fake:
+        fake.expire_token_once = True
+        proc = _run(files[WATCHER], _watcher_env(fake, tmp_path, hook, polls=3))
+    assert proc.returncode == 0, proc.stderr
+    assert fake.tokens == ["token-1"]  # token-0 was rejected (401) and replaced
+    assert [r[0] for r in fake.requests].count("PUT") == 2
+
+
+def test_unreachable_metadata_is_reported_not_fatal(tmp_path):
+    files = _files("aws", tmp_path)
+    hook, log = _hook(tmp_path)
+    env = {"GPULEASE_METADATA_URL": "http://127.0.0.1:9", "GPULEASE_CHECKPOINT_HOOK": hook,
+           "GPULEASE_STATE_DIR": str(tmp_path / "s"), "GPULEASE_POLL_SECONDS": "0",
+           "GPULEASE_MAX_POLLS": "2"}
+    proc = _run(files[WATCHER], env)
+    assert proc.returncode == 0
+    assert proc.stderr.count("instance metadata unreachable") == 2
+    assert not log.exists()
+
+
+# ---- GCP ------------------------------------------------------------------------------------
+def test_gcp_no_notice_then_notice(tmp_path):
+    files = _files("gcp", tmp_path)
+    hook, log = _hook(tmp_path)
+    with FakeMetadata("gcp") as fake:
+        quiet = _run(files[WATCHER], _watcher_env(fake, tmp_path, hook, polls=3))
+        assert quiet.returncode == 0 and not log.exists(), quiet.stderr
+        fake.notice = True
+        t0 = time.time()
+        noticed = _run(files[WATCHER], _watcher_env(fake, tmp_path, hook, polls=0))
+        again = _run(files[WATCHER], _watcher_env(fake, tmp_path, hook, polls=0))
+    assert noticed.returncode == 0 and again.returncode == 0
+    (line,) = log.read_text().splitlines()
+    action, deadline, window = line.split()[1:]
+    assert (action, window) == ("preempt", "30")
+    assert t0 + 29 <= int(deadline) <= time.time() + 31
+    assert fake.requests and all(r[2].get("Metadata-Flavor") == "Google" for r in fake.requests)
+    assert {r[1] for r in fake.requests} == {"/computeMetadata/v1/instance/preempted"}
+
+
+# ---- notice -> checkpoint hook -> training process --------------------------------------------
+TRAINER = """
+import os, signal, sys, time
+done = sys.argv[1]
+def on_signal(signum, frame):
+    with open(done, "w") as f:
+        f.write(signal.Signals(signum).name)
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, on_signal)
+with open(sys.argv[2], "w") as f:
+    f.write(str(os.getpid()))
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_notice_signals_the_training_process_and_runs_user_hooks(tmp_path, cloud):
+    files = _files(cloud, tmp_path)
+    done, pidfile = tmp_path / "checkpointed", tmp_path / "train.pid"
+    trainer = subprocess.Popen([sys.executable, "-c", TRAINER, str(done), str(pidfile)])
+    try:
+        for _ in range(200):
+            if pidfile.exists() and pidfile.read_text():
+                break
+            time.sleep(0.02)
+        hooks = tmp_path / "on-interruption.d"
+        hooks.mkdir()
+        (hooks / "10-mark").write_text(f"#!/bin/sh\necho user-hook >> {tmp_path / 'user.log'}\n")
+        (hooks / "10-mark").chmod(0o755)
+        (hooks / "20-not-executable").write_text("#!/bin/sh\nexit 1\n")
+        with FakeMetadata(cloud) as fake:
+            fake.notice = True
+            env = _watcher_env(fake, tmp_path, str(files["/usr/local/sbin/gpulease-checkpoint-hook"]),
+                               polls=0)
+            env.update({"GPULEASE_TRAIN_PIDFILE": str(pidfile), "GPULEASE_USER_HOOK_DIR": str(hooks),
+                        "GPULEASE_NOTICE_FILE": str(tmp_path / "run" / "interruption")})
+            proc = _run(files[WATCHER], env)
+        assert proc.returncode == 0, proc.stderr
+        trainer.wait(timeout=10)
+        assert done.read_text() == "SIGUSR1"
+        assert (tmp_path / "user.log").read_text() == "user-hook\n"
+        notice = (tmp_path / "run" / "interruption").read_text()
+        assert "GPULEASE_NOTICE_DEADLINE=" in notice
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+
+
+# ---- autostop and GPU check with a fake nvidia-smi --------------------------------------------
+def _fake_smi(tmp: Path, body: str) -> str:
+    p = tmp / "nvidia-smi"
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+    return str(p)
+
+
+def test_autostop_stops_only_after_the_idle_window(tmp_path):
+    files = _files("aws", tmp_path)
+    script = files["/usr/local/sbin/gpulease-autostop"]
+    state = tmp_path / "state"
+    stopped = tmp_path / "stopped"
+    env = {"GPULEASE_STATE_DIR": str(state), "GPULEASE_STOP_CMD": f"touch {stopped}",
+           "GPULEASE_AUTOSTOP_MINUTES": "30", "GPULEASE_IDLE_THRESHOLD_PCT": "5"}
+    idle = _fake_smi(tmp_path, 'printf "0\\n3\\n"\n')
+    # first run only records the time
+    assert _run(script, {**env, "GPULEASE_NVIDIA_SMI": idle}).returncode == 0
+    assert not stopped.exists() and (state / "last-busy").exists()
+    # idle for 20 of 30 minutes: nothing
+    (state / "last-busy").write_text(str(int(time.time()) - 20 * 60))
+    assert _run(script, {**env, "GPULEASE_NVIDIA_SMI": idle}).returncode == 0
+    assert not stopped.exists()
+    # nvidia-smi failing is not idle: it resets the clock
+    (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
+    failing = tmp_path / "smi-fail"
+    failing.write_text("#!/bin/sh\nexit 9\n")
+    failing.chmod(0o755)
+    assert _run(script, {**env, "GPULEASE_NVIDIA_SMI": str(failing)}).returncode == 0
+    assert not stopped.exists()
+    # a busy GPU resets the clock too
+    (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
+    busy = tmp_path / "smi-busy"
+    busy.write_text('#!/bin/sh\nprintf "0\\n87\\n"\n')
+    busy.chmod(0o755)
+    assert _run(script, {**env, "GPULEASE_NVIDIA_SMI": str(busy)}).returncode == 0
+    assert not stopped.exists() and int((state / "last-busy").read_text()) > time.time() - 60
+    # idle for 40 of 30 minutes: stop
+    (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
+    proc = _run(script, {**env, "GPULEASE_NVIDIA_SMI": idle})
+    assert proc.returncode == 0 and stopped.exists(), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("gpus,ok", [(8, True), (7, False)])
+def test_gpu_check_fails_loudly_on_missing_gpus(tmp_path, gpus, ok):
+    o = next(o for o in load_catalog().offerings if o.gpus_per_node == 8)
+    stack, d = make_stack(o)
+    text = R.render_node_files(stack=stack, decision=d,
+                               purchase_model="spot")["usr/local/sbin/gpulease-check-gpus"]
+    script = tmp_path / "check"
+    script.write_text(text)
+    rows = "".join(f"{i}, NVIDIA {o.gpu}, 81559 MiB, 570.86\\n" for i in range(gpus))
+    smi = _fake_smi(tmp_path, f'printf "{rows}"\n')
+    proc = _run(script, {"GPULEASE_NVIDIA_SMI": smi})
+    assert (proc.returncode == 0) == ok, proc.stderr
+    if not ok:
+        assert f"{o.instance_type} should have 8 GPUs but nvidia-smi shows 7" in proc.stderr
+
+
+# ---- rendezvous with a fake cloud CLI ------------------------------------------------------------
+def test_aws_rendezvous_picks_the_lowest_ip(tmp_path):
+    files = _files("aws", tmp_path, nodes=3)
+    fake_aws = tmp_path / "aws"
+    args_log = tmp_path / "aws.args"
+    fake_aws.write_text(f'#!/bin/sh\necho "$@" > {args_log}\n'
+                        'printf "10.0.1.20\\t10.0.1.9\\t10.0.2.3\\n"\n')
+    fake_aws.chmod(0o755)
+    out = tmp_path / "torchrun.env"
+    with FakeMetadata("aws") as fake:
+        proc = _run(files["/usr/local/sbin/gpulease-rendezvous"],
+                    {"GPULEASE_METADATA_URL": fake.url, "GPULEASE_AWS_CLI": str(fake_aws),
+                     "GPULEASE_TORCHRUN_ENV": str(out), "GPULEASE_RDZV_WAIT_SECONDS": "0"})
+    assert proc.returncode == 0, proc.stderr
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert env["GPULEASE_RDZV_ENDPOINT"] == "10.0.1.9:29400"
+    assert env["MASTER_ADDR"] == "10.0.1.9"
+    assert env["GPULEASE_NODE_RANK"] == "1"  # 10.0.1.9 < 10.0.1.20 < 10.0.2.3
+    assert env["GPULEASE_NNODES"] == "3"
+    args = args_log.read_text()
+    assert "Name=tag:gpulease-cluster,Values=train" in args
+    assert "Name=tag:gpulease-environment,Values=dev" in args
