@@ -1,9 +1,14 @@
 """`gpulease:reaper` — optional per-stack reaper deployment settings."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: EventBridge schedule expressions (docs: "Schedule expressions for rules").
+SCHEDULE_PATTERN = re.compile(r"^(rate\((1 (minute|hour|day)|[1-9]\d* (minutes|hours|days))\)"
+                              r"|cron\([^()]+\))$")
 
 
 class ReaperSettings(BaseModel):
@@ -17,3 +22,11 @@ class ReaperSettings(BaseModel):
     grace_minutes: int = Field(30, ge=0, description="Wait after marking before acting.")
     max_actions: int = Field(10, ge=1, description="Most clusters acted on per run.")
     apply: bool = Field(False, description="The scheduled reaper acts (true) or only reports.")
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not SCHEDULE_PATTERN.match(v.strip()):
+            raise ValueError(f'{v!r} is not an EventBridge schedule: use "rate(15 minutes)", '
+                             '"rate(1 hour)" or "cron(0/15 * * * ? *)"')
+        return v.strip() if v else v

@@ -1,0 +1,204 @@
+"""`gpulease reap`: find idle gpulease clusters by GPU utilization and stop paying for them."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Optional
+
+from infra.cli.common import add_catalog_args, add_json_arg, print_json, progress
+from infra.errors import ConfigError, Finding
+from infra.reaper import decision as d
+from infra.reaper import engine
+from infra.reaper.audit import DEFAULT_PATH, AuditLog
+from infra.reaper.settings import ReaperSettings
+
+_DEFAULTS = {k: f.default for k, f in ReaperSettings.model_fields.items()}
+
+DESCRIPTION = """\
+Find gpulease clusters (by their gpulease-cluster + gpulease-environment tags/labels) whose
+every node stayed below the GPU-utilization threshold for the cluster's idle window, and scale
+their compute to zero. Dry run by default. With --apply: the first idle detection marks the
+cluster (gpulease-idle-since), a marked cluster that turns busy is unmarked, and after the
+grace period utilization is re-checked right before compute is scaled to zero (ASG min/desired
+0, MIG size 0). Launch/instance templates and storage are never touched; the opt-out tag
+gpulease-keep always wins. No stack file needed."""
+
+EPILOG = """\
+examples:
+  gpulease reap --all                              dry run, every environment, AWS us-east-1
+  gpulease reap --stack dev --region us-west-2 --apply
+  gpulease reap --stack prod --cloud gcp --project acme-ml-prod --json
+  gpulease reap --stack dev --destroy --apply      pulumi destroy of the idle env's stack
+
+emulators: AWS_ENDPOINT_URL=http://127.0.0.1:5000 (boto3 honours it);
+           GPULEASE_GCP_ENDPOINT=http://127.0.0.1:8085 (Compute + Monitoring REST, no auth)
+exit codes: 0 ok · 1 a cloud call failed for some cluster (others still handled) · 2 bad input"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reap", help="scale idle clusters to zero (dry run by default)",
+                       description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--stack", metavar="ENV", action="append",
+                     help="environment (value of the gpulease-environment tag); repeatable")
+    who.add_argument("--all", action="store_true", help="every gpulease environment")
+    p.add_argument("--cloud", choices=("aws", "gcp"),
+                   help="only this cloud (default: AWS, plus GCP when a project is known)")
+    p.add_argument("--region", metavar="R", action="append",
+                   help="AWS region; repeatable (default: $AWS_REGION, $AWS_DEFAULT_REGION, "
+                        "else us-east-1)")
+    p.add_argument("--project", metavar="P",
+                   help="GCP project (default: $GOOGLE_CLOUD_PROJECT); all zones are scanned")
+    p.add_argument("--idle-minutes", metavar="N", type=int,
+                   help="idle window for every cluster (default: each cluster's "
+                        "gpulease-idle-minutes tag)")
+    p.add_argument("--threshold", metavar="PCT", type=float, default=_DEFAULTS["threshold_pct"],
+                   help="GPU utilization %% below which a node is idle (default %(default)s)")
+    p.add_argument("--grace-minutes", metavar="N", type=int, default=_DEFAULTS["grace_minutes"],
+                   help="wait after marking before acting (default %(default)s)")
+    p.add_argument("--max-actions", metavar="N", type=int, default=_DEFAULTS["max_actions"],
+                   help="most clusters torn down per run (default %(default)s)")
+    p.add_argument("--apply", action="store_true", help="act (default: dry run, nothing changes)")
+    p.add_argument("--destroy", action="store_true",
+                   help="tear the idle environment's whole stack down with the Pulumi "
+                        "Automation API instead of scaling to zero (needs the Pulumi CLI)")
+    p.add_argument("--work-dir", metavar="DIR",
+                   help="Pulumi project directory for --destroy (default: the gpulease checkout)")
+    p.add_argument("--audit-log", metavar="PATH", default=DEFAULT_PATH,
+                   help="append-only JSONL audit log (default %(default)s; '-' = stdout)")
+    add_catalog_args(p)
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+def _validate(args: argparse.Namespace) -> None:
+    bad = []
+    if not args.stack and not args.all:
+        bad.append(Finding("--stack", "say which environments: --stack ENV (repeatable) or --all"))
+    if not 0 < args.threshold <= 100:
+        bad.append(Finding("--threshold", f"must be > 0 and <= 100 (got {args.threshold:g})"))
+    if args.idle_minutes is not None and args.idle_minutes <= 0:
+        bad.append(Finding("--idle-minutes", f"must be > 0 (got {args.idle_minutes})"))
+    if args.grace_minutes < 0:
+        bad.append(Finding("--grace-minutes", f"must be >= 0 (got {args.grace_minutes})"))
+    if args.max_actions < 1:
+        bad.append(Finding("--max-actions", f"must be >= 1 (got {args.max_actions})"))
+    if args.cloud == "gcp" and not _project(args):
+        bad.append(Finding("--project", "GCP needs a project: pass --project P or set "
+                           "GOOGLE_CLOUD_PROJECT"))
+    if args.audit_log and args.audit_log != "-":
+        parent = Path(os.path.expanduser(args.audit_log)).parent
+        if parent.exists() and not os.access(parent, os.W_OK):
+            bad.append(Finding("--audit-log", f"{parent} is not writable; pass another path"))
+    if bad:
+        raise ConfigError(bad, headline="gpulease reap: bad arguments:")
+
+
+def _project(args: argparse.Namespace) -> Optional[str]:
+    return args.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+
+
+def _regions(args: argparse.Namespace) -> list[str]:
+    if args.region:
+        return list(dict.fromkeys(args.region))
+    env = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return [env or "us-east-1"]
+
+
+def adaptors(args: argparse.Namespace) -> list:
+    """The cloud adaptors for this run (clients are created here, once, and passed in)."""
+    out: list = []
+    if args.cloud in (None, "aws"):
+        from infra.reaper.aws import AwsReaper
+
+        out += [AwsReaper.for_region(r) for r in _regions(args)]
+    project = _project(args)
+    if args.cloud == "gcp" or (args.cloud is None and project):
+        from infra.reaper.gcp import GcpReaper
+
+        out.append(GcpReaper.for_project(project))
+    return out
+
+
+def _pricer(args: argparse.Namespace):
+    """Reserved prices from the catalog, loaded only if a reservation needs pricing."""
+    from infra.catalog import load_catalog
+    from infra.errors import CatalogError
+
+    cache: dict = {}
+
+    def price(cloud: str, region: str, instance_type: str):
+        if "fn" not in cache:
+            try:
+                cache["fn"] = engine.catalog_pricer(load_catalog(args.catalog,
+                                                                 args.catalog_version))
+            except CatalogError as exc:
+                progress(f"warning: reservations are listed without prices: {exc}")
+                cache["fn"] = lambda *a: None
+        return cache["fn"](cloud, region, instance_type)
+    return price
+
+
+def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    destroy = None
+    if args.destroy and args.apply:
+        from infra.reaper.destroy import PROJECT_DIR, destroyer, require_cli
+
+        work_dir = Path(args.work_dir) if args.work_dir else PROJECT_DIR
+        require_cli(work_dir)
+        destroy = destroyer(work_dir, on_output=progress)
+    policy = d.Policy(threshold_pct=args.threshold, grace_minutes=args.grace_minutes,
+                      idle_minutes=args.idle_minutes, destroy=args.destroy)
+    ads = adaptors(args)
+    if not args.json:
+        where = ", ".join(f"{a.cloud}:{a.label}" for a in ads)
+        progress(f"reaping {'all environments' if args.all else ', '.join(args.stack)} in "
+                 f"{where} ({'APPLY' if args.apply else 'dry run'}) ...")
+    with AuditLog(args.audit_log) as audit:
+        report = engine.run(ads, policy=policy, apply=args.apply, max_actions=args.max_actions,
+                            environments=None if args.all else args.stack, audit=audit,
+                            pricer=_pricer(args), destroyer=destroy)
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(render_text(report, audit_path=args.audit_log))
+    return report.exit_code
+
+
+def _verb(o: engine.Outcome) -> str:
+    if o.action == d.NONE:
+        return "-"
+    return o.action if o.applied else f"would {o.action}"
+
+
+def render_text(report: engine.Report, *, audit_path: Optional[str] = None) -> str:
+    rows = [[o.cluster, o.environment, o.cloud, o.region, o.state, _verb(o), str(o.nodes),
+             "-" if o.max_gpu_utilization is None else f"{o.max_gpu_utilization:.1f}%",
+             "-" if o.window_minutes is None else f"{o.window_minutes}m"]
+            for o in report.outcomes]
+    head = ["cluster", "env", "cloud", "region", "state", "action", "nodes", "max GPU", "window"]
+    if not rows:
+        lines = ["no gpulease clusters found"]
+    else:
+        widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+        fmt = "  ".join("{:<%d}" % w for w in widths)
+        lines = [fmt.format(*head), fmt.format(*["-" * w for w in widths])]
+        lines += [fmt.format(*r) for r in rows]
+        lines.append("")
+        for o in report.outcomes:
+            lines.append(f"{o.environment}/{o.cluster}: {o.reason}")
+            for r in o.reservations:
+                cost = f"${r.usd_per_day:,.2f}/day while unused" if r.usd_per_day is not None \
+                    else r.note
+                lines.append(f"    keeps billing: reservation {r.id} ({r.count} x "
+                             f"{r.instance_type}, {r.zone or r.region}): {cost}")
+    lines.append("")
+    lines.append("applied." if report.apply else "dry run: nothing changed (pass --apply to act)")
+    if audit_path:
+        lines.append(f"audit log: {audit_path}")
+    if report.failed:
+        lines.append("some clusters FAILED (state error): see reasons above; exit code 1")
+    return "\n".join(lines)

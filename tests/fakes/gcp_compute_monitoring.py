@@ -1,0 +1,264 @@
+"""A local HTTP fake of the Compute Engine and Cloud Monitoring REST APIs the reaper calls.
+
+It stands in for the cloud only (no gpulease logic): aggregated instance list with a label
+filter, instances.get / setLabels (with labelFingerprint preconditions, 412 on mismatch),
+zonal MIG resize (removing instances above the new size), reservations.get, and
+timeSeries.list with ALIGN_MAX / REDUCE_MAX grouped by instance id. Faults can be injected
+per operation (``fake.faults["resize"] = [503]``). Every request is logged.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import itertools
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional
+from urllib.parse import parse_qs, urlparse
+
+METRIC = "agent.googleapis.com/gpu/utilization"
+_ids = itertools.count(4_100_000_000_000_000_001)
+
+
+def rfc3339(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(ts: str) -> float:
+    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def fingerprint(labels: dict) -> str:
+    return base64.b64encode(hashlib.sha256(json.dumps(labels, sort_keys=True).encode())
+                            .digest()[:8]).decode()
+
+
+@dataclass
+class FakeGcp:
+    project: str = "acme-ml"
+    instances: dict = field(default_factory=dict)      # (zone, name) -> instance JSON
+    migs: dict = field(default_factory=dict)           # (zone, name) -> {"targetSize", "members"}
+    reservations: dict = field(default_factory=dict)   # (zone, name) -> reservation JSON
+    templates: dict = field(default_factory=dict)      # name -> instance template JSON
+    points: list = field(default_factory=list)         # (instance_id, gpu, t, value)
+    faults: dict = field(default_factory=dict)         # op -> [status, ...] returned first
+    log: list = field(default_factory=list)            # (method, path)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    server: Optional[ThreadingHTTPServer] = None
+
+    # ---- building state (what a real project would hold) --------------------------------
+    def add_mig(self, zone: str, name: str, size: int, *, labels: dict, launched: float,
+                template: str = "tmpl", reservation: Optional[str] = None) -> list[str]:
+        members = []
+        for i in range(size):
+            iname = f"{name}-{i:04d}"
+            iid = str(next(_ids))
+            inst = {
+                "kind": "compute#instance", "id": iid, "name": iname, "status": "RUNNING",
+                "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}",
+                "creationTimestamp": rfc3339(launched), "lastStartTimestamp": rfc3339(launched),
+                "labels": dict(labels), "labelFingerprint": fingerprint(labels),
+                "metadata": {"items": [{"key": "created-by", "value":
+                                        f"projects/123456789/zones/{zone}/instanceGroupManagers/{name}"}]},
+            }
+            if reservation:
+                inst["reservationAffinity"] = {
+                    "consumeReservationType": "SPECIFIC_RESERVATION",
+                    "key": "compute.googleapis.com/reservation-name", "values": [reservation]}
+            self.instances[(zone, iname)] = inst
+            members.append(iid)
+        self.migs[(zone, name)] = {"targetSize": size, "members": [
+            (zone, f"{name}-{i:04d}") for i in range(size)], "instanceTemplate": template}
+        self.templates.setdefault(template, {"name": template})
+        return members
+
+    def add_instance(self, zone: str, name: str, *, labels: dict, launched: float) -> str:
+        iid = str(next(_ids))
+        self.instances[(zone, name)] = {
+            "kind": "compute#instance", "id": iid, "name": name, "status": "RUNNING",
+            "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}",
+            "creationTimestamp": rfc3339(launched), "labels": dict(labels),
+            "labelFingerprint": fingerprint(labels)}
+        return iid
+
+    def add_reservation(self, zone: str, name: str, machine_type: str, count: int) -> None:
+        self.reservations[(zone, name)] = {
+            "kind": "compute#reservation", "name": name, "zone": zone, "status": "READY",
+            "specificReservation": {"count": str(count), "inUseCount": "0", "instanceProperties": {
+                "machineType": machine_type}}}
+
+    def put_points(self, instance_id: str, start: float, end: float, value: float,
+                   step: float = 60.0, gpus: int = 1) -> None:
+        t = start
+        while t < end:
+            for g in range(gpus):
+                self.points.append((instance_id, g, t, value))
+            t += step
+
+    def labels_of(self, zone: str, name: str) -> dict:
+        return dict(self.instances[(zone, name)]["labels"])
+
+    @property
+    def mutations(self) -> list:
+        return [(m, p) for m, p in self.log if m != "GET"]
+
+    # ---- HTTP -------------------------------------------------------------------------
+    def start(self) -> str:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def _reply(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self, method: str) -> None:
+                url = urlparse(self.path)
+                q = {k: v if len(v) > 1 else v[0] for k, v in parse_qs(url.query).items()}
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+                with fake.lock:
+                    fake.log.append((method, url.path))
+                    status, out = fake.route(method, url.path, q, body)
+                self._reply(status, out)
+
+            def do_GET(self):  # noqa: N802
+                self._handle("GET")
+
+            def do_POST(self):  # noqa: N802
+                self._handle("POST")
+
+            def do_DELETE(self):  # noqa: N802
+                self._handle("DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def _fault(self, op: str) -> Optional[tuple[int, dict]]:
+        queue = self.faults.get(op)
+        if queue:
+            status = queue.pop(0)
+            return status, {"error": {"code": status, "message": f"injected {status} on {op}",
+                                      "errors": [{"reason": "rateLimitExceeded" if status == 429
+                                                  else "backendError"}]}}
+        return None
+
+    @staticmethod
+    def _op(kind: str, zone: str) -> dict:
+        return {"kind": "compute#operation", "name": f"operation-{next(_ids)}", "status": "DONE",
+                "operationType": kind, "zone": zone, "progress": 100}
+
+    def route(self, method: str, path: str, q: dict, body: dict) -> tuple[int, dict]:
+        p = self.project
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/aggregated/instances", path)
+        if m and method == "GET":
+            return self._fault("aggregatedList") or self._aggregated(q)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/instances/([^/]+)(/setLabels)?",
+                         path)
+        if m:
+            zone, name, set_labels = m.groups()
+            inst = self.instances.get((zone, name))
+            if inst is None:
+                return 404, {"error": {"code": 404, "message": f"instance {name} not found"}}
+            if method == "GET" and not set_labels:
+                return 200, inst
+            if method == "POST" and set_labels:
+                fault = self._fault("setLabels")
+                if fault:
+                    return fault
+                if body.get("labelFingerprint") != inst["labelFingerprint"]:
+                    return 412, {"error": {"code": 412, "message": "Labels fingerprint either "
+                                           "invalid or resource labels have changed"}}
+                inst["labels"] = dict(body.get("labels") or {})
+                inst["labelFingerprint"] = fingerprint(inst["labels"])
+                return 200, self._op("setLabels", zone)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/instanceGroupManagers/([^/]+)/resize",
+                         path)
+        if m and method == "POST":
+            fault = self._fault("resize")
+            if fault:
+                return fault
+            zone, name = m.groups()
+            mig = self.migs.get((zone, name))
+            if mig is None:
+                return 404, {"error": {"code": 404, "message": f"MIG {name} not found"}}
+            size = int(q["size"])
+            for key in mig["members"][size:]:
+                self.instances.pop(key, None)
+            mig["members"] = mig["members"][:size]
+            mig["targetSize"] = size
+            return 200, self._op("resize", zone)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/reservations/([^/]+)", path)
+        if m and method == "GET":
+            r = self.reservations.get(m.groups())
+            return (200, r) if r else (404, {"error": {"code": 404, "message": "not found"}})
+        m = re.fullmatch(rf"/v3/projects/{p}/timeSeries", path)
+        if m and method == "GET":
+            return self._fault("timeSeries") or self._time_series(q)
+        return 404, {"error": {"code": 404, "message": f"fake has no route {method} {path}"}}
+
+    def _aggregated(self, q: dict) -> tuple[int, dict]:
+        flt = q.get("filter", "")
+        want = re.fullmatch(r"labels\.([a-z0-9_-]+):\*", flt.strip()) if flt else None
+        if flt and not want:
+            return 400, {"error": {"code": 400, "message": f"fake: unsupported filter {flt!r}"}}
+        keys = sorted(k for k, inst in self.instances.items()
+                      if not want or want.group(1) in inst["labels"])
+        size = int(q.get("maxResults", 500))
+        start = int(q.get("pageToken", 0) or 0)
+        page = keys[start:start + size]
+        items: dict = {}
+        for zone, name in page:
+            items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(
+                self.instances[(zone, name)])
+        out = {"kind": "compute#instanceAggregatedList", "items": items}
+        if start + size < len(keys):
+            out["nextPageToken"] = str(start + size)
+        return 200, out
+
+    def _time_series(self, q: dict) -> tuple[int, dict]:
+        if METRIC not in q.get("filter", ""):
+            return 200, {}
+        start, end = _parse(q["interval.startTime"]), _parse(q["interval.endTime"])
+        period = float(q.get("aggregation.alignmentPeriod", "60s").rstrip("s"))
+        zone_of = {inst["id"]: zone for (zone, _), inst in self.instances.items()}
+        grouped: dict = {}
+        for iid, _, t, v in self.points:
+            if start < t <= end:
+                # Buckets aligned on the interval's end: (end - (k+1)p, end - kp].
+                k = int((end - t) // period)
+                b_end = end - k * period
+                cell = grouped.setdefault(iid, {})
+                cell[b_end] = max(cell.get(b_end, v), v)
+        series = []
+        for iid in sorted(grouped):
+            pts = [{"interval": {"startTime": rfc3339(e), "endTime": rfc3339(e)},
+                    "value": {"doubleValue": val}}
+                   for e, val in sorted(grouped[iid].items(), reverse=True)]
+            series.append({"metric": {"type": METRIC}, "metricKind": "GAUGE",
+                           "valueType": "DOUBLE",
+                           "resource": {"type": "gce_instance", "labels": {
+                               "project_id": self.project, "instance_id": iid,
+                               "zone": zone_of.get(iid, "")}}, "points": pts})
+        size = int(q.get("pageSize", 100))
+        off = int(q.get("pageToken", 0) or 0)
+        out = {"timeSeries": series[off:off + size]}
+        if off + size < len(series):
+            out["nextPageToken"] = str(off + size)
+        return 200, out

@@ -1,0 +1,372 @@
+"""The reaper against moto's server over real HTTP (boto3 via AWS_ENDPOINT_URL): issue 7's scenarios.
+
+Time is simulated by passing ``now`` to the engine: metric points are published with timestamps
+relative to each instance's real (moto) launch time, so windows, grace periods and launch checks
+are all exercised for real.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import logging
+
+import boto3
+import pytest
+import requests
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from infra.catalog import parse_catalog
+from infra.costing import tags
+from infra.reaper import decision as d
+from infra.reaper import engine
+from infra.reaper.audit import AuditLog
+from infra.reaper.aws import METRIC, NAMESPACE, AwsReaper
+from infra.reaper.retry import Backoff
+
+REGION = "us-east-1"
+BUCKET = "gpulease-dev-sandbox-data"
+OBJECTS = {"datasets/a.parquet": b"A" * 1000, "checkpoints/step-100.pt": b"C" * 500}
+_names = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def moto_url():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_url, monkeypatch):
+    """Fresh moto state, credentials for it, and a bucket with objects checked after the test."""
+    requests.post(f"{moto_url}/moto-api/reset", timeout=10)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    for k, body in OBJECTS.items():
+        s3.put_object(Bucket=BUCKET, Key=k, Body=body)
+    env = Env()
+    yield env
+    # Every path (mark, unmark, scale, skip, failure) leaves the bucket and its objects intact.
+    listed = s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    assert {o["Key"]: o["Size"] for o in listed} == {k: len(v) for k, v in OBJECTS.items()}
+    for k, body in OBJECTS.items():
+        assert s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() == body
+
+
+class Env:
+    """Builds gpulease-shaped AWS state in moto (what the cluster component would create)."""
+
+    def __init__(self):
+        self.asg = boto3.client("autoscaling", region_name=REGION)
+        self.ec2 = boto3.client("ec2", region_name=REGION)
+        self.cw = boto3.client("cloudwatch", region_name=REGION)
+
+    def cluster(self, env: str, name: str, nodes: int = 2, idle_minutes: int = 30,
+                extra: dict | None = None, gpulease: bool = True) -> tuple[str, list[str], float]:
+        n = next(_names)
+        lt = f"lt-{name}-{n}"
+        self.ec2.create_launch_template(LaunchTemplateName=lt, LaunchTemplateData={
+            "ImageId": "ami-12c6146b", "InstanceType": "g6.xlarge"})
+        asg = f"{env}-{name}-{n}"
+        kv = {tags.CLUSTER: name, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: str(idle_minutes)} \
+            if gpulease else {"team": "someone-else"}
+        kv.update(extra or {})
+        self.asg.create_auto_scaling_group(
+            AutoScalingGroupName=asg, LaunchTemplate={"LaunchTemplateName": lt},
+            MinSize=nodes, MaxSize=nodes, DesiredCapacity=nodes, AvailabilityZones=[f"{REGION}a"],
+            Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": asg,
+                   "ResourceType": "auto-scaling-group"} for k, v in kv.items()])
+        ids = [i["InstanceId"] for i in self.group(asg)["Instances"]]
+        launched = min(i["LaunchTime"].timestamp() for r in self.ec2.describe_instances(
+            InstanceIds=ids)["Reservations"] for i in r["Instances"])
+        return asg, ids, launched
+
+    def group(self, asg: str) -> dict:
+        return self.asg.describe_auto_scaling_groups(AutoScalingGroupNames=[asg])[
+            "AutoScalingGroups"][0]
+
+    def group_tags(self, asg: str) -> dict:
+        return {t["Key"]: t["Value"] for t in self.group(asg)["Tags"]}
+
+    def util(self, ids, start: float, end: float, value: float, step: int = 60) -> None:
+        data = []
+        for iid in ids:
+            t = start
+            while t < end:
+                data.append({"MetricName": METRIC, "Value": value,
+                             "Dimensions": [{"Name": "InstanceId", "Value": iid}],
+                             "Timestamp": dt.datetime.fromtimestamp(t, dt.timezone.utc)})
+                t += step
+        for off in range(0, len(data), 1000):
+            self.cw.put_metric_data(Namespace=NAMESPACE, MetricData=data[off:off + 1000])
+
+    def reaper(self, **kw) -> AwsReaper:
+        return AwsReaper.for_region(REGION, backoff=Backoff(sleep=lambda s: None), **kw)
+
+
+def reap(reaper, now, *, envs=("dev",), apply=True, grace=30, audit=None, **kw):
+    no_reservations(reaper)
+    return engine.run([reaper], policy=d.Policy(grace_minutes=grace, **kw.pop("policy", {})),
+                      apply=apply, environments=envs, now=now, audit=audit, **kw)
+
+
+def no_reservations(reaper, found=()):
+    """moto has no model of capacity reservations: answer DescribeCapacityReservations here."""
+    def answer(**_):
+        return (AWSResponse("http://moto/", 200, {}, None),
+                {"CapacityReservations": list(found), "ResponseMetadata": {"HTTPStatusCode": 200}})
+    reaper.ec2.meta.events.unregister("before-call.ec2.DescribeCapacityReservations",
+                                      unique_id="gpulease-test-odcr")
+    reaper.ec2.meta.events.register("before-call.ec2.DescribeCapacityReservations", answer,
+                                    unique_id="gpulease-test-odcr")
+
+
+def by_cluster(report) -> dict:
+    return {o.cluster: o for o in report.outcomes}
+
+
+# ---- scenarios ------------------------------------------------------------------------------
+def test_idle_cluster_marked_then_reaped_after_grace_only(aws, tmp_path):
+    asg, ids, t0 = aws.cluster("dev", "sandbox")
+    aws.util(ids, t0, t0 + 120 * 60, 1.5)
+    r = aws.reaper()
+    log = tmp_path / "audit.jsonl"
+    with AuditLog(str(log)) as audit:
+        first = by_cluster(reap(r, t0 + 40 * 60, audit=audit))["sandbox"]
+    assert (first.state, first.action, first.applied) == (d.MARKED, d.MARK, True)
+    assert tags.IDLE_SINCE in aws.group_tags(asg)
+    assert first.max_gpu_utilization == pytest.approx(1.5)
+
+    during = by_cluster(reap(r, t0 + 60 * 60))["sandbox"]       # 20 min into a 30-min grace
+    assert (during.state, during.action) == (d.MARKED, d.NONE)
+    assert "grace period ends" in during.reason
+    assert aws.group(asg)["DesiredCapacity"] == 2
+
+    after = by_cluster(reap(r, t0 + 75 * 60))["sandbox"]
+    assert (after.state, after.action, after.applied) == (d.REAPED, d.SCALE_TO_ZERO, True)
+    g = aws.group(asg)
+    assert (g["MinSize"], g["DesiredCapacity"], g["MaxSize"]) == (0, 0, 2)
+    assert aws.ec2.describe_launch_templates()["LaunchTemplates"]  # template left in place
+    events = [json.loads(x)["event"] for x in log.read_text().splitlines()]
+    assert events[0] == "run-start" and "decision" in events and events[-1] == "run-end"
+
+
+def test_dry_run_changes_nothing(aws):
+    asg, ids, t0 = aws.cluster("dev", "sandbox")
+    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    o = by_cluster(reap(aws.reaper(), t0 + 40 * 60, apply=False))["sandbox"]
+    assert (o.state, o.action, o.applied) == (d.IDLE, d.MARK, False)
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)
+
+
+def test_busy_cluster_untouched(aws):
+    asg, ids, t0 = aws.cluster("dev", "train")
+    aws.util(ids[:1], t0, t0 + 60 * 60, 0.0)
+    aws.util(ids[1:], t0, t0 + 60 * 60, 87.0)    # one busy node keeps the whole cluster
+    o = by_cluster(reap(aws.reaper(), t0 + 40 * 60, grace=0))["train"]
+    assert (o.state, o.action) == (d.BUSY, d.NONE)
+    assert o.max_gpu_utilization == pytest.approx(87.0)
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)
+    assert aws.group(asg)["DesiredCapacity"] == 2
+
+
+def test_cluster_turning_busy_during_grace_is_unmarked(aws):
+    asg, ids, t0 = aws.cluster("dev", "finetune")
+    aws.util(ids, t0, t0 + 45 * 60, 0.5)
+    aws.util(ids, t0 + 45 * 60, t0 + 90 * 60, 64.0)
+    r = aws.reaper()
+    assert by_cluster(reap(r, t0 + 40 * 60))["finetune"].state == d.MARKED
+    o = by_cluster(reap(r, t0 + 80 * 60))["finetune"]             # grace is over, but busy now
+    assert (o.state, o.action, o.applied) == (d.BUSY, d.UNMARK, True)
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)
+    assert aws.group(asg)["DesiredCapacity"] == 2
+
+
+def test_recheck_right_before_acting_catches_a_job_that_just_started(aws):
+    asg, ids, t0 = aws.cluster("dev", "sandbox")
+    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60)
+    now = t0 + 75 * 60
+    reads = []
+
+    def job_starts(**_):   # a job starts between the first read and the action
+        reads.append(1)
+        if len(reads) == 1:
+            aws.util(ids[:1], now - 120, now, 99.0)
+    r.cloudwatch.meta.events.register("after-call.monitoring.GetMetricData", job_starts)
+    o = by_cluster(reap(r, now))["sandbox"]
+    assert len(reads) == 2
+    assert (o.state, o.action) == (d.BUSY, d.UNMARK)
+    assert aws.group(asg)["DesiredCapacity"] == 2
+
+
+def test_untagged_idle_instances_and_groups_untouched(aws):
+    plain = aws.ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1,
+                                  InstanceType="g6.xlarge")["Instances"][0]["InstanceId"]
+    other, other_ids, t0 = aws.cluster("dev", "x", gpulease=False)
+    aws.util([plain, *other_ids], t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    for now in (t0 + 40 * 60, t0 + 80 * 60):
+        report = reap(r, now, envs=None, grace=0)
+        assert report.outcomes == []
+    state = aws.ec2.describe_instances(InstanceIds=[plain])["Reservations"][0]["Instances"][0]
+    assert state["State"]["Name"] == "running" and not state.get("Tags")
+    assert aws.group(other)["DesiredCapacity"] == 2
+    assert tags.IDLE_SINCE not in aws.group_tags(other)
+
+
+def test_other_environment_untouched(aws):
+    mine, mine_ids, t0 = aws.cluster("dev", "sandbox")
+    theirs, their_ids, _ = aws.cluster("staging", "sandbox")
+    aws.util(mine_ids + their_ids, t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60, grace=0)
+    report = reap(r, t0 + 80 * 60, grace=0)
+    assert [(o.environment, o.state) for o in report.outcomes] == [("dev", d.REAPED)]
+    assert aws.group(mine)["DesiredCapacity"] == 0
+    assert aws.group(theirs)["DesiredCapacity"] == 2
+    assert tags.IDLE_SINCE not in aws.group_tags(theirs)
+
+
+def test_missing_or_partial_metrics_mean_no_action(aws):
+    none_asg, _, t0 = aws.cluster("dev", "nodata")
+    gap_asg, gap_ids, _ = aws.cluster("dev", "gappy")
+    aws.util(gap_ids, t0, t0 + 20 * 60, 0.0)
+    aws.util(gap_ids, t0 + 30 * 60, t0 + 60 * 60, 0.0)   # a 10-min hole inside the window
+    report = by_cluster(reap(aws.reaper(), t0 + 45 * 60, grace=0))
+    assert report["nodata"].state == d.INSUFFICIENT and "no GPU utilization data" in \
+        report["nodata"].reason
+    assert report["gappy"].state == d.INSUFFICIENT and "gap" in report["gappy"].reason
+    for asg in (none_asg, gap_asg):
+        assert tags.IDLE_SINCE not in aws.group_tags(asg)
+        assert aws.group(asg)["DesiredCapacity"] == 2
+
+
+def test_just_launched_nodes_are_not_idle(aws):
+    asg, ids, t0 = aws.cluster("dev", "fresh")
+    aws.util(ids, t0, t0 + 20 * 60, 0.0)
+    o = by_cluster(reap(aws.reaper(), t0 + 20 * 60, grace=0))["fresh"]
+    assert o.state == d.INSUFFICIENT
+    assert "no GPU utilization data for the first 10 min of the 30-min window" in o.reason
+
+
+def test_opt_out_tag_always_wins(aws):
+    asg, ids, t0 = aws.cluster("dev", "keepme", extra={tags.KEEP: "true",
+                                                        tags.IDLE_SINCE: "20200101t0000z"})
+    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    o = by_cluster(reap(aws.reaper(), t0 + 80 * 60, grace=0))["keepme"]
+    assert (o.state, o.action) == (d.SKIPPED, d.NONE) and tags.KEEP in o.reason
+    assert aws.group(asg)["DesiredCapacity"] == 2
+
+
+def test_throttling_is_retried_with_backoff(aws):
+    asg, ids, t0 = aws.cluster("dev", "sandbox")
+    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60)
+    thrown = []
+
+    def throttle(**_):
+        if not thrown:
+            thrown.append(1)
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}},
+                              "UpdateAutoScalingGroup")
+    r.autoscaling.meta.events.register("before-call.autoscaling.UpdateAutoScalingGroup", throttle)
+    o = by_cluster(reap(r, t0 + 75 * 60))["sandbox"]
+    assert o.state == d.REAPED
+    assert thrown and r.backoff.retries == 1
+    assert r.calls["autoscaling.update_auto_scaling_group"] == 2
+    assert aws.group(asg)["DesiredCapacity"] == 0
+
+
+def test_one_failing_cluster_does_not_stop_the_others(aws):
+    bad, bad_ids, t0 = aws.cluster("dev", "alpha")
+    good, good_ids, _ = aws.cluster("dev", "beta")
+    aws.util(bad_ids + good_ids, t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60)
+
+    def deny(params, **_):
+        if params.get("AutoScalingGroupName") == bad:
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not allowed"},
+                               "ResponseMetadata": {"HTTPStatusCode": 403}},
+                              "UpdateAutoScalingGroup")
+    r.autoscaling.meta.events.register(
+        "before-parameter-build.autoscaling.UpdateAutoScalingGroup", deny)
+    report = reap(r, t0 + 75 * 60)
+    out = by_cluster(report)
+    assert out["alpha"].state == d.ERROR and "AccessDenied" in out["alpha"].reason
+    assert out["beta"].state == d.REAPED
+    assert report.exit_code == 1
+    assert aws.group(bad)["DesiredCapacity"] == 2 and aws.group(good)["DesiredCapacity"] == 0
+
+
+def test_per_run_cap(aws):
+    groups = []
+    for name in ("a", "b", "c"):
+        asg, ids, t0 = aws.cluster("dev", name)
+        aws.util(ids, t0 - 60, t0 + 120 * 60, 0.0)
+        groups.append(asg)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60)
+    report = reap(r, t0 + 75 * 60, max_actions=2)
+    states = [o.state for o in report.outcomes]
+    assert states == [d.REAPED, d.REAPED, d.SKIPPED]
+    assert "per-run cap of 2" in report.outcomes[2].reason
+    assert aws.group(groups[2])["DesiredCapacity"] == 2
+
+
+CATALOG = parse_catalog({
+    "format": "gpulease-catalog/1", "version": "test", "as_of": "2026-12-01",
+    "offerings": [{"cloud": "aws", "region": REGION, "instance_type": "g6.xlarge", "gpu": "L4",
+                   "gpus_per_node": 1, "gpu_memory_gb": 24, "vcpus": 4, "memory_gb": 16,
+                   "network_gbps": 10, "rdma": "none", "on_demand_usd": 0.8048,
+                   "spot_usd": 0.3, "commit_1y_usd": 0.507, "commit_3y_usd": 0.35}],
+}, source="test fixture")
+
+
+def test_reservations_that_keep_billing_are_listed_with_catalog_price(aws):
+    asg, ids, t0 = aws.cluster("dev", "sandbox")
+    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60)
+    odcr = {"CapacityReservationId": "cr-0abc", "InstanceType": "g6.xlarge",
+            "TotalInstanceCount": 2, "AvailabilityZone": f"{REGION}a", "State": "active",
+            "Tags": [{"Key": tags.CLUSTER, "Value": "sandbox"},
+                     {"Key": tags.ENVIRONMENT, "Value": "dev"}]}
+    other = dict(odcr, CapacityReservationId="cr-0other", Tags=[
+        {"Key": tags.CLUSTER, "Value": "sandbox"}, {"Key": tags.ENVIRONMENT, "Value": "prod"}])
+    no_reservations(r, [odcr, other])
+    report = engine.run([r], policy=d.Policy(), apply=True, environments=["dev"],
+                        now=t0 + 75 * 60, pricer=engine.catalog_pricer(CATALOG))
+    o = by_cluster(report)["sandbox"]
+    assert o.state == d.REAPED
+    (res,) = o.reservations
+    assert res.id == "cr-0abc" and res.usd_per_day == pytest.approx(0.507 * 2 * 24, abs=0.01)
+    assert "keep billing ($24.34/day unused)" in o.reason
+
+
+def test_destroy_only_when_every_cluster_of_the_environment_is_due(aws):
+    a, a_ids, t0 = aws.cluster("dev", "idle-one")
+    b, b_ids, _ = aws.cluster("dev", "busy-one")
+    aws.util(a_ids, t0, t0 + 120 * 60, 0.0)
+    aws.util(b_ids, t0, t0 + 120 * 60, 90.0)
+    r = aws.reaper()
+    destroyed = []
+    reap(r, t0 + 40 * 60)
+    report = reap(r, t0 + 75 * 60, policy={"destroy": True}, destroyer=destroyed.append)
+    o = by_cluster(report)["idle-one"]
+    assert o.state == d.SKIPPED and "would also take down cluster(s) busy-one" in o.reason
+    assert destroyed == [] and aws.group(a)["DesiredCapacity"] == 2

@@ -1,0 +1,112 @@
+"""`gpulease reap` end to end: argument errors (exit 2), --destroy refusal, JSON shape on both clouds."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import boto3
+import pytest
+import requests
+from moto.server import ThreadedMotoServer
+
+from infra.cli import main
+from infra.costing import tags
+from tests.fakes.gcp_compute_monitoring import FakeGcp
+
+JSON_KEYS = {"cluster", "environment", "cloud", "region", "state", "reason", "action", "nodes",
+             "max_gpu_utilization"}
+
+
+@pytest.mark.parametrize("argv,flag,fragment", [
+    (["reap"], "--stack", "--stack ENV (repeatable) or --all"),
+    (["reap", "--all", "--threshold", "0"], "--threshold", "must be > 0 and <= 100"),
+    (["reap", "--all", "--threshold", "150"], "--threshold", "(got 150)"),
+    (["reap", "--all", "--idle-minutes", "0"], "--idle-minutes", "must be > 0"),
+    (["reap", "--all", "--grace-minutes", "-5"], "--grace-minutes", "must be >= 0"),
+    (["reap", "--all", "--max-actions", "0"], "--max-actions", "must be >= 1"),
+    (["reap", "--all", "--cloud", "gcp"], "--project", "GOOGLE_CLOUD_PROJECT"),
+])
+def test_bad_arguments_exit_2_with_the_flag_named(argv, flag, fragment, capsys, monkeypatch):
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag}: " in err and fragment in err and "Traceback" not in err
+
+
+def test_destroy_refused_without_pulumi_cli(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))          # no `pulumi` anywhere
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "pulumi-home"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")   # must never be called
+    code = main(["reap", "--stack", "dev", "--destroy", "--apply",
+                 "--audit-log", str(tmp_path / "a.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "refusing --destroy" in err and "needs the Pulumi CLI" in err
+    assert not (tmp_path / "a.jsonl").exists()          # refused before anything ran
+
+
+@pytest.fixture
+def moto_env(monkeypatch):
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    # moto's backends are process-wide: start from an empty account
+    requests.post(f"http://{host}:{port}/moto-api/reset", timeout=10)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    yield
+    server.stop()
+
+
+def test_aws_json_document(moto_env, capsys, tmp_path):
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    asg = boto3.client("autoscaling", region_name="us-west-2")
+    ec2.create_launch_template(LaunchTemplateName="lt-a", LaunchTemplateData={
+        "ImageId": "ami-12c6146b", "InstanceType": "g6.xlarge"})
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName="dev-sandbox", LaunchTemplate={"LaunchTemplateName": "lt-a"},
+        MinSize=1, MaxSize=1, DesiredCapacity=1, AvailabilityZones=["us-west-2a"],
+        Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": "dev-sandbox",
+               "ResourceType": "auto-scaling-group"}
+              for k, v in {tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev",
+                           tags.IDLE_MINUTES: "30"}.items()])
+    audit = tmp_path / "audit.jsonl"
+    code = main(["reap", "--stack", "dev", "--json", "--audit-log", str(audit)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    (c,) = out["clusters"]
+    assert JSON_KEYS <= set(c)
+    # launched seconds ago (moto's clock): still setting up, never idle
+    assert (c["cluster"], c["region"], c["state"], c["action"]) == (
+        "sandbox", "us-west-2", "insufficient-data", "none")
+    events = [json.loads(line)["event"] for line in audit.read_text().splitlines()]
+    assert events == ["run-start", "decision", "run-end"]
+    # the log is append-only: a second run adds, never rewrites
+    main(["reap", "--stack", "dev", "--json", "--audit-log", str(audit)])
+    assert len(audit.read_text().splitlines()) == 6
+
+
+def test_gcp_text_dry_run_through_endpoint_override(capsys, monkeypatch, tmp_path):
+    fake = FakeGcp(project="acme-ml")
+    url = fake.start()
+    try:
+        monkeypatch.setenv("GPULEASE_GCP_ENDPOINT", url)
+        now = time.time()
+        ids = fake.add_mig("us-central1-b", "sb-mig", 2, launched=now - 3 * 3600, labels={
+            tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev", tags.IDLE_MINUTES: "30"})
+        for i in ids:
+            fake.put_points(i, now - 2 * 3600, now + 60, 0.4)
+        code = main(["reap", "--all", "--cloud", "gcp", "--project", "acme-ml",
+                     "--audit-log", str(tmp_path / "a.jsonl")])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert "would mark" in out and "dry run: nothing changed" in out
+        assert "sandbox" in out and "0.4%" in out
+        assert fake.mutations == []
+    finally:
+        fake.stop()

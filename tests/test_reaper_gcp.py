@@ -1,0 +1,157 @@
+"""The reaper against a local HTTP fake of the Compute + Monitoring REST APIs: issue 7's scenarios."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from infra.catalog import parse_catalog
+from infra.costing import tags
+from infra.reaper import decision as d
+from infra.reaper import engine
+from infra.reaper.gcp import GcpReaper
+from infra.reaper.retry import Backoff
+from tests.fakes.gcp_compute_monitoring import FakeGcp
+
+ZONE = "europe-west4-a"
+T0 = time.time() - 6 * 3600   # instances launched six hours ago; `now` is simulated from there
+
+
+@pytest.fixture
+def gcp():
+    fake = FakeGcp(project="acme-ml")
+    url = fake.start()
+    fake.url = url
+    yield fake
+    # Nothing but labels and MIG sizes was ever changed; templates are all still there.
+    assert all(p.endswith("/setLabels") or p.endswith("/resize") for _, p in fake.mutations)
+    assert set(fake.templates) == {m["instanceTemplate"] for m in fake.migs.values()}
+    fake.stop()
+
+
+def labels(env, cluster, **extra):
+    return {tags.CLUSTER: cluster, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: "30", **extra}
+
+
+def reaper(fake) -> GcpReaper:
+    return GcpReaper.for_project(fake.project, endpoint=fake.url,
+                                 backoff=Backoff(sleep=lambda s: None))
+
+
+def reap(r, now, *, envs=("dev",), grace=30, **kw):
+    return {o.cluster: o for o in engine.run([r], policy=d.Policy(grace_minutes=grace),
+                                             apply=kw.pop("apply", True), environments=envs,
+                                             now=now, **kw).outcomes}
+
+
+def mig_size(fake, name):
+    return fake.migs[(ZONE, name)]["targetSize"]
+
+
+def test_idle_mig_marked_then_resized_to_zero_after_grace(gcp):
+    ids = gcp.add_mig(ZONE, "sandbox-mig", 2, labels=labels("dev", "sandbox"), launched=T0)
+    for i in ids:
+        gcp.put_points(i, T0, T0 + 3 * 3600, 0.7, gpus=4)
+    r = reaper(gcp)
+    assert reap(r, T0 + 40 * 60)["sandbox"].state == d.MARKED
+    assert tags.IDLE_SINCE in gcp.labels_of(ZONE, "sandbox-mig-0000")
+    assert reap(r, T0 + 60 * 60)["sandbox"].state == d.MARKED     # still inside the grace
+    assert mig_size(gcp, "sandbox-mig") == 2
+    o = reap(r, T0 + 75 * 60)["sandbox"]
+    assert (o.state, o.action, o.applied) == (d.REAPED, d.SCALE_TO_ZERO, True)
+    assert o.max_gpu_utilization == pytest.approx(0.7)
+    assert mig_size(gcp, "sandbox-mig") == 0
+
+
+def test_busy_untouched_and_busy_during_grace_unmarked(gcp):
+    busy = gcp.add_mig(ZONE, "train-mig", 2, labels=labels("dev", "train"), launched=T0)
+    turn = gcp.add_mig(ZONE, "tune-mig", 1, labels=labels("dev", "tune"), launched=T0)
+    gcp.put_points(busy[0], T0, T0 + 3 * 3600, 0.0)
+    gcp.put_points(busy[1], T0, T0 + 3 * 3600, 71.0)
+    gcp.put_points(turn[0], T0, T0 + 45 * 60, 0.0)
+    gcp.put_points(turn[0], T0 + 45 * 60, T0 + 3 * 3600, 55.0)
+    r = reaper(gcp)
+    first = reap(r, T0 + 40 * 60)
+    assert first["train"].state == d.BUSY and first["tune"].state == d.MARKED
+    second = reap(reaper(gcp), T0 + 80 * 60)
+    assert (second["tune"].state, second["tune"].action) == (d.BUSY, d.UNMARK)
+    assert tags.IDLE_SINCE not in gcp.labels_of(ZONE, "tune-mig-0000")
+    assert mig_size(gcp, "train-mig") == 2 and mig_size(gcp, "tune-mig") == 1
+
+
+def test_unlabelled_and_other_environment_untouched(gcp):
+    plain = gcp.add_instance(ZONE, "someones-vm", labels={"team": "x"}, launched=T0)
+    other = gcp.add_mig(ZONE, "stg-mig", 1, labels=labels("staging", "sandbox"), launched=T0)
+    for i in (plain, *other):
+        gcp.put_points(i, T0, T0 + 3 * 3600, 0.0)
+    r = reaper(gcp)
+    for now in (T0 + 40 * 60, T0 + 80 * 60):
+        assert reap(r, now, grace=0) == {}
+    assert gcp.labels_of(ZONE, "someones-vm") == {"team": "x"}
+    assert tags.IDLE_SINCE not in gcp.labels_of(ZONE, "stg-mig-0000")
+    assert mig_size(gcp, "stg-mig") == 1 and gcp.mutations == []
+
+
+def test_missing_metrics_and_opt_out_mean_no_action(gcp):
+    gcp.add_mig(ZONE, "nodata-mig", 1, labels=labels("dev", "nodata"), launched=T0)
+    keep = gcp.add_mig(ZONE, "keep-mig", 1, labels=labels("dev", "keep", **{tags.KEEP: "yes"}),
+                       launched=T0)
+    gcp.put_points(keep[0], T0, T0 + 3 * 3600, 0.0)
+    out = reap(reaper(gcp), T0 + 80 * 60, grace=0)
+    assert out["nodata"].state == d.INSUFFICIENT and out["keep"].state == d.SKIPPED
+    assert gcp.mutations == []
+
+
+def test_throttling_retried_and_one_failure_does_not_stop_others(gcp):
+    a = gcp.add_mig(ZONE, "a-mig", 1, labels=labels("dev", "a"), launched=T0)
+    b = gcp.add_mig(ZONE, "b-mig", 1, labels=labels("dev", "b"), launched=T0)
+    for i in a + b:
+        gcp.put_points(i, T0, T0 + 3 * 3600, 0.0)
+    r = reaper(gcp)
+    gcp.faults["timeSeries"] = [429]                 # throttled once: retried
+    reap(r, T0 + 40 * 60)
+    assert r.backoff.retries == 1
+    gcp.faults["resize"] = [403]                     # not retryable: a-mig fails, b-mig goes on
+    report = engine.run([r], policy=d.Policy(), apply=True, environments=["dev"],
+                        now=T0 + 75 * 60)
+    out = {o.cluster: o for o in report.outcomes}
+    assert out["a"].state == d.ERROR and "403" in out["a"].reason
+    assert out["b"].state == d.REAPED and report.exit_code == 1
+    assert mig_size(gcp, "a-mig") == 1 and mig_size(gcp, "b-mig") == 0
+
+
+def test_label_fingerprint_conflict_is_reread_once(gcp):
+    ids = gcp.add_mig(ZONE, "s-mig", 1, labels=labels("dev", "s"), launched=T0)
+    gcp.put_points(ids[0], T0, T0 + 3 * 3600, 0.0)
+    r = reaper(gcp)
+    refs = r.discover(frozenset({"dev"}))
+    inst = gcp.instances[(ZONE, "s-mig-0000")]      # someone else relabels it meanwhile
+    from tests.fakes.gcp_compute_monitoring import fingerprint
+    inst["labels"]["owner"] = "alice"
+    inst["labelFingerprint"] = fingerprint(inst["labels"])
+    r.mark(refs[0], "20261202t1200z")
+    assert gcp.labels_of(ZONE, "s-mig-0000") == {**labels("dev", "s"), "owner": "alice",
+                                                 tags.IDLE_SINCE: "20261202t1200z"}
+
+
+def test_consumed_reservation_listed_with_catalog_price(gcp):
+    ids = gcp.add_mig(ZONE, "r-mig", 2, labels=labels("dev", "r"), launched=T0,
+                      reservation="r-res")
+    gcp.add_reservation(ZONE, "r-res", "a3-highgpu-8g", 2)
+    for i in ids:
+        gcp.put_points(i, T0, T0 + 3 * 3600, 0.0)
+    catalog = parse_catalog({
+        "format": "gpulease-catalog/1", "version": "t", "as_of": "2026-12-01",
+        "offerings": [{"cloud": "gcp", "region": "europe-west4", "instance_type": "a3-highgpu-8g",
+                       "gpu": "H100", "gpus_per_node": 8, "gpu_memory_gb": 80, "vcpus": 208,
+                       "memory_gb": 1872, "network_gbps": 1000, "rdma": "gpudirect-tcpx",
+                       "on_demand_usd": 88.0, "spot_usd": 30.0, "commit_1y_usd": 60.0,
+                       "commit_3y_usd": 40.0}]}, source="test fixture")
+    out = reap(reaper(gcp), T0 + 40 * 60, apply=False, grace=0,
+               pricer=engine.catalog_pricer(catalog))
+    assert out["r"].action == d.MARK                 # reservations only matter at teardown
+    r = reaper(gcp)
+    reap(r, T0 + 40 * 60, grace=0)
+    o = reap(r, T0 + 80 * 60, grace=0, pricer=engine.catalog_pricer(catalog))["r"]
+    (res,) = o.reservations
+    assert (res.id, res.count, res.usd_per_day) == ("r-res", 2, 60.0 * 2 * 24)
