@@ -108,9 +108,9 @@ class Catalog:
 
 
 # ---- loading ----------------------------------------------------------------------------------
-def available_versions(data_dir: Path = DATA_DIR) -> list[str]:
+def available_versions(data_dir: Optional[Path] = None) -> list[str]:
     """Versions of the shipped catalog files, oldest first (file name = ``<version>.json``)."""
-    return sorted(p.stem for p in data_dir.glob("*.json"))
+    return sorted(p.stem for p in (data_dir or DATA_DIR).glob("*.json"))
 
 
 def default_catalog_path() -> Path:
