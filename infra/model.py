@@ -73,6 +73,17 @@ class Offering:
             return self.commit_3y_usd if commitment_term == "3y" else self.commit_1y_usd
         raise ValueError(f"unknown purchase model {model!r}")
 
+    def reservation_rate(self, commitment_term: str = "1y",
+                         plain_at_on_demand: bool = True) -> Optional[float]:
+        """Hourly price of one reserved node: the commitment rate, or - with no commitment
+        price - a plain capacity reservation, which both clouds bill at the on-demand rate for
+        every hour whether used or not (AWS On-Demand Capacity Reservations; GCP reservations
+        without a committed-use discount)."""
+        rate = self.price("reserved", commitment_term)
+        if rate is None and plain_at_on_demand:
+            return self.on_demand_usd
+        return rate
+
 
 @dataclass(frozen=True)
 class StoragePrice:

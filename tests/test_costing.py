@@ -131,3 +131,13 @@ def test_label_encoders():
     assert tags.cents(1234.567) == "123457" and tags.from_cents("123457") == 1234.57
     ts = tags.timestamp_label(1_800_000_000)
     assert ts == "20270115t0800z" and tags.parse_timestamp_label(ts) == 1_800_000_000
+
+
+def test_reservation_rate_falls_back_to_on_demand_only_without_commitment():
+    import dataclasses
+
+    o = CATALOG.offerings[0]
+    assert o.reservation_rate("1y") == 0.7 and o.reservation_rate("3y") == 0.5
+    plain = dataclasses.replace(o, commit_1y_usd=None)
+    assert plain.reservation_rate("1y") == 1.0  # billed at on-demand every hour
+    assert plain.reservation_rate("1y", plain_at_on_demand=False) is None

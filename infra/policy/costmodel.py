@@ -65,18 +65,9 @@ def cluster_costs(*, mix: PurchaseMix, rates: Rates, hours: float, gang: bool, t
                          spot_rework_usd=rework, egress_usd=egress_usd, communication_usd=comm)
 
 
-def reserved_rate(offering, term: str, reserve_at_on_demand_rate: bool = True) -> Optional[float]:
-    """Hourly rate of one reserved node: the commitment rate for ``term``; without one, a plain
-    capacity reservation billed at the on-demand rate (when the rule allows it)."""
-    rate = offering.price("reserved", term)
-    if rate is None and reserve_at_on_demand_rate:
-        return offering.on_demand_usd
-    return rate
-
-
 def rates_of(offering, rules) -> "Rates":
     """The three hourly rates of an offering under the stack's rules."""
-    return Rates(reserved_rate(offering, rules.commitment_term, rules.reserve_at_on_demand_rate),
+    return Rates(offering.reservation_rate(rules.commitment_term, rules.reserve_at_on_demand_rate),
                  offering.on_demand_usd, offering.spot_usd)
 
 

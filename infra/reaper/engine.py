@@ -103,11 +103,14 @@ class Report:
 
 
 def catalog_pricer(catalog) -> Pricer:
-    """Reserved hourly price per node from the catalog (never invented: None when absent)."""
+    """Reserved hourly price per node from the catalog (never invented: None when absent).
+
+    A reservation with no commitment price bills at the on-demand rate (Offering.reservation_rate).
+    """
 
     def price(cloud: str, region: str, instance_type: str) -> Optional[float]:
         try:
-            return catalog.offering(cloud, region, instance_type).price("reserved")
+            return catalog.offering(cloud, region, instance_type).reservation_rate()
         except KeyError:
             return None
     return price
