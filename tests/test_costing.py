@@ -10,8 +10,7 @@ from infra.catalog import parse_catalog
 from infra.costing import tags, transform
 from infra.costing.context import CostContext
 from infra.costing.costs import resource_monthly_usd
-from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, Offering, PurchaseMix,
-                         StackSpec)
+from infra.model import ClusterDecision, ClusterSpec, CostBreakdown, PurchaseMix, StackSpec
 from infra.planner.mocks import run_program
 
 # Test fixture catalog: synthetic figures, used only to check arithmetic.

@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
-from typing import Optional
 
 import pulumi_gcp
 import pytest
@@ -287,7 +286,7 @@ def test_instance_templates(prod):
             else:
                 assert not acc, tpl.urn
             assert i["disks"][0]["boot"] is True, tpl.urn
-            # labels: stamped by the lead's transform, encoded label-safe
+            # labels: stamped by the stack-wide cost transform, encoded label-safe
             assert i["labels"][tags.CLUSTER] == c.name, tpl.urn
             assert i["labels"][tags.PURCHASE_MODEL] == m, tpl.urn
 

@@ -3,7 +3,6 @@ offline evaluation over a real program run under mocks, and the CrossGuard pack.
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pulumi
@@ -12,7 +11,7 @@ import pytest
 
 from infra.costing import tags
 from infra.guardrails import rules as R
-from infra.guardrails.evaluate import evaluate, evaluate_guarded, has_mandatory
+from infra.guardrails.evaluate import evaluate, has_mandatory
 from infra.guardrails.rules import GuardedResource, RuleContext
 from infra.planner.mocks import run_program
 

@@ -135,3 +135,13 @@ def test_storage_is_never_deleted_with_the_stack():
     for b in buckets:
         assert b.retain_on_delete, b.urn
         assert b.protect, b.urn
+
+
+def test_shipped_stacks_pass_every_mandatory_guardrail(shipped_run):
+    from infra.guardrails.evaluate import evaluate
+
+    stack, run = shipped_run
+    spec = run.result.decision.stack
+    violations = evaluate(run.resources, budget_monthly_usd=spec.budget_monthly_usd,
+                          environment=spec.environment)
+    assert [v for v in violations if v["level"] == "mandatory"] == [], stack

@@ -36,19 +36,12 @@ def test_destroy_without_cli_is_a_cloud_error_not_a_traceback(monkeypatch, tmp_p
         destroy.destroyer(destroy.PROJECT_DIR)("dev")
 
 
-def test_storage_is_retained_on_destroy_by_construction():
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_storage_is_retained_on_destroy_by_construction(stack):
     from tests.conftest import program_run
-    from infra.catalog import available_versions
 
-    from pathlib import Path
-
-    import infra.clouds.aws as aws_pkg
-    if not available_versions() or not [p for p in Path(aws_pkg.__file__).parent.glob("*.py")
-                                        if p.name != "__init__.py"]:
-        pytest.skip("catalog data or AWS storage component not landed yet: lead to enable")
-    run = program_run("dev")
+    run = program_run(stack)
     buckets = [r for r in run.resources if r.type in BUCKET_TYPES]
-    if not buckets:
-        pytest.skip("storage components not landed yet: lead to enable")
+    assert buckets, f"{stack}: no bucket declared"
     for b in buckets:
         assert b.retain_on_delete, f"{b.urn} would be deleted by `pulumi destroy`"

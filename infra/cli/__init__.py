@@ -25,6 +25,8 @@ examples:
   gpulease plan --stack prod --json         the same plan as one JSON document
   gpulease explain --stack prod             why each cluster runs where it runs
   gpulease catalog list --gpu H100          GPU offerings and prices
+  gpulease catalog refresh --cloud aws      new price file from the AWS pricing APIs
+  gpulease render --stack dev --cluster sandbox --out boot/   what a node boots with
   gpulease reap --all                       dry-run: which clusters are idle
 """
 

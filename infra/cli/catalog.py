@@ -5,7 +5,6 @@ import argparse
 import datetime as dt
 import os
 import sys
-from pathlib import Path
 from typing import Any, Optional
 
 from infra.cli.common import add_catalog_args, add_json_arg, print_json, progress

@@ -8,7 +8,7 @@ from infra.errors import Finding, PolicyError
 from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
                          EnvironmentDecision, PurchaseMix, StackSpec)
 from infra.policy.candidates import Candidate, Context, candidates_for
-from infra.policy.costmodel import Rates, break_even_utilization, cluster_costs, rates_of
+from infra.policy.costmodel import break_even_utilization, cluster_costs, rates_of
 from infra.policy.rules import PolicyRules
 from infra.policy.solver import Option, QuotaInfeasible, solve
 from infra.policy.storage import storage_decision

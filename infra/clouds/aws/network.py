@@ -3,7 +3,7 @@ plus the region's spot-event notifications (EventBridge -> SNS)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
