@@ -381,3 +381,13 @@ def test_decision_carries_catalog_identity_and_totals():
     assert (env.catalog_version, env.catalog_as_of) == ("test.1", "2026-12-01")
     assert env.hourly_usd == pytest.approx(55.0)
     assert env.clusters[0].costs.monthly_usd == env.clusters[0].monthly_usd
+
+
+def test_single_node_dev_template_is_not_chosen_in_production():
+    import dataclasses
+
+    dev = stack([cluster(gpus=8, priority=6)])
+    prod = dataclasses.replace(dev, environment="prod")
+    cat = cat1()
+    assert decide(dev, cat).clusters[0].template == "single-node-dev"
+    assert decide(prod, cat).clusters[0].template == "reserved-baseline"

@@ -209,7 +209,8 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
                   rdma_fabric=network != "none", dataset=bool(spec.dataset),
                   dataset_tb=ds.size_tb if ds is not None else 0.0,
                   spot=bool(mix and mix.spot), interruptible=spec.interruptible,
-                  spot_allowed=spot_allowed, priority=spec.priority)
+                  spot_allowed=spot_allowed, priority=spec.priority,
+                  production=stack.is_prod)
     if forced is not None:
         tmpl = forced
         unmet = tmpl.unmet(facts)

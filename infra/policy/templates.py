@@ -34,6 +34,7 @@ class Facts:
     interruptible: bool
     spot_allowed: bool    # interruptible and priority not above the reserved threshold
     priority: int
+    production: bool = False  # the stack is a production environment (StackSpec.is_prod)
 
 
 def _describe_bool(key: str, want: bool) -> str:
@@ -45,6 +46,7 @@ def _describe_bool(key: str, want: bool) -> str:
         "spot": "a spot purchase" if want else "no spot purchase",
         "interruptible": "checkpoint_minutes (interruptible work)" if want
         else "non-interruptible work",
+        "production": "a production environment" if want else "a non-production environment",
         "spot_allowed": "spot-eligible work (checkpoint_minutes set and priority not above the "
                         "reserved threshold)" if want else "work that may not run on spot",
     }[key]
@@ -61,7 +63,7 @@ CONDITIONS = {
     **{k: ((lambda k: lambda f, v: getattr(f, k) == bool(v))(k),
            (lambda k: lambda v: _describe_bool(k, bool(v)))(k))
        for k in ("distributed", "rdma", "rdma_fabric", "dataset", "spot", "interruptible",
-                 "spot_allowed")},
+                 "spot_allowed", "production")},
 }
 
 
