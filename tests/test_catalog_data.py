@@ -317,3 +317,31 @@ def test_p5en_has_no_3y_price_and_says_why():
             row = next(r for r in RAW["offerings"]
                        if (r["cloud"], r["region"], r["instance_type"]) == o.key)
             assert o.commit_3y_usd is None and "no Standard Reserved Instance" in row["notes"]
+
+
+# ---- second fill: g5/g6 spot + 3-year, S3 tiers in Frankfurt ---------------------------------------
+@pytest.mark.parametrize("itype", ["g5.16xlarge", "g6.12xlarge", "g6.16xlarge"])
+def test_filled_g_types_have_spot_and_3y_in_all_four_regions(itype):
+    # L4 / A10G nodes an eval plan may blend: the raw export priced them in every catalog region.
+    rows = [o for o in CAT.offerings_for(cloud="aws") if o.instance_type == itype]
+    assert {o.region for o in rows} == {"us-east-1", "us-west-2", "eu-central-1", "eu-north-1"}
+    for o in rows:
+        assert o.spot_usd is not None and o.commit_3y_usd is not None, o.key
+        assert o.commit_3y_usd < o.commit_1y_usd < o.on_demand_usd, o.key
+
+
+def test_a_transcribed_g6_row_keeps_the_export_figures():
+    # g6.12xlarge us-east-1 in the 2025-11-30 export: spot_avg 1.86565 (cheapest AZ 1.6889),
+    # yrTerm3Standard.noUpfront 2.11213; a typo in the transcription would fail here.
+    row = next(r for r in RAW["offerings"]
+               if (r["cloud"], r["region"], r["instance_type"]) == ("aws", "us-east-1", "g6.12xlarge"))
+    assert (row["spot_usd"], row["commit_3y_usd"]) == (1.8657, 2.1121)
+    assert "cheapest AZ 1.6889" in row["notes"]
+
+
+def test_frankfurt_s3_infrequent_tiers_are_priced_below_standard():
+    std, ia, gir = (CAT.storage_price("aws", "eu-central-1", c).usd_per_gb_month
+                    for c in ("STANDARD", "STANDARD_IA", "GLACIER_IR"))
+    assert std > ia > gir > 0
+    rows = [s for s in RAW["storage"] if (s["cloud"], s["region"]) == ("aws", "eu-central-1")]
+    assert {s["storage_class"] for s in rows} == {"STANDARD", "STANDARD_IA", "GLACIER_IR"}
