@@ -6,6 +6,7 @@ offline plan can refer to them as plain strings. Data layout inside a storage bu
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from infra.model import ClusterDecision, StackSpec
@@ -56,3 +57,44 @@ def checkpoint_bucket(stack: StackSpec, decision: ClusterDecision) -> str:
 def checkpoint_uri(stack: StackSpec, decision: ClusterDecision) -> str:
     return _uri(decision.cloud, checkpoint_bucket(stack, decision),
                 f"{CHECKPOINT_PREFIX}{decision.name}/")
+
+
+@dataclass(frozen=True)
+class StagingRoute:
+    """Where a cluster's staged dataset copy comes from and goes to (cloud-neutral)."""
+
+    dataset: str
+    source_cloud: str
+    source_region: str
+    source_bucket: str
+    source_prefix: str
+    dest_cloud: str
+    dest_region: str
+    dest_bucket: str
+    dest_prefix: str
+
+    @property
+    def source_uri(self) -> str:
+        return _uri(self.source_cloud, self.source_bucket, self.source_prefix)
+
+    @property
+    def dest_uri(self) -> str:
+        return _uri(self.dest_cloud, self.dest_bucket, self.dest_prefix)
+
+
+def staging_route(stack: StackSpec, decision: ClusterDecision) -> Optional[StagingRoute]:
+    """The monthly copy the policy charges for, or None (at home, or no dataset).
+
+    Exactly when ``dataset_uri`` points the nodes at ``stage/``.
+    """
+    if not decision.spec.dataset or not needs_work_bucket(stack, decision):
+        return None
+    ds = stack.storage_by_name(decision.spec.dataset)
+    if ds is None:
+        return None
+    return StagingRoute(
+        dataset=ds.name, source_cloud=ds.home_cloud, source_region=ds.home_region,
+        source_bucket=bucket_name(stack, ds.name), source_prefix=DATA_PREFIX,
+        dest_cloud=decision.cloud, dest_region=decision.region,
+        dest_bucket=work_bucket_name(stack, decision.name),
+        dest_prefix=STAGE_PREFIX)

@@ -69,6 +69,12 @@ KNOWN_CALLS: dict[str, Callable[[dict, str], dict]] = {
     "gcp:organizations/getProject:getProject": lambda a, r: {
         "projectId": a.get("projectId", "plan-project"), "number": "123456789012",
         "id": a.get("projectId", "plan-project")},
+    "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount": lambda a, r: {
+        "email": "project-123456789012@storage-transfer-service.iam.gserviceaccount.com",
+        "member": "serviceAccount:project-123456789012@storage-transfer-service.iam."
+                  "gserviceaccount.com",
+        "subjectId": "100000000000000000001", "project": a.get("project") or "plan-project",
+        "id": a.get("project") or "plan-project"},
     "gcp:compute/getImage:getImage": lambda a, r: {
         "selfLink": f"projects/{a.get('project', 'p')}/global/images/family/{a.get('family', 'img')}",
         "name": a.get("family", "img"), "id": "image"},

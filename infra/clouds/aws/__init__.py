@@ -15,6 +15,7 @@ from infra.catalog import Catalog
 from infra.clouds.aws import builders
 from infra.clouds.aws.cluster import GpuCluster, GpuClusterArgs
 from infra.clouds.aws.network import Network, NetworkArgs, SpotEvents, SpotEventsArgs
+from infra.clouds.aws.staging import GcsHmac
 from infra.clouds.aws.storage import Storage, StorageArgs
 from infra.errors import ConfigError, Finding
 from infra.model import ClusterDecision, EnvironmentDecision, StackSpec
@@ -33,8 +34,13 @@ def user_data(stack: StackSpec, decision: ClusterDecision, purchase_model: str) 
     return render_user_data(stack=stack, decision=decision, purchase_model=purchase_model)
 
 
-def deploy(env: EnvironmentDecision, catalog: Catalog) -> list[pulumi.Resource]:
-    """Declare everything the decision puts on AWS; returns the top-level resources."""
+def deploy(env: EnvironmentDecision, catalog: Catalog, *,
+           gcs_hmac: Optional[GcsHmac] = None) -> list[pulumi.Resource]:
+    """Declare everything the decision puts on AWS; returns the top-level resources.
+
+    ``gcs_hmac``: key for DataSync to read datasets homed on GCS (None: those copies are not
+    declared, with a warning; the program does not pass one yet).
+    """
     stack = env.stack
     clusters = [c for c in env.clusters if c.cloud == "aws"]
     storage = [s for s in env.storage if s.cloud == "aws"]
@@ -77,10 +83,10 @@ def deploy(env: EnvironmentDecision, catalog: Catalog) -> list[pulumi.Resource]:
     for c in clusters:
         out.append(GpuCluster(c.name, GpuClusterArgs(
             decision=c, stack=stack, catalog=catalog, network=networks[c.region],
-            provider=providers[c.region],
+            provider=providers[c.region], gcs_hmac=gcs_hmac,
             user_data=lambda model, c=c: user_data(stack, c, model))))
     return out
 
 
-__all__ = ["deploy", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs", "Storage",
-           "StorageArgs", "SpotEvents", "user_data"]
+__all__ = ["deploy", "GcsHmac", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs",
+           "Storage", "StorageArgs", "SpotEvents", "user_data"]

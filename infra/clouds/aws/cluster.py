@@ -13,7 +13,7 @@ import pulumi_aws as aws
 from infra import naming
 from infra.bootstrap.render import encode_user_data
 from infra.catalog import Catalog
-from infra.clouds.aws import builders
+from infra.clouds.aws import builders, staging
 from infra.clouds.aws.network import Network
 from infra.clouds.aws.storage import Storage, StorageArgs
 from infra.costing import tags
@@ -36,6 +36,9 @@ class GpuClusterArgs:
     #: purchase model ("mixed", "spot", ...) -> rendered cloud-config
     #: (``infra.bootstrap.render.render_user_data``); None or a None result = no bootstrap.
     user_data: Optional[Callable[[str], Optional[str]]] = None
+    #: HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy into the
+    #: work bucket's stage/); None = no copy declared, with a warning.
+    gcs_hmac: Optional[staging.GcsHmac] = None
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -89,6 +92,10 @@ class GpuCluster(pulumi.ComponentResource):
                 bucket_name=naming.work_bucket_name(stack, d.name), provider=args.provider,
                 lifecycle_rules=builders.lifecycle_rules(None), protect=stack.is_prod,
                 cluster=d), opts=pulumi.ResourceOptions(parent=self))
+            # The monthly dataset copy into stage/ that the policy's egress_usd pays for.
+            self.staging_task = staging.declare_staging(
+                name, stack=stack, decision=d, work_bucket_arn=self.work_bucket.bucket.arn,
+                provider=args.provider, parent=self, gcs_hmac=args.gcs_hmac)
 
         # ---- network ----------------------------------------------------------------------
         self.security_group = aws.ec2.SecurityGroup(

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra import naming
-from infra.clouds.gcp import layout
+from infra.clouds.gcp import autostop, layout, staging
 from infra.clouds.gcp.storage import make_bucket
 from infra.costing.context import CostContext
 from infra.model import ClusterDecision, StackSpec, StorageSpec
@@ -60,6 +60,11 @@ def resource_names(name: str, decision: ClusterDecision, stack: StackSpec) -> di
         "templates": {m: f"{name}-{m}-template" for m in models},
         "work_bucket": f"{name}-work" if naming.needs_work_bucket(stack, decision) else None,
     }
+
+
+def mig_name(name: str, model: str) -> str:
+    """GCP name of the cluster's MIG for one purchase model."""
+    return f"{name}-{layout.gcp_name(model)}"
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -127,6 +132,10 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-checkpoints", bucket=ckpt_bucket, role=layout.CHECKPOINT_ROLE, member=member,
             condition=layout.prefix_condition(ckpt_bucket, ckpt_prefix, "own-checkpoints-only"),
             opts=iam_opts)
+        # ---- the monthly dataset copy the policy charges for (cluster away from its data) ----
+        self.staging = staging.declare_staging(
+            name, stack=stack, decision=d, project=args.project, work_bucket=self.work_bucket,
+            parent=self, bucket_dependencies=tuple(args.bucket_dependencies))
 
         # ---- networks and firewall -------------------------------------------------------------
         nics = layout.nic_layout(d.offering, d.network)
@@ -222,7 +231,7 @@ class GpuCluster(pulumi.ComponentResource):
                                                opts=child)
             self.templates[model] = tpl
             self.migs[model] = gcp.compute.InstanceGroupManager(
-                names["migs"][model], name=f"{name}-{layout.gcp_name(model)}",
+                names["migs"][model], name=mig_name(name, model),
                 base_instance_name=name, zone=zone,
                 versions=[{"instance_template": tpl.self_link, "name": layout.gcp_name(model)}],
                 target_size=getattr(d.purchase, model),
@@ -235,6 +244,11 @@ class GpuCluster(pulumi.ComponentResource):
                 description=f"gpulease {name}: {model} nodes",
                 # The reaper resizes MIGs to 0; that must not show up as drift.
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["targetSize"]))
+
+        # ---- node-side autostop: leave the MIG through deleteInstances -------------------
+        self.autostop_role = autostop.declare_autostop_grant(
+            name, stack=stack, decision=d, project=args.project, zone=zone,
+            mig_names=[mig_name(name, m) for m in models], member=member, parent=self)
 
         self.register_outputs({
             "service_account": email,

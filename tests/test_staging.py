@@ -1,0 +1,454 @@
+"""The monthly dataset copy into a work bucket's stage/, and the GCP autostop grant, under mocks."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from infra import naming
+from infra.bootstrap.render import render_user_data
+from infra.catalog import load_catalog
+from infra.clouds import aws as aws_adaptor
+from infra.clouds import gcp as gcp_adaptor
+from infra.clouds.aws import staging as aws_staging
+from infra.clouds.gcp import autostop, staging as gcp_staging
+from infra.costing import transform
+from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
+                         EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
+                         StorageSpec, TierShare)
+from infra.planner.mocks import KNOWN_CALLS, SECRET_MASK, run_program
+
+CATALOG = load_catalog()
+STS_TOKEN = "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount"
+STS_ANSWER = KNOWN_CALLS[STS_TOKEN]({}, "")
+
+T_JOB = "gcp:storage/transferJob:TransferJob"
+T_BIAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+T_ROLE = "aws:iam/role:Role"
+T_POLICY = "aws:iam/rolePolicy:RolePolicy"
+T_S3LOC = "aws:datasync/s3Location:S3Location"
+T_OBJLOC = "aws:datasync/locationObjectStorage:LocationObjectStorage"
+T_TASK = "aws:datasync/task:Task"
+T_CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+T_PIAM = "gcp:projects/iAMMember:IAMMember"
+T_MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+TRANSFER_TYPES = (T_JOB, T_TASK, T_S3LOC, T_OBJLOC)
+
+
+# ---- decisions built directly (no policy), both clouds configured ----------------------------
+def make_stack(env, storage, clusters) -> StackSpec:
+    return StackSpec(
+        stack=env, environment=env, owner="ml-platform", cost_center="cc-1",
+        budget_monthly_usd=1e6,
+        clouds={"aws": CloudSpec(cloud="aws", regions=("us-east-1", "us-west-2")),
+                "gcp": CloudSpec(cloud="gcp", regions=("us-central1", "europe-west4"),
+                                 project="acme-test")},
+        storage=tuple(storage), clusters=tuple(clusters), source=f"stacks/Pulumi.{env}.yaml")
+
+
+def make_storage(name, cloud, region) -> StorageDecision:
+    spec = StorageSpec(name=name, size_tb=10, home_cloud=cloud, home_region=region)
+    cls = "STANDARD"
+    return StorageDecision(spec=spec, cloud=cloud, region=region,
+                           tiers=(TierShare(cls, 0, None, 1.0, 0.02, 200.0),))
+
+
+def make_cluster(name, cloud, region, itype, *, dataset, index=0, idle=30) -> ClusterDecision:
+    o = CATALOG.offering(cloud, region, itype)
+    spec = ClusterSpec(name=name, gpu=o.gpu, gpus=o.gpus_per_node, hours_per_month=200,
+                       priority=6, checkpoint_minutes=30, distributed=False, dataset=dataset,
+                       idle_minutes=idle, index=index)
+    costs = CostBreakdown(on_demand_usd=700.0, egress_usd=123.45)
+    return ClusterDecision(spec=spec, offering=o, nodes=1, purchase=PurchaseMix(on_demand=1),
+                           network="none", template="single-node-dev", hourly_usd=3.5,
+                           costs=costs, rationale="test fixture", distributed=False)
+
+
+def make_env(env, storage, clusters) -> EnvironmentDecision:
+    stack = make_stack(env, [s.spec for s in storage], [c.spec for c in clusters])
+    return EnvironmentDecision(stack=stack, clusters=tuple(clusters), storage=tuple(storage),
+                               catalog_version=CATALOG.version, catalog_as_of=CATALOG.as_of)
+
+
+def run(env: EnvironmentDecision, *, gcs_hmac=None):
+    """Both adaptors, in the program's order, with the cost transform (ledger on the run)."""
+    holder = {}
+
+    def program():
+        holder["ledger"] = transform.register(env.stack, CATALOG)
+        aws_adaptor.deploy(env, CATALOG, gcs_hmac=gcs_hmac)
+        gcp_adaptor.deploy(env, CATALOG)
+    r = run_program(program, stack=env.stack.stack)
+    r.ledger = holder["ledger"]
+    return r
+
+
+def cluster_of(r, res) -> str:
+    """Name of the GpuCluster component a resource sits under (walking parents)."""
+    by_urn = {x.urn: x for x in r.resources}
+    cur = res
+    while cur is not None:
+        if cur.type.endswith(":GpuCluster"):
+            return cur.name
+        cur = by_urn.get(cur.parent)
+    return ""
+
+
+def assert_costs_unchanged(r, env):
+    by_cluster = r.ledger.by_cluster()
+    for c in env.clusters:
+        assert by_cluster[c.name] == pytest.approx(c.monthly_usd, abs=0.01), c.name
+    for t in TRANSFER_TYPES + (T_ROLE, T_POLICY, T_BIAM):
+        for res in r.by_type(t):
+            e = r.ledger.get(t, res.name)
+            assert e is not None and e.monthly_usd == 0.0, res.urn
+
+
+# ---- GCS -> GCS --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gcs_to_gcs():
+    env = make_env("staging", [make_storage("corpus", "gcp", "us-central1")],
+                   [make_cluster("away", "gcp", "europe-west4", "g2-standard-8", dataset="corpus"),
+                    make_cluster("home", "gcp", "us-central1", "g2-standard-8", dataset="corpus",
+                                 index=1)])
+    return env, run(env)
+
+
+def test_gcs_to_gcs_transfer_job(gcs_to_gcs):
+    env, r = gcs_to_gcs
+    job = r.one(T_JOB, "away-stage")
+    assert cluster_of(r, job) == "away", job.urn
+    spec = job.inputs["transferSpec"]
+    assert spec["gcsDataSource"] == {"bucketName": "gpulease-staging-corpus", "path": "data/"}, \
+        job.urn
+    assert spec["gcsDataSink"] == {"bucketName": naming.work_bucket_name(env.stack, "away"),
+                                   "path": "stage/"}, job.urn
+    assert "awsS3DataSource" not in spec, job.urn
+    assert spec["transferOptions"] == {"overwriteWhen": "DIFFERENT",
+                                       "deleteObjectsUniqueInSink": True}, job.urn
+    assert job.inputs["schedule"]["repeatInterval"] == f"{30 * 86400}s", job.urn
+    assert job.inputs["schedule"]["scheduleStartDate"] == {"year": 2026, "month": 1, "day": 1}
+    assert job.inputs["project"] == "acme-test", job.urn
+    # nodes read exactly where the job writes
+    assert naming.dataset_uri(env.stack, env.clusters[0]) == \
+        f"gs://{spec['gcsDataSink']['bucketName']}/{spec['gcsDataSink']['path']}"
+
+
+def test_gcs_to_gcs_service_agent_iam(gcs_to_gcs):
+    env, r = gcs_to_gcs
+    agent = STS_ANSWER["member"]
+    work = naming.work_bucket_name(env.stack, "away")
+    grants = {g.name: g for g in r.by_type(T_BIAM) if g.name.startswith("away-stage-sts-")}
+    assert set(grants) == {"away-stage-sts-sink-bucket", "away-stage-sts-sink-objects",
+                           "away-stage-sts-source-bucket", "away-stage-sts-source-objects"}
+    for g in grants.values():
+        assert g.inputs["member"] == agent, g.urn
+    sink = grants["away-stage-sts-sink-objects"]
+    assert sink.inputs["bucket"] == work and sink.inputs["role"] == "roles/storage.objectUser"
+    assert 'objects/stage/")' in sink.inputs["condition"]["expression"], sink.urn
+    src = grants["away-stage-sts-source-objects"]
+    assert src.inputs["bucket"] == "gpulease-staging-corpus", src.urn
+    assert src.inputs["role"] == "roles/storage.objectViewer", src.urn
+    assert 'objects/data/")' in src.inputs["condition"]["expression"], src.urn
+    for k in ("away-stage-sts-sink-bucket", "away-stage-sts-source-bucket"):
+        assert grants[k].inputs["role"] == "roles/storage.legacyBucketReader", grants[k].urn
+        assert "condition" not in grants[k].inputs, grants[k].urn  # legacy roles take none
+    job = r.one(T_JOB, "away-stage")
+    assert {g.urn for g in grants.values()} <= set(job.depends_on), job.urn
+    assert (STS_TOKEN, {"project": "acme-test"}) in [(t, {k: v for k, v in a.items() if v})
+                                                     for t, a in r.calls]
+
+
+def test_no_transfer_when_the_cluster_sits_at_home(gcs_to_gcs):
+    _, r = gcs_to_gcs
+    for t in TRANSFER_TYPES:
+        assert not [x.urn for x in r.by_type(t) if cluster_of(r, x) == "home"], t
+    assert not [g.urn for g in r.by_type(T_BIAM) if g.name.startswith("home-stage")]
+
+
+def test_gcs_to_gcs_costs_unchanged(gcs_to_gcs):
+    assert_costs_unchanged(gcs_to_gcs[1], gcs_to_gcs[0])
+
+
+# ---- S3 -> GCS --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3_to_gcs():
+    env = make_env("staging", [make_storage("evals", "aws", "us-east-1")],
+                   [make_cluster("evalgcp", "gcp", "europe-west4", "g2-standard-8",
+                                 dataset="evals")])
+    return env, run(env)
+
+
+def test_s3_to_gcs_job_federates_into_an_aws_role(s3_to_gcs):
+    env, r = s3_to_gcs
+    job = r.one(T_JOB, "evalgcp-stage")
+    src = job.inputs["transferSpec"]["awsS3DataSource"]
+    role = r.one(T_ROLE, "evalgcp-sts-role")
+    assert src["bucketName"] == "gpulease-staging-evals" and src["path"] == "data/", job.urn
+    assert src["roleArn"] == role.outputs["arn"], job.urn
+    assert "awsAccessKey" not in src, job.urn  # no long-lived keys
+    assert cluster_of(r, role) == "evalgcp", role.urn
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert trust == [{"Effect": "Allow", "Principal": {"Federated": "accounts.google.com"},
+                      "Action": "sts:AssumeRoleWithWebIdentity",
+                      "Condition": {"StringEquals": {
+                          "accounts.google.com:sub": STS_ANSWER["subjectId"]}}}], role.urn
+
+
+def test_s3_to_gcs_role_reads_only_the_dataset(s3_to_gcs):
+    _, r = s3_to_gcs
+    pol = r.one(T_POLICY, "evalgcp-sts-read")
+    doc = json.loads(pol.inputs["policy"])
+    actions = {a for s in doc["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str)
+                                                     else s["Action"])}
+    assert actions == {"s3:GetBucketLocation", "s3:ListBucket", "s3:GetObject"}, pol.urn
+    get = next(s for s in doc["Statement"] if s["Action"] == "s3:GetObject")
+    assert get["Resource"] == "arn:aws:s3:::gpulease-staging-evals/data/*", pol.urn
+
+
+def test_s3_to_gcs_aws_resources_use_the_source_region_provider(s3_to_gcs):
+    _, r = s3_to_gcs
+    prov = r.one("pulumi:providers:aws", "evalgcp-aws-us-east-1")
+    assert prov.inputs["region"] == "us-east-1", prov.urn
+    for t in (T_ROLE, T_POLICY):
+        for res in r.by_type(t):
+            if cluster_of(r, res) == "evalgcp":
+                assert "::evalgcp-aws-us-east-1::" in res.provider, res.urn
+    # only the sink is a GCS bucket here: no GCS source grants
+    assert not [g.urn for g in r.by_type(T_BIAM) if "stage-sts-source" in g.name]
+
+
+def test_s3_to_gcs_costs_unchanged_and_tags_stamped(s3_to_gcs):
+    env, r = s3_to_gcs
+    assert_costs_unchanged(r, env)
+    role = r.one(T_ROLE, "evalgcp-sts-role")
+    assert role.inputs["tags"]["gpulease-cluster"] == "evalgcp", role.urn
+
+
+def test_s3_to_gcs_needs_aws_configured(monkeypatch):
+    env = make_env("staging", [make_storage("evals", "aws", "us-east-1")],
+                   [make_cluster("evalgcp", "gcp", "europe-west4", "g2-standard-8",
+                                 dataset="evals")])
+    stack = env.stack
+    no_aws = StackSpec(**{**stack.__dict__, "clouds": {"gcp": stack.clouds["gcp"]}})
+    env = EnvironmentDecision(**{**env.__dict__, "stack": no_aws})
+    warned = []
+    monkeypatch.setattr(gcp_staging.pulumi.log, "warn",
+                        lambda msg, *a, **k: warned.append(msg))
+
+    def program():
+        gcp_adaptor.deploy(env, CATALOG)
+    r = run_program(program, stack="staging")
+    assert not r.by_type(T_JOB) and not r.by_type(T_ROLE)
+    assert any("gpulease:clouds.aws is not configured" in w for w in warned), warned
+
+
+# ---- S3 -> S3 across regions ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3_to_s3():
+    env = make_env("staging", [make_storage("corpus", "aws", "us-east-1")],
+                   [make_cluster("west", "aws", "us-west-2", "g6.xlarge", dataset="corpus"),
+                    make_cluster("east", "aws", "us-east-1", "g6.xlarge", dataset="corpus",
+                                 index=1)])
+    return env, run(env)
+
+
+def test_s3_to_s3_datasync_task_monthly(s3_to_s3):
+    env, r = s3_to_s3
+    task = r.one(T_TASK, "west-stage")
+    assert cluster_of(r, task) == "west", task.urn
+    assert task.inputs["schedule"] == {"scheduleExpression": "cron(0 3 1 * ? *)"}, task.urn
+    assert task.inputs["taskMode"] == "ENHANCED", task.urn
+    assert task.inputs["options"]["verifyMode"] == "ONLY_FILES_TRANSFERRED", task.urn
+    assert task.inputs["options"]["preserveDeletedFiles"] == "REMOVE", task.urn
+    src = r.one(T_S3LOC, "west-stage-source")
+    dst = r.one(T_S3LOC, "west-stage-dest")
+    assert task.inputs["sourceLocationArn"] == src.outputs["arn"], task.urn
+    assert task.inputs["destinationLocationArn"] == dst.outputs["arn"], task.urn
+    assert src.inputs["s3BucketArn"] == "arn:aws:s3:::gpulease-staging-corpus", src.urn
+    assert src.inputs["subdirectory"] == "/data/", src.urn
+    work = r.one("aws:s3/bucket:Bucket", "west-work-bucket")
+    assert dst.inputs["s3BucketArn"] == work.outputs["arn"], dst.urn
+    assert dst.inputs["subdirectory"] == "/stage/", dst.urn
+    for res in (task, src, dst):
+        assert "::aws-us-west-2::" in res.provider, res.urn  # the task's (cluster's) region
+
+
+def test_s3_to_s3_datasync_role(s3_to_s3):
+    env, r = s3_to_s3
+    role = r.one(T_ROLE, "west-datasync-role")
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
+    assert trust["Principal"] == {"Service": "datasync.amazonaws.com"}, role.urn
+    assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012", role.urn
+    for loc in ("west-stage-source", "west-stage-dest"):
+        res = r.one(T_S3LOC, loc)
+        assert res.inputs["s3Config"]["bucketAccessRoleArn"] == role.outputs["arn"], res.urn
+    doc = json.loads(r.one(T_POLICY, "west-datasync-policy").inputs["policy"])
+    resources = {s["Sid"]: s["Resource"] for s in doc["Statement"]}
+    work = naming.work_bucket_name(env.stack, "west")
+    assert resources["ReadSourceObjects"] == "arn:aws:s3:::gpulease-staging-corpus/data/*"
+    assert resources["StageObjects"] == f"arn:aws:s3:::{work}/stage/*"
+    writes = next(s for s in doc["Statement"] if s["Sid"] == "StageObjects")["Action"]
+    assert "s3:PutObject" in writes and "s3:DeleteObject" in writes
+    src_actions = next(s for s in doc["Statement"] if s["Sid"] == "ReadSourceObjects")["Action"]
+    assert not [a for a in src_actions if a.startswith(("s3:Put", "s3:Delete"))], src_actions
+
+
+def test_s3_to_s3_nothing_for_the_cluster_at_home(s3_to_s3):
+    _, r = s3_to_s3
+    for t in TRANSFER_TYPES + (T_ROLE,):
+        assert not [x.urn for x in r.by_type(t) if x.name.startswith("east-stage")
+                    or x.name.startswith("east-datasync")], t
+    assert not [x for x in r.by_type("aws:s3/bucket:Bucket") if x.name == "east-work-bucket"]
+
+
+def test_s3_to_s3_costs_unchanged(s3_to_s3):
+    assert_costs_unchanged(s3_to_s3[1], s3_to_s3[0])
+
+
+# ---- GCS -> S3 --------------------------------------------------------------------------------
+def _gcs_to_s3_env():
+    return make_env("staging", [make_storage("corpus", "gcp", "us-central1")],
+                    [make_cluster("awsjob", "aws", "us-east-1", "g6.xlarge", dataset="corpus")])
+
+
+def test_gcs_to_s3_with_hmac():
+    env = _gcs_to_s3_env()
+    r = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
+                                              secret="not-a-real-secret"))
+    src = r.one(T_OBJLOC, "awsjob-stage-source")
+    assert src.inputs["serverHostname"] == "storage.googleapis.com", src.urn
+    assert src.inputs["serverProtocol"] == "HTTPS" and src.inputs["serverPort"] == 443, src.urn
+    assert src.inputs["bucketName"] == "gpulease-staging-corpus", src.urn
+    assert src.inputs["subdirectory"] == "/data/", src.urn
+    assert src.inputs["accessKey"] == "GOOG1EXAMPLEACCESSID", src.urn
+    assert src.inputs["secretKey"] == SECRET_MASK, src.urn  # never in the plan in clear
+    assert "agentArns" not in src.inputs, src.urn  # agentless (Enhanced mode)
+    task = r.one(T_TASK, "awsjob-stage")
+    assert task.inputs["sourceLocationArn"] == src.outputs["arn"], task.urn
+    assert task.inputs["taskMode"] == "ENHANCED", task.urn
+    dst = r.one(T_S3LOC, "awsjob-stage-dest")
+    assert dst.inputs["subdirectory"] == "/stage/", dst.urn
+    doc = json.loads(r.one(T_POLICY, "awsjob-datasync-policy").inputs["policy"])
+    assert not [s for s in doc["Statement"] if s["Sid"].startswith("ReadSource")], \
+        "an S3 read grant for a GCS source"
+    assert not r.by_type(T_S3LOC) or "awsjob-stage-source" not in [x.name for x in
+                                                                   r.by_type(T_S3LOC)]
+    assert_costs_unchanged(r, env)
+
+
+def test_gcs_to_s3_without_hmac_warns_and_declares_nothing(monkeypatch):
+    env = _gcs_to_s3_env()
+    warned = []
+    monkeypatch.setattr(aws_staging.pulumi.log, "warn", lambda msg, *a, **k: warned.append(msg))
+    r = run(env)
+    for t in TRANSFER_TYPES:
+        assert not r.by_type(t), t
+    assert not [x.urn for x in r.by_type(T_ROLE) if "datasync" in x.name]
+    assert len(warned) == 1 and "HMAC key" in warned[0] and "gs://gpulease-staging-corpus/data/" \
+        in warned[0], warned
+    r.one("aws:s3/bucket:Bucket", "awsjob-work-bucket")  # the bucket the nodes read is there
+    assert_costs_unchanged(r, env)
+
+
+# ---- pure route ---------------------------------------------------------------------------------
+def test_route_matches_what_the_nodes_read():
+    env = _gcs_to_s3_env()
+    d = env.clusters[0]
+    route = naming.staging_route(env.stack, d)
+    assert route.dest_uri == naming.dataset_uri(env.stack, d)
+    assert route.source_uri == "gs://gpulease-staging-corpus/data/"
+    home = make_cluster("h", "gcp", "us-central1", "g2-standard-8", dataset="corpus")
+    assert naming.staging_route(env.stack, home) is None
+    nodata = make_cluster("n", "aws", "us-east-1", "g6.xlarge", dataset=None)
+    assert naming.staging_route(env.stack, nodata) is None  # work bucket, nothing to copy
+
+
+# ---- GCP node-side autostop grant ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def autostop_run():
+    st = make_storage("corpus", "gcp", "us-central1")
+    env = make_env("dev", [st], [
+        make_cluster("eval", "gcp", "us-central1", "g2-standard-8", dataset="corpus"),
+        make_cluster("eval-batch", "gcp", "us-central1", "g2-standard-8", dataset="corpus",
+                     index=1)])
+    return env, run(env)
+
+
+def test_autostop_custom_role_has_only_the_three_permissions(autostop_run):
+    env, r = autostop_run
+    role = r.one(T_CUSTOM_ROLE, "eval-autostop-role")
+    assert sorted(role.inputs["permissions"]) == ["compute.instanceGroupManagers.get",
+                                                  "compute.instanceGroupManagers.update",
+                                                  "compute.instances.delete"], role.urn
+    assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", role.inputs["roleId"]), role.urn
+    assert role.inputs["roleId"] == "gpulease_autostop_dev_eval", role.urn
+    assert r.one(T_CUSTOM_ROLE, "eval-batch-autostop-role").inputs["roleId"] != \
+        role.inputs["roleId"]
+    assert role.inputs["project"] == "acme-test", role.urn
+
+
+def test_autostop_binding_is_conditioned_on_the_clusters_migs(autostop_run):
+    env, r = autostop_run
+    bind = r.one(T_PIAM, "eval-autostop")
+    sa = r.one("gcp:serviceaccount/account:Account", "eval-sa")
+    assert bind.inputs["member"] == f"serviceAccount:{sa.outputs['email']}", bind.urn
+    assert bind.inputs["role"] == r.one(T_CUSTOM_ROLE, "eval-autostop-role").outputs["name"]
+    expr = bind.inputs["condition"]["expression"]
+    migs = [m for m in r.by_type(T_MIG) if cluster_of(r, m) == "eval"]
+    assert migs
+    zone = migs[0].inputs["zone"]
+    for m in migs:
+        assert (f'resource.name == "projects/acme-test/zones/{zone}/instanceGroupManagers/'
+                f'{m.inputs["name"]}"') in expr, bind.urn
+    # instances: only the MIG's own VMs (base_instance_name "eval-")
+    assert f'startsWith("projects/acme-test/zones/{zone}/instances/eval-")' in expr, bind.urn
+    # eval-batch's VMs ("eval-batch-xxxx") also start with "eval-": excluded explicitly
+    assert f'!resource.name.startsWith("projects/acme-test/zones/{zone}/instances/eval-batch-")' \
+        in expr, bind.urn
+    assert "instanceGroupManagers/eval-batch" not in expr, bind.urn
+    other = r.one(T_PIAM, "eval-batch-autostop").inputs["condition"]["expression"]
+    assert "instanceGroupManagers/eval-on-demand\"" not in other
+
+
+def test_autostop_permissions_match_the_bootstrap_gcloud_call(autostop_run):
+    """The script deletes itself through the MIG: instanceGroupManagers.deleteInstances needs
+    .update on the MIG and instances.delete on the VM; gcloud reads the MIG first."""
+    env, _ = autostop_run
+    d = env.clusters[0]
+    text = render_user_data(stack=env.stack, decision=d, purchase_model="on_demand")
+    calls = re.findall(r"gcloud compute ([a-z -]+?) (?:\"|')", text)
+    assert calls and set(calls) >= {"instance-groups managed delete-instances"}, calls
+    gcloud_lines = [ln for ln in text.splitlines() if "gcloud compute" in ln and "delete" in ln]
+    assert all("instance-groups managed delete-instances" in ln for ln in gcloud_lines), \
+        gcloud_lines  # no other deleting call that the role would not cover
+    assert set(autostop.AUTOSTOP_PERMISSIONS) == {"compute.instanceGroupManagers.get",
+                                                  "compute.instanceGroupManagers.update",
+                                                  "compute.instances.delete"}
+
+
+def test_no_autostop_grant_when_autostop_is_off():
+    env = make_env("prod", [make_storage("corpus", "gcp", "us-central1")],
+                   [make_cluster("pretrain", "gcp", "us-central1", "g2-standard-8",
+                                 dataset="corpus")])
+    r = run(env)  # prod: autostop off by default
+    assert not r.by_type(T_CUSTOM_ROLE)
+    assert not [b for b in r.by_type(T_PIAM) if b.name.endswith("-autostop")]
+
+
+def test_custom_role_id_is_valid_for_long_names():
+    env = make_env("staging", [], [])
+    rid = autostop.custom_role_id(env.stack, "x" * 80 + "-name")
+    assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
+    assert autostop.custom_role_id(env.stack, "x" * 80 + "-name") != \
+        autostop.custom_role_id(env.stack, "x" * 80 + "-other")
+
+
+def test_transfer_resources_carry_the_cost_tags(s3_to_s3):
+    from infra.costing import tags
+    _, r = s3_to_s3
+    for t in (T_TASK, T_S3LOC, T_ROLE):
+        for res in r.by_type(t):
+            missing = [k for k in tags.REQUIRED_AWS if k not in (res.inputs.get("tags") or {})]
+            assert not missing, (res.urn, missing)
