@@ -26,6 +26,9 @@ IDLE_SINCE = "gpulease-idle-since"
 #: opt-out: any value keeps the reaper's hands off the cluster, always.
 KEEP = "gpulease-keep"
 
+#: what a bucket holds ("dataset", "work"): informational, set by the storage components.
+PURPOSE = "gpulease-purpose"
+
 #: every resource gpulease creates that can carry tags/labels must carry all of these.
 REQUIRED = (CLUSTER, ENVIRONMENT, OWNER, COST_CENTER, PURCHASE_MODEL, TEMPLATE)
 REQUIRED_AWS = REQUIRED + (MONTHLY_USD,)

@@ -40,7 +40,7 @@ def make_bucket(resource_name: str, *, bucket_name: str, region: str, stack: Sta
         versioning={"enabled": True},
         lifecycle_rules=lifecycle,
         force_destroy=False,
-        labels={"gpulease-purpose": tags.label_value(purpose)},
+        labels={tags.PURPOSE: tags.label_value(purpose)},
         opts=bucket_options(stack, parent))
 
 
