@@ -16,8 +16,14 @@ from infra.config import catalog_selection, parse_stack_config
 from infra.costing import transform as cost_transform
 from infra.model import EnvironmentDecision
 
-#: cloud adaptor modules: each exposes ``deploy(env, catalog) -> list[pulumi.Resource]``.
+#: cloud adaptor modules: each exposes
+#: ``deploy(env, catalog, *, storage) -> list[pulumi.Resource]`` where ``storage`` maps the
+#: names of storage entries already declared (by adaptors earlier in DEPLOY_ORDER) to their
+#: components, so a cluster reading a dataset on another cloud can depend on its bucket.
 CLOUD_ADAPTORS = {"aws": "infra.clouds.aws", "gcp": "infra.clouds.gcp"}
+#: GCP first: AWS clusters staging a GCS dataset grant a reader on the GCS bucket, which must
+#: exist first; GCP clusters reading S3 only name the bucket (no AWS-side grant on it).
+DEPLOY_ORDER = ("gcp", "aws")
 
 
 @dataclass
@@ -50,8 +56,11 @@ def main() -> ProgramResult:
     ledger = cost_transform.register(spec, catalog)
 
     used = {c.cloud for c in env.clusters} | {s.cloud for s in env.storage}
-    for cloud in sorted(used):
-        importlib.import_module(CLOUD_ADAPTORS[cloud]).deploy(env, catalog)
+    storage: dict[str, pulumi.Resource] = {}
+    for cloud in [c for c in DEPLOY_ORDER if c in used]:
+        declared = importlib.import_module(CLOUD_ADAPTORS[cloud]).deploy(
+            env, catalog, storage=dict(storage))
+        storage.update(storage_components(declared))
     if getattr(spec.reaper, "schedule", None):
         from infra.reaper.deploy import deploy_reaper
 
@@ -59,6 +68,16 @@ def main() -> ProgramResult:
 
     export_outputs(env, catalog)
     return ProgramResult(decision=env, catalog=catalog, ledger=ledger)
+
+
+def storage_components(resources: list) -> dict[str, pulumi.Resource]:
+    """Storage components among an adaptor's top-level resources, by storage name."""
+    out = {}
+    for r in resources:
+        ctx = getattr(r, "cost_context", None)
+        if getattr(ctx, "storage", None) is not None and ctx.decision is None:
+            out[ctx.storage.name] = r
+    return out
 
 
 def export_outputs(env: EnvironmentDecision, catalog: Catalog) -> None:

@@ -145,3 +145,25 @@ def test_shipped_stacks_pass_every_mandatory_guardrail(shipped_run):
     violations = evaluate(run.resources, budget_monthly_usd=spec.budget_monthly_usd,
                           environment=spec.environment)
     assert [v for v in violations if v["level"] == "mandatory"] == [], stack
+
+
+def test_aws_cluster_reading_a_gcs_dataset_waits_for_the_bucket():
+    """GCP is deployed first, so the AWS-side reader grants can depend on the GCS bucket."""
+    import yaml
+
+    from infra.planner.plan import run
+    from tests.conftest import ROOT
+
+    values = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())["config"]
+    values["gpulease:storage"] = [{"name": "corpus", "size_tb": 5, "home": "gcp:us-central1"}]
+    values["gpulease:clusters"][0].update(dataset="corpus", regions=["us-east-1"])
+    prun = run(values, stack="staging")
+    (c,) = prun.result.decision.clusters
+    assert (c.cloud, c.region) == ("aws", "us-east-1")
+    bucket = prun.one("gcp:storage/bucket:Bucket", "corpus-bucket")
+    grants = [r for r in prun.resources if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember"
+              and r.name.startswith(f"{c.name}-")]
+    assert grants, "no reader grant on the GCS dataset bucket"
+    for g in grants:
+        assert bucket.urn in g.depends_on, (g.urn, g.depends_on)
+    assert prun.one("aws:datasync/task:Task").urn

@@ -313,7 +313,7 @@ def _gcs_to_s3_env():
                     [make_cluster("awsjob", "aws", "us-east-1", "g6.xlarge", dataset="corpus")])
 
 
-def test_gcs_to_s3_with_hmac():
+def test_gcs_to_s3_with_an_explicit_hmac_key():
     env = _gcs_to_s3_env()
     r = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
                                               secret="not-a-real-secret"))
@@ -338,18 +338,184 @@ def test_gcs_to_s3_with_hmac():
     assert_costs_unchanged(r, env)
 
 
-def test_gcs_to_s3_without_hmac_warns_and_declares_nothing(monkeypatch):
+T_SA = "gcp:serviceaccount/account:Account"
+T_HMAC = "gcp:storage/hmacKey:HmacKey"
+T_GCP_PROVIDER = "pulumi:providers:gcp"
+READER_TYPES = (T_SA, T_BIAM, T_HMAC, T_GCP_PROVIDER)
+
+
+def gcp_resources_under(r, cluster: str) -> list[str]:
+    return [x.urn for x in r.resources if cluster_of(r, x) == cluster
+            and (x.type.startswith("gcp:") or x.type == T_GCP_PROVIDER)]
+
+
+@pytest.fixture(scope="module")
+def gcs_to_s3():
+    """GCP configured (acme-test), no key passed: gpulease declares the reader and its key."""
     env = _gcs_to_s3_env()
+    return env, run(env)
+
+
+def test_gcs_to_s3_declares_a_reader_account_with_its_own_gcp_provider(gcs_to_s3):
+    env, r = gcs_to_s3
+    prov = r.one(T_GCP_PROVIDER, "awsjob-gcp")
+    assert prov.inputs["project"] == "acme-test", prov.urn
+    assert cluster_of(r, prov) == "awsjob", prov.urn
+    sa = r.one(T_SA, "awsjob-stage-reader")
+    assert cluster_of(r, sa) == "awsjob", sa.urn
+    assert sa.inputs["accountId"] == "stg-staging-awsjob", sa.urn
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", sa.inputs["accountId"]), sa.urn
+    assert 6 <= len(sa.inputs["accountId"]) <= 30, sa.urn
+    assert sa.inputs["project"] == "acme-test", sa.urn
+    for t in (T_SA, T_BIAM, T_HMAC):
+        for res in r.by_type(t):
+            if cluster_of(r, res) == "awsjob":
+                assert "pulumi:providers:gcp::awsjob-gcp::" in res.provider, res.urn
+
+
+def test_gcs_to_s3_reader_may_list_the_bucket_and_read_only_data(gcs_to_s3):
+    _, r = gcs_to_s3
+    member = f"serviceAccount:{r.one(T_SA, 'awsjob-stage-reader').outputs['email']}"
+    grants = {g.name: g for g in r.by_type(T_BIAM) if cluster_of(r, g) == "awsjob"}
+    assert set(grants) == {"awsjob-stage-reader-bucket", "awsjob-stage-reader-objects"}, grants
+    for g in grants.values():
+        assert g.inputs["bucket"] == "gpulease-staging-corpus", g.urn
+        assert g.inputs["member"] == member, g.urn
+    lister = grants["awsjob-stage-reader-bucket"]
+    assert lister.inputs["role"] == "roles/storage.legacyBucketReader", lister.urn
+    assert "condition" not in lister.inputs, lister.urn  # legacy roles take no condition
+    reader = grants["awsjob-stage-reader-objects"]
+    assert reader.inputs["role"] == "roles/storage.objectViewer", reader.urn
+    expr = reader.inputs["condition"]["expression"]
+    assert 'resource.name.startsWith("projects/_/buckets/gpulease-staging-corpus/objects/data/")' \
+        in expr, reader.urn
+    # the same condition style as the GCP side's STS grants
+    from infra.clouds.gcp import layout
+    assert reader.inputs["condition"]["expression"] == layout.prefix_condition(
+        "gpulease-staging-corpus", "data/", "x")["expression"], reader.urn
+
+
+def test_gcs_to_s3_hmac_key_feeds_datasync_and_its_secret_is_masked(gcs_to_s3):
+    _, r = gcs_to_s3
+    sa = r.one(T_SA, "awsjob-stage-reader")
+    key = r.one(T_HMAC, "awsjob-stage-reader-key")
+    assert cluster_of(r, key) == "awsjob", key.urn
+    assert key.inputs["serviceAccountEmail"] == sa.outputs["email"], key.urn
+    assert key.inputs["project"] == "acme-test", key.urn
+    assert key.outputs["secret"] == SECRET_MASK, key.urn
+    grants = {g.urn for g in r.by_type(T_BIAM) if cluster_of(r, g) == "awsjob"}
+    assert grants <= set(key.depends_on), key.urn  # the key exists only once it can read
+    src = r.one(T_OBJLOC, "awsjob-stage-source")
+    assert src.inputs["accessKey"] == key.outputs["accessId"], src.urn
+    assert src.inputs["secretKey"] == SECRET_MASK, src.urn  # never in the plan in clear
+    assert src.inputs["serverHostname"] == "storage.googleapis.com", src.urn
+    assert src.inputs["subdirectory"] == "/data/", src.urn
+    assert key.urn in src.depends_on, src.urn
+    task = r.one(T_TASK, "awsjob-stage")
+    assert task.inputs["sourceLocationArn"] == src.outputs["arn"], task.urn
+    assert task.inputs["destinationLocationArn"] == \
+        r.one(T_S3LOC, "awsjob-stage-dest").outputs["arn"], task.urn
+    assert task.inputs["schedule"] == {"scheduleExpression": "cron(0 3 1 * ? *)"}, task.urn
+
+
+def test_gcs_to_s3_declared_reader_costs_nothing(gcs_to_s3):
+    env, r = gcs_to_s3
+    assert_costs_unchanged(r, env)
+    for t in (T_SA, T_HMAC):
+        for res in r.by_type(t):
+            e = r.ledger.get(t, res.name)
+            assert e is not None and e.monthly_usd == 0.0, res.urn
+    # the plan total is the one of the same stack staged with an existing key
+    with_key = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
+                                                     secret="not-a-real-secret"))
+    assert r.ledger.monthly_usd == pytest.approx(with_key.ledger.monthly_usd, abs=0.001)
+    assert r.ledger.by_cluster() == pytest.approx(with_key.ledger.by_cluster(), abs=0.001)
+
+
+def test_gcs_to_s3_override_key_declares_no_gcp_reader():
+    env = _gcs_to_s3_env()
+    r = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
+                                              secret="not-a-real-secret"))
+    assert not gcp_resources_under(r, "awsjob")
+    assert not r.by_type(T_SA) or "awsjob-stage-reader" not in [x.name for x in r.by_type(T_SA)]
+    assert not r.by_type(T_HMAC)
+    assert r.one(T_OBJLOC, "awsjob-stage-source").inputs["accessKey"] == "GOOG1EXAMPLEACCESSID"
+
+
+def test_no_gcp_reader_for_s3_sources_or_clusters_at_home(s3_to_s3, gcs_to_gcs):
+    _, r = s3_to_s3
+    for cluster in ("west", "east"):
+        assert not gcp_resources_under(r, cluster), cluster
+    assert not r.by_type(T_HMAC) and not r.by_type(T_GCP_PROVIDER)
+    _, r = gcs_to_gcs  # GCP clusters stage with STS, never with an HMAC key
+    assert not r.by_type(T_HMAC)
+    assert not [x.urn for x in r.by_type(T_SA) if x.name.endswith("-stage-reader")]
+
+
+@pytest.mark.parametrize("gcp_cloud", ["absent", "no-project"])
+def test_gcs_to_s3_without_gcp_configured_warns_and_declares_nothing(monkeypatch, gcp_cloud):
+    env = _gcs_to_s3_env()
+    clouds = {"aws": env.stack.clouds["aws"]}
+    if gcp_cloud == "no-project":
+        clouds["gcp"] = CloudSpec(cloud="gcp", regions=("us-central1",), project=None)
+    stack = StackSpec(**{**env.stack.__dict__, "clouds": clouds})
+    env = EnvironmentDecision(**{**env.__dict__, "stack": stack})
     warned = []
     monkeypatch.setattr(aws_staging.pulumi.log, "warn", lambda msg, *a, **k: warned.append(msg))
-    r = run(env)
-    for t in TRANSFER_TYPES:
+    holder = {}
+
+    def program():  # the AWS adaptor only: the GCP one refuses a stack without a project
+        holder["ledger"] = transform.register(env.stack, CATALOG)
+        aws_adaptor.deploy(env, CATALOG)
+    r = run_program(program, stack="staging")
+    r.ledger = holder["ledger"]
+    for t in TRANSFER_TYPES + READER_TYPES:
         assert not r.by_type(t), t
     assert not [x.urn for x in r.by_type(T_ROLE) if "datasync" in x.name]
-    assert len(warned) == 1 and "HMAC key" in warned[0] and "gs://gpulease-staging-corpus/data/" \
-        in warned[0], warned
+    assert len(warned) == 1, warned
+    assert "HMAC key" in warned[0] and "gs://gpulease-staging-corpus/data/" in warned[0], warned
+    assert "gpulease:clouds.gcp.project is not configured" in warned[0], warned
     r.one("aws:s3/bucket:Bucket", "awsjob-work-bucket")  # the bucket the nodes read is there
-    assert_costs_unchanged(r, env)
+    assert r.ledger.by_cluster()["awsjob"] == pytest.approx(env.clusters[0].monthly_usd,
+                                                            abs=0.01)
+
+
+def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():
+    from infra.clouds.gcp import layout
+    env = _gcs_to_s3_env()
+    ids = {}
+    for cluster in ("a", "awsjob", "x" * 40 + "-one", "x" * 40 + "-two", "train-" + "y" * 30):
+        rid = aws_staging.reader_account_id(env.stack, cluster)
+        assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", rid) and 6 <= len(rid) <= 30, rid
+        assert rid == aws_staging.reader_account_id(env.stack, cluster)  # deterministic
+        assert rid != layout.service_account_id(env.stack, cluster), rid
+        ids[cluster] = rid
+    assert len(set(ids.values())) == len(ids), ids
+    prod = StackSpec(**{**env.stack.__dict__, "environment": "prod"})
+    assert aws_staging.reader_account_id(prod, "awsjob") != ids["awsjob"]
+
+
+def test_reader_bucket_iam_waits_for_the_dataset_bucket():
+    """The hook the program can use: the grants depend on the bucket's resources."""
+    import pulumi
+    import pulumi_aws as aws
+    import pulumi_gcp as gcp
+    env = _gcs_to_s3_env()
+
+    def program():
+        parent = pulumi.ComponentResource("gpulease:aws:GpuCluster", "awsjob")
+        bucket = gcp.storage.Bucket("corpus-bucket", name="gpulease-staging-corpus",
+                                    location="US-CENTRAL1")
+        aws_staging.declare_staging(
+            "awsjob", stack=env.stack, decision=env.clusters[0],
+            work_bucket_arn="arn:aws:s3:::gpulease-staging-awsjob-work",
+            provider=aws.Provider("aws-us-east-1", region="us-east-1"), parent=parent,
+            gcs_bucket_dependencies=(bucket,))
+    r = run_program(program, stack="staging")
+    bucket = r.one("gcp:storage/bucket:Bucket", "corpus-bucket")
+    for g in r.by_type(T_BIAM):
+        assert bucket.urn in g.depends_on, g.urn
+    r.one(T_TASK, "awsjob-stage")
 
 
 # ---- pure route ---------------------------------------------------------------------------------

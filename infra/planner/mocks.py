@@ -130,6 +130,11 @@ class _Recorder(_mocks.Mocks):
             outputs.setdefault("selfLink", f"https://plan.invalid/{args.name}")
         if args.typ == "gcp:serviceaccount/account:Account":
             outputs.setdefault("email", f"{args.inputs.get('accountId', args.name)}@plan.iam.gserviceaccount.com")
+        if args.typ == "gcp:storage/hmacKey:HmacKey":
+            # Deterministic key id (61 chars at most, like real GOOG1... ids); the secret comes
+            # back marked secret, as the engine does for the SDK's additional_secret_outputs.
+            outputs.setdefault("accessId", f"GOOG1PLAN{args.name.upper().replace('-', '')}"[:61])
+            outputs.setdefault("secret", {_SIG: _SECRET_SIG, "value": f"plan-secret-{args.name}"})
         outputs.setdefault("name", outputs.get("name", args.name))
         return rid, outputs
 

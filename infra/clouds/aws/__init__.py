@@ -5,7 +5,7 @@ Contract used by the program: :func:`deploy` ``(env, catalog) -> list[pulumi.Res
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -35,12 +35,16 @@ def user_data(stack: StackSpec, decision: ClusterDecision, purchase_model: str) 
 
 
 def deploy(env: EnvironmentDecision, catalog: Catalog, *,
+           storage: Optional[Mapping[str, pulumi.Resource]] = None,
            gcs_hmac: Optional[GcsHmac] = None) -> list[pulumi.Resource]:
     """Declare everything the decision puts on AWS; returns the top-level resources.
 
-    ``gcs_hmac``: key for DataSync to read datasets homed on GCS (None: those copies are not
-    declared, with a warning; the program does not pass one yet).
+    ``storage``: storage components other clouds declared before (the program deploys GCP
+    first): a cluster staging a GCS dataset makes its reader grants depend on that bucket.
+    ``gcs_hmac``: an existing key for DataSync to read datasets homed on GCS; None: each such
+    AWS cluster declares a reader service account and its key when GCP is configured, else warns.
     """
+    declared_elsewhere = dict(storage or {})
     stack = env.stack
     clusters = [c for c in env.clusters if c.cloud == "aws"]
     storage = [s for s in env.storage if s.cloud == "aws"]
@@ -84,6 +88,8 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
         out.append(GpuCluster(c.name, GpuClusterArgs(
             decision=c, stack=stack, catalog=catalog, network=networks[c.region],
             provider=providers[c.region], gcs_hmac=gcs_hmac,
+            gcs_bucket_dependencies=tuple(
+                b for n, b in declared_elsewhere.items() if n == c.spec.dataset),
             user_data=lambda model, c=c: user_data(stack, c, model))))
     return out
 

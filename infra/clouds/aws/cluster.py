@@ -36,9 +36,13 @@ class GpuClusterArgs:
     #: purchase model ("mixed", "spot", ...) -> rendered cloud-config
     #: (``infra.bootstrap.render.render_user_data``); None or a None result = no bootstrap.
     user_data: Optional[Callable[[str], Optional[str]]] = None
-    #: HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy into the
-    #: work bucket's stage/); None = no copy declared, with a warning.
+    #: An existing HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy
+    #: into the work bucket's stage/); None = gpulease declares a reader service account and its
+    #: key when the stack configures GCP (``staging.gcs_reader_key``), else warns, no copy.
     gcs_hmac: Optional[staging.GcsHmac] = None
+    #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
+    #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
+    gcs_bucket_dependencies: tuple = ()
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -95,7 +99,8 @@ class GpuCluster(pulumi.ComponentResource):
             # The monthly dataset copy into stage/ that the policy's egress_usd pays for.
             self.staging_task = staging.declare_staging(
                 name, stack=stack, decision=d, work_bucket_arn=self.work_bucket.bucket.arn,
-                provider=args.provider, parent=self, gcs_hmac=args.gcs_hmac)
+                provider=args.provider, parent=self, gcs_hmac=args.gcs_hmac,
+                gcs_bucket_dependencies=args.gcs_bucket_dependencies)
 
         # ---- network ----------------------------------------------------------------------
         self.security_group = aws.ec2.SecurityGroup(

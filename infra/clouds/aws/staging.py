@@ -1,6 +1,10 @@
 """Monthly staging copy of a dataset into an AWS cluster's work bucket (DataSync), and the AWS side
 of a copy into GCP (the IAM role Storage Transfer Service federates into).
 
+A dataset homed on GCS is read through Cloud Storage's S3-compatible XML API with the HMAC key of
+a dedicated, read-only service account that this module also declares (through its own GCP
+provider), so no key is ever handed to gpulease.
+
 The policy charges ``egress_usd`` for moving a dataset once a month when a cluster runs away
 from the dataset's home (README "Cost model"); nodes then read ``<work bucket>/stage/``
 (``infra.naming.dataset_uri``). This module declares that copy. Its resources cost 0 in the
@@ -8,12 +12,14 @@ ledger: the data-gravity cost is already carried by the work bucket (``egress_an
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Optional
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_gcp as gcp
 
 from infra.naming import StagingRoute, staging_route
 from infra.clouds.aws import builders
@@ -41,13 +47,23 @@ DATASYNC_OPTIONS = {
 #: source: Amazon S3", federated identity: Principal accounts.google.com, condition on
 #: accounts.google.com:sub = the service account's subjectId).
 GOOGLE_FEDERATION = "accounts.google.com"
+#: Roles of the GCS reader behind DataSync's HMAC key. DataSync lists the source before copying
+#: (ListObjectsV2 over the XML API needs storage.objects.list, and the bucket lookup
+#: storage.buckets.get, both in the legacy bucket reader role, which cannot carry a condition);
+#: objects are read under the viewer role conditioned to data/ (Cloud Storage docs, "IAM roles
+#: for Cloud Storage", "IAM Conditions: resource.name.startsWith").
+GCS_BUCKET_READER_ROLE = "roles/storage.legacyBucketReader"
+GCS_OBJECT_READER_ROLE = "roles/storage.objectViewer"
+#: Service account ids: 6-30 chars, ``[a-z]([-a-z0-9]*[a-z0-9])`` (IAM "Creating service
+#: accounts"). "stg-" keeps them apart from the node accounts ("gpu-", gcp/layout.py).
+READER_ID_PREFIX = "stg"
 
 
 @dataclass(frozen=True)
 class GcsHmac:
     """An HMAC key of a Google service account that may read the source bucket's data/."""
 
-    access_id: str
+    access_id: pulumi.Input[str]
     #: the secret; wrapped with ``pulumi.Output.secret`` before it reaches a resource.
     secret: pulumi.Input[str]
 
@@ -117,6 +133,20 @@ def datasync_policy(*, partition: str, route: StagingRoute) -> dict:
     return {"Version": "2012-10-17", "Statement": stmts}
 
 
+def reader_account_id(stack: StackSpec, cluster: str) -> str:
+    """Id of the service account DataSync reads a GCS dataset as: unique per env+cluster.
+
+    The shape of ``infra.clouds.gcp.layout.service_account_id`` (which hard-codes the node
+    accounts' "gpu-" prefix): ``stg-<env>-<cluster>``, and when that exceeds 30 characters the
+    first 24 plus a 5-hex digest of the whole, so two long names never share an id.
+    """
+    base = f"{READER_ID_PREFIX}-{stack.environment}-{cluster}"
+    if len(base) > 30:
+        digest = hashlib.sha1(base.encode()).hexdigest()[:5]
+        base = f"{base[:24].rstrip('-')}-{digest}"
+    return base
+
+
 # ---- resources -------------------------------------------------------------------------------
 def storage_transfer_role(name: str, *, route: StagingRoute, subject_id: pulumi.Input[str],
                           provider: aws.Provider, parent: pulumi.Resource) -> pulumi.Output[str]:
@@ -141,21 +171,77 @@ def storage_transfer_role(name: str, *, route: StagingRoute, subject_id: pulumi.
     return pulumi.Output.all(role.arn, policy.id).apply(lambda v: v[0])
 
 
+def gcs_reader_key(name: str, *, stack: StackSpec, route: StagingRoute, project: str,
+                   parent: pulumi.Resource, bucket_dependencies: tuple = ()) -> GcsHmac:
+    """Service account ``<name>-stage-reader`` that may list the dataset bucket and read its
+    data/, its bucket IAM, and an HMAC key for it; returns the key (its secret a Pulumi secret).
+
+    Declared by the AWS cluster that stages the data (its children, cost 0) through a GCP
+    provider ``<name>-gcp`` of the stack's project: the mirror of the AWS role a GCP cluster
+    declares for Storage Transfer Service (``storage_transfer_role``). ``bucket_dependencies``:
+    the dataset bucket's resources, so its IAM is set after the bucket exists.
+    """
+    # gcp.layout imports here, not at module level: the GCP package imports this module
+    # (storage_transfer_role), so a top-level import would be circular.
+    from infra.clouds.gcp import layout
+
+    provider = gcp.Provider(f"{name}-gcp", project=project,
+                            opts=pulumi.ResourceOptions(parent=parent))
+    opts = pulumi.ResourceOptions(parent=parent, provider=provider)
+    account = gcp.serviceaccount.Account(
+        f"{name}-stage-reader", account_id=reader_account_id(stack, name), project=project,
+        display_name=f"gpulease {stack.environment} {name} dataset reader (DataSync)",
+        description=f"DataSync reads {route.source_uri} into {route.dest_uri} with this "
+                    "account's HMAC key"[:256], opts=opts)
+    member = account.email.apply(lambda e: f"serviceAccount:{e}")
+    iam_opts = pulumi.ResourceOptions.merge(
+        opts, pulumi.ResourceOptions(depends_on=list(bucket_dependencies)))
+    grants = [
+        gcp.storage.BucketIAMMember(
+            f"{name}-stage-reader-bucket", bucket=route.source_bucket,
+            role=GCS_BUCKET_READER_ROLE, member=member, opts=iam_opts),
+        gcp.storage.BucketIAMMember(
+            f"{name}-stage-reader-objects", bucket=route.source_bucket,
+            role=GCS_OBJECT_READER_ROLE, member=member,
+            condition=layout.prefix_condition(route.source_bucket, route.source_prefix,
+                                              "datasync-reads-dataset-only"), opts=iam_opts),
+    ]
+    # The key is created after the grants, so the first DataSync run never meets a key that
+    # cannot read yet. Its secret is a secret output (additional_secret_outputs in the SDK).
+    key = gcp.storage.HmacKey(
+        f"{name}-stage-reader-key", service_account_email=account.email, project=project,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=grants)))
+    return GcsHmac(access_id=key.access_id, secret=key.secret)
+
+
 def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision,
                     work_bucket_arn: pulumi.Input[str], provider: aws.Provider,
                     parent: pulumi.Resource,
-                    gcs_hmac: Optional[GcsHmac] = None) -> Optional[aws.datasync.Task]:
-    """DataSync task copying the dataset into ``<work bucket>/stage/`` monthly, or None."""
+                    gcs_hmac: Optional[GcsHmac] = None,
+                    gcs_bucket_dependencies: tuple = ()) -> Optional[aws.datasync.Task]:
+    """DataSync task copying the dataset into ``<work bucket>/stage/`` monthly, or None.
+
+    A GCS source is read with ``gcs_hmac`` when given (an existing key), else with the key of
+    a reader service account declared here (``gcs_reader_key``) when the stack configures
+    ``gpulease:clouds.gcp.project``; without either, nothing is declared and a warning says so.
+    """
     route = staging_route(stack, decision)
     if route is None:
         return None
     if route.source_cloud == "gcp" and gcs_hmac is None:
-        pulumi.log.warn(
-            f"{decision.name}: dataset {route.dataset} lives in {route.source_uri} (GCS); the "
-            f"monthly copy into {route.dest_uri} needs an HMAC key of a Google service account "
-            "that can read it, and none is configured: no DataSync task is declared. Copy the "
-            "data yourself, or configure the key (README, \"Staged datasets\")", resource=parent)
-        return None
+        gcp_cloud = stack.clouds.get("gcp")
+        project = getattr(gcp_cloud, "project", None)
+        if not project:
+            pulumi.log.warn(
+                f"{decision.name}: dataset {route.dataset} lives in {route.source_uri} (GCS); "
+                f"the monthly copy into {route.dest_uri} needs an HMAC key of a Google service "
+                "account that can read it, and gpulease:clouds.gcp.project is not configured, "
+                "so gpulease cannot create one: no DataSync task is declared. Configure "
+                "gpulease:clouds.gcp.project, or copy the data yourself (README, \"Staged "
+                "datasets\")", resource=parent)
+            return None
+        gcs_hmac = gcs_reader_key(name, stack=stack, route=route, project=project,
+                                  parent=parent, bucket_dependencies=gcs_bucket_dependencies)
     partition = builders.partition_of(decision.region)
     opts = pulumi.ResourceOptions(parent=parent, provider=provider)
     account = aws.get_caller_identity_output(

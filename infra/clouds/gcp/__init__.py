@@ -4,6 +4,8 @@ Contract used by the program: ``deploy(env, catalog) -> list[pulumi.Resource]``.
 """
 from __future__ import annotations
 
+from typing import Mapping, Optional
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -19,8 +21,13 @@ __all__ = ["deploy", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs", "
            "StorageArgs", "nic_layout"]
 
 
-def deploy(env: EnvironmentDecision, catalog: Catalog) -> list[pulumi.Resource]:
-    """Declare everything the decision puts on GCP; returns the top-level resources."""
+def deploy(env: EnvironmentDecision, catalog: Catalog, *,
+           storage: Optional[Mapping[str, pulumi.Resource]] = None) -> list[pulumi.Resource]:
+    """Declare everything the decision puts on GCP; returns the top-level resources.
+
+    ``storage``: storage components other clouds declared before (unused here: a GCP cluster
+    staging an S3 dataset only names the bucket in its transfer job).
+    """
     clusters = [c for c in env.clusters if c.cloud == "gcp"]
     stores = [s for s in env.storage if s.cloud == "gcp"]
     if not clusters and not stores:
