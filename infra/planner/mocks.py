@@ -128,6 +128,9 @@ class _Recorder(_mocks.Mocks):
             outputs.setdefault("arn", f"arn:aws:plan:::{args.typ.split(':')[-1].lower()}/{args.name}")
         if args.typ.startswith("gcp:"):
             outputs.setdefault("selfLink", f"https://plan.invalid/{args.name}")
+        if args.typ == "gcp:cloudfunctionsv2/function:Function":
+            outputs.setdefault("url", f"https://{args.inputs.get('location', 'region')}-plan-"
+                                      f"project.cloudfunctions.net/{args.inputs.get('name', args.name)}")
         if args.typ == "gcp:serviceaccount/account:Account":
             outputs.setdefault("email", f"{args.inputs.get('accountId', args.name)}@plan.iam.gserviceaccount.com")
         if args.typ == "gcp:storage/hmacKey:HmacKey":
