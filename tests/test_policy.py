@@ -391,3 +391,20 @@ def test_single_node_dev_template_is_not_chosen_in_production():
     cat = cat1()
     assert decide(dev, cat).clusters[0].template == "single-node-dev"
     assert decide(prod, cat).clusters[0].template == "reserved-baseline"
+
+
+def test_decide_restores_the_garbage_collector_state():
+    import gc
+
+    assert gc.isenabled()
+    one(cluster())
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        one(cluster())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(PolicyError):
+        one(cluster(gpu="B200"))  # no such offering in the fixture catalog
+    assert gc.isenabled()
