@@ -177,10 +177,19 @@ def test_node_policy_is_least_privilege():
     assert _stmt(pol, "NodeAutostop")["Condition"]["StringEquals"] == {
         "autoscaling:ResourceTag/gpulease-cluster": "c1",
         "autoscaling:ResourceTag/gpulease-environment": "prod"}
-    # Only actions without resource-level permissions use "*", and never a write without a fence.
+    # the autostop reads the opt-out tag on its own ASG: read-only, no resource-level permissions
+    assert _stmt(pol, "NodeAutostopOptOut") == {
+        "Sid": "NodeAutostopOptOut", "Effect": "Allow",
+        "Action": ["autoscaling:DescribeAutoScalingInstances", "autoscaling:DescribeTags"],
+        "Resource": "*"}
+    # Only actions without resource-level permissions use "*", and never a write without a fence:
+    # an unfenced "*" statement holds nothing but these read-only Describe actions.
+    read_only = {"ec2:DescribeInstances", "autoscaling:DescribeAutoScalingInstances",
+                 "autoscaling:DescribeTags"}
     for s in pol["Statement"]:
-        if s["Resource"] == "*":
-            assert s["Action"] == "ec2:DescribeInstances" or "Condition" in s, s
+        if s["Resource"] == "*" and "Condition" not in s:
+            actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+            assert set(actions) <= read_only, s
         assert s["Effect"] == "Allow" and "*" not in str(s["Action"]), s
 
 

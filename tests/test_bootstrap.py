@@ -367,6 +367,20 @@ def test_autostop_minutes(environment, configured, expected):
         assert "enable --now gpulease-autostop.timer" in files["usr/local/sbin/gpulease-node-setup"]
 
 
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_autostop_opt_out_key_comes_from_the_tag_module(cloud):
+    """The autostop reads the opt-out under infra.costing.tags.KEEP; the template spells no key."""
+    assert tags.KEEP not in (R.TEMPLATE_DIR / "autostop.sh.j2").read_text()
+    o = next(o for o in load_catalog().offerings if o.cloud == cloud)
+    stack, d = make_stack(o)
+    v = R.node_variables(stack=stack, decision=d, purchase_model="on_demand")
+    assert v["tag_keep"] == tags.KEEP
+    assert f"KEEP_KEY={tags.KEEP}\n" in R._render("autostop.sh.j2", v)
+    # a different key in the variables is what the script then reads
+    other = R._render("autostop.sh.j2", {**v, "tag_keep": "acme-keep"})
+    assert "KEEP_KEY=acme-keep\n" in other and tags.KEEP not in other
+
+
 def test_purchase_models_for():
     aws, gcp = _offering("aws", "none"), _offering("gcp", "none")
     for o, mix, expected in ((aws, "mixed", ("mixed",)), (aws, "spot", ("spot",)),

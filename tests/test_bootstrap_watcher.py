@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,7 +15,12 @@ import pytest
 
 from infra.bootstrap import render as R
 from infra.catalog import load_catalog
+from infra.costing import tags
 from tests.test_bootstrap_fixtures import make_stack
+
+
+#: the instance id the fake AWS metadata server answers.
+INSTANCE_ID = "i-0123456789abcdef0"
 
 
 class FakeMetadata:
@@ -67,6 +73,8 @@ class FakeMetadata:
                         return self._send(404, "Not Found")
                     if self.path == "/latest/meta-data/local-ipv4":
                         return self._send(200, "10.0.1.20")
+                    if self.path == "/latest/meta-data/instance-id":
+                        return self._send(200, INSTANCE_ID)
                     return self._send(404)
                 if self.headers.get("Metadata-Flavor") != "Google":
                     return self._send(403, "Missing Metadata-Flavor:Google header")
@@ -264,6 +272,36 @@ def _fake_smi(tmp: Path, body: str) -> str:
     return str(p)
 
 
+def _fake_cli(tmp: Path, name: str, answers: dict) -> Path:
+    """A fake cloud CLI ``name`` in tmp/bin: logs each argv as a JSON line to tmp/<name>.log and
+    answers the first subcommand word it knows with (exit code, stdout); unknown = exit 2."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / name
+    exe.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""\
+        import json, sys
+        answers = {answers!r}
+        with open({str(tmp / (name + ".log"))!r}, "a") as log:
+            log.write(json.dumps(sys.argv[1:]) + "\\n")
+        for word in sys.argv[1:]:
+            if word in answers:
+                code, out = answers[word]
+                sys.stdout.write(out + "\\n" if out else "")
+                if code:
+                    sys.stderr.write(f"{name}: simulated failure of {{word}}\\n")
+                sys.exit(code)
+        sys.stderr.write("unexpected call: " + " ".join(sys.argv[1:]) + "\\n")
+        sys.exit(2)
+        """))
+    exe.chmod(0o755)
+    return bin_dir
+
+
+def _calls(tmp: Path, name: str) -> list[list[str]]:
+    log = tmp / f"{name}.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
 def test_autostop_stops_only_after_the_idle_window(tmp_path):
     files = _files("aws", tmp_path)
     script = files["/usr/local/sbin/gpulease-autostop"]
@@ -293,10 +331,144 @@ def test_autostop_stops_only_after_the_idle_window(tmp_path):
     busy.chmod(0o755)
     assert _run(script, {**env, "GPULEASE_NVIDIA_SMI": str(busy)}).returncode == 0
     assert not stopped.exists() and int((state / "last-busy").read_text()) > time.time() - 60
-    # idle for 40 of 30 minutes: stop
+    # idle for 40 of 30 minutes, and the ASG carries no opt-out tag: stop
     (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
-    proc = _run(script, {**env, "GPULEASE_NVIDIA_SMI": idle})
+    bin_dir = _fake_cli(tmp_path, "aws", {"describe-auto-scaling-instances": (0, "train-asg"),
+                                          "describe-tags": (0, "0")})
+    with FakeMetadata("aws") as fake:
+        proc = _run(script, {**env, "GPULEASE_NVIDIA_SMI": idle, "GPULEASE_METADATA_URL": fake.url,
+                             "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert proc.returncode == 0 and stopped.exists(), proc.stdout + proc.stderr
+    assert "no gpulease-keep opt-out: stopping this node" in proc.stdout
+
+
+# ---- autostop honours the gpulease-keep opt-out (read where the reaper reads it) ---------------
+AUTOSTOP = "/usr/local/sbin/gpulease-autostop"
+
+
+def _idle_node(tmp: Path, cloud: str, cli: str, answers: dict) -> tuple[Path, dict, Path]:
+    """An autostop script idle for 40 of 30 minutes, with fake nvidia-smi and ``cli`` on PATH."""
+    files = _files(cloud, tmp)
+    bin_dir = _fake_cli(tmp, cli, answers)
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\nprintf "0\\n2\\n"\n')
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    state, stopped = tmp / "state", tmp / "stopped"
+    state.mkdir()
+    (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
+    env = {"GPULEASE_STATE_DIR": str(state), "GPULEASE_STOP_CMD": f"touch {stopped}",
+           "GPULEASE_AUTOSTOP_MINUTES": "30", "GPULEASE_IDLE_THRESHOLD_PCT": "5",
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return files[AUTOSTOP], env, stopped
+
+
+def _aws_region() -> str:
+    return _offering("aws").region
+
+
+@pytest.mark.parametrize("count,stops", [("1", False), ("0", True)])
+def test_aws_autostop_reads_the_opt_out_on_its_asg(tmp_path, count, stops):
+    script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
+        "describe-auto-scaling-instances": (0, "gpulease-dev-train-asg"),
+        "describe-tags": (0, count)})
+    with FakeMetadata("aws") as fake:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+    assert proc.returncode == 0, proc.stderr
+    assert stopped.exists() == stops, proc.stdout + proc.stderr
+    if not stops:
+        assert (f"opt-out is on (tag {tags.KEEP} on Auto Scaling group gpulease-dev-train-asg)"
+                in proc.stdout)
+    # the ASG is found from the instance id (IMDSv2), then only the opt-out key of THAT group
+    find, describe = _calls(tmp_path, "aws")
+    assert find[:2] == ["autoscaling", "describe-auto-scaling-instances"]
+    assert find[find.index("--instance-ids") + 1] == INSTANCE_ID
+    assert find[find.index("--region") + 1] == _aws_region()
+    assert describe[:2] == ["autoscaling", "describe-tags"]
+    flt = describe[describe.index("--filters") + 1:describe.index("--filters") + 3]
+    assert flt == ["Name=auto-scaling-group,Values=gpulease-dev-train-asg",
+                   f"Name=key,Values={tags.KEEP}"]
+    assert describe[describe.index("--query") + 1] == "length(Tags)"
+    assert fake.requests[0][:2] == ("PUT", "/latest/api/token")
+    assert ("GET", "/latest/meta-data/instance-id") in [r[:2] for r in fake.requests]
+
+
+@pytest.mark.parametrize("answers,metadata,why", [
+    ({"describe-auto-scaling-instances": (255, ""), "describe-tags": (0, "0")}, True,
+     "describe-auto-scaling-instances failed for " + INSTANCE_ID),
+    ({"describe-auto-scaling-instances": (0, "None"), "describe-tags": (0, "0")}, True,
+     f"{INSTANCE_ID} is in no Auto Scaling group"),
+    ({"describe-auto-scaling-instances": (0, "asg-1"), "describe-tags": (254, "")}, True,
+     "describe-tags failed for Auto Scaling group asg-1"),
+    ({"describe-auto-scaling-instances": (0, "asg-1"), "describe-tags": (0, "None")}, True,
+     "describe-tags for asg-1 answered 'None'"),
+    ({"describe-auto-scaling-instances": (0, "asg-1"), "describe-tags": (0, "0")}, False,
+     "instance metadata (IMDSv2) did not give this node's instance id"),
+], ids=["find-asg-fails", "no-asg", "describe-tags-fails", "garbled-answer", "no-metadata"])
+def test_aws_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, answers, metadata,
+                                                                 why):
+    script, env, stopped = _idle_node(tmp_path, "aws", "aws", answers)
+    if metadata:
+        with FakeMetadata("aws") as fake:
+            proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+    else:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": "http://127.0.0.1:9"})
+    assert proc.returncode == 0, proc.stderr
+    assert not stopped.exists(), proc.stdout + proc.stderr
+    assert f"opt-out {tags.KEEP} cannot be read ({why}): not stopping" in proc.stderr
+    if not metadata:
+        assert _calls(tmp_path, "aws") == []  # no instance id: no cloud call at all
+
+
+def _gcp_instance(name: str, **extra: str) -> dict:
+    labels = {tags.CLUSTER: "train", tags.ENVIRONMENT: "dev", **extra}
+    return {"name": name, "status": "RUNNING", "labels": labels}
+
+
+@pytest.mark.parametrize("keep_value", ["", "yes"])
+def test_gcp_autostop_keeps_the_cluster_when_any_node_carries_the_label(tmp_path, keep_value):
+    # like the reaper: the label on ANY running node keeps the cluster, whatever its value
+    nodes = [_gcp_instance("train-0"), _gcp_instance("train-1", **{tags.KEEP: keep_value})]
+    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud", {"list": (0, json.dumps(nodes))})
+    proc = _run(script, env)
+    assert proc.returncode == 0, proc.stderr
+    assert not stopped.exists(), proc.stdout + proc.stderr
+    assert f"opt-out is on (label {tags.KEEP} on train-1)" in proc.stdout
+
+
+def test_gcp_autostop_without_the_label_stops_and_reads_the_cluster_labels(tmp_path):
+    nodes = [_gcp_instance("train-0"), _gcp_instance("train-1")]
+    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud", {"list": (0, json.dumps(nodes))})
+    proc = _run(script, env)
+    assert proc.returncode == 0, proc.stderr
+    assert stopped.exists(), proc.stdout + proc.stderr
+    (call,) = _calls(tmp_path, "gcloud")
+    assert call[:3] == ["compute", "instances", "list"]
+    assert call[call.index("--project") + 1] == "ml-project"
+    assert f"--filter=labels.{tags.CLUSTER}=train AND labels.{tags.ENVIRONMENT}=dev AND " \
+           "status=(PROVISIONING STAGING RUNNING)" in call
+    assert "--format=json" in call
+
+
+@pytest.mark.parametrize("answer,why", [
+    ((1, ""), "gcloud compute instances list failed"),
+    ((0, "ERROR: not json"), "could not read the instance list gcloud returned"),
+    ((0, "[]"), "no running instance of the cluster is visible (not even this one)"),
+], ids=["list-fails", "garbled-answer", "nothing-visible"])
+def test_gcp_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, answer, why):
+    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud", {"list": answer})
+    proc = _run(script, env)
+    assert proc.returncode == 0, proc.stderr
+    assert not stopped.exists(), proc.stdout + proc.stderr
+    assert f"opt-out {tags.KEEP} cannot be read ({why}): not stopping" in proc.stderr
+
+
+def test_autostop_reads_no_opt_out_before_the_idle_window_ends(tmp_path):
+    """The cloud is asked only once the node would otherwise stop (not every 5 minutes)."""
+    script, env, stopped = _idle_node(tmp_path, "aws", "aws", {})
+    (tmp_path / "state" / "last-busy").write_text(str(int(time.time()) - 10 * 60))
+    proc = _run(script, {**env, "GPULEASE_METADATA_URL": "http://127.0.0.1:9"})
+    assert proc.returncode == 0 and not stopped.exists(), proc.stderr
+    assert "idle for 10 of 30 minutes" in proc.stdout
+    assert _calls(tmp_path, "aws") == []
 
 
 @pytest.mark.parametrize("gpus,ok", [(8, True), (7, False)])

@@ -233,8 +233,8 @@ def node_policy(*, partition: str, cluster: str, environment: str, cluster_tag: 
                 environment_tag: str, dataset_bucket: Optional[str],
                 dataset_prefix: Optional[str], checkpoint_bucket: str,
                 checkpoint_prefix: str) -> dict:
-    """Least-privilege inline policy of a GPU node: nothing account-wide except the three
-    actions that have no resource-level permissions, each fenced by a condition or read-only."""
+    """Least-privilege inline policy of a GPU node: nothing account-wide except the actions
+    that have no resource-level permissions, each fenced by a condition or read-only."""
     s3 = f"arn:{partition}:s3:::"
     stmts: list[dict] = []
     if dataset_bucket and dataset_prefix is not None:
@@ -263,6 +263,14 @@ def node_policy(*, partition: str, cluster: str, environment: str, cluster_tag: 
                   "Condition": {"StringEquals": {
                       f"autoscaling:ResourceTag/{cluster_tag}": cluster,
                       f"autoscaling:ResourceTag/{environment_tag}": environment}}})
+    # Before it stops, the autostop reads the opt-out tag where the reaper reads it: its own
+    # ASG's tags. Both actions are read-only (access levels List / Read) and list no resource
+    # type in the Service Authorization Reference ("Actions, resources, and condition keys for
+    # Amazon EC2 Auto Scaling"), so they take "*" and cannot be fenced by ResourceTag either.
+    stmts.append({"Sid": "NodeAutostopOptOut", "Effect": "Allow",
+                  "Action": ["autoscaling:DescribeAutoScalingInstances",
+                             "autoscaling:DescribeTags"],
+                  "Resource": "*"})
     return {"Version": "2012-10-17", "Statement": stmts}
 
 
