@@ -345,3 +345,49 @@ def test_frankfurt_s3_infrequent_tiers_are_priced_below_standard():
     assert std > ia > gir > 0
     rows = [s for s in RAW["storage"] if (s["cloud"], s["region"]) == ("aws", "eu-central-1")]
     assert {s["storage_class"] for s in rows} == {"STANDARD", "STANDARD_IA", "GLACIER_IR"}
+
+
+# ---- third fill: every g6e and g6 size (and the rest of g5/g4dn/p3 where the export agrees) --------
+FOUR_REGIONS = {"us-east-1", "us-west-2", "eu-central-1", "eu-north-1"}
+FILLED_IN_ALL_FOUR = [f"g6e.{s}" for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge",
+                                            "16xlarge", "24xlarge", "48xlarge")] + \
+                     [f"g6.{s}" for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "24xlarge", "48xlarge")] + \
+                     [f"g5.{s}" for s in ("2xlarge", "4xlarge", "8xlarge", "48xlarge")]
+
+
+@pytest.mark.parametrize("itype", FILLED_IN_ALL_FOUR)
+def test_third_fill_prices_spot_and_3y_in_all_four_regions(itype):
+    rows = [o for o in CAT.offerings_for(cloud="aws") if o.instance_type == itype]
+    assert {o.region for o in rows} == FOUR_REGIONS
+    for o in rows:
+        assert o.spot_usd is not None and o.commit_3y_usd is not None, o.key
+        assert o.commit_3y_usd < o.commit_1y_usd < o.on_demand_usd, o.key
+        row = next(r for r in RAW["offerings"]
+                   if (r["cloud"], r["region"], r["instance_type"]) == o.key)
+        assert row["price_sources"]["spot"] == row["price_sources"]["commit_3y"] == "vantage-raw-2025-11"
+        assert "vantage-raw-2025-11" in _source_ids(row["source"])
+
+
+@pytest.mark.parametrize("key,spot,c3,cheapest", [
+    # transcribed from the export's 'linux' blocks (spot_avg, yrTerm3Standard.noUpfront, spot_min)
+    (("aws", "eu-central-1", "g6e.48xlarge"), 12.5319, 16.2761, "11.7921"),
+    (("aws", "eu-north-1", "g6e.12xlarge"), 2.6639, 4.808, "2.3877"),
+    (("aws", "us-east-1", "g6.xlarge"), 0.3558, 0.3694, "0.3337"),
+    (("aws", "eu-central-1", "g5.48xlarge"), 9.963, 8.799, "3.4649"),
+    (("aws", "us-west-2", "g5.24xlarge"), 3.2123, 3.5182, "3.1209"),
+])
+def test_third_fill_transcribed_rows_keep_the_export_figures(key, spot, c3, cheapest):
+    row = next(r for r in RAW["offerings"] if (r["cloud"], r["region"], r["instance_type"]) == key)
+    assert (row["spot_usd"], row["commit_3y_usd"]) == (spot, c3)
+    assert f"cheapest AZ {cheapest}" in row["notes"]
+
+
+def test_g5_24xlarge_is_now_complete_and_unfilled_rows_stay_null():
+    # us-west-2 was the last g5.24xlarge gap; rows the export was not read for keep null + a note.
+    rows = {o.region: o for o in CAT.offerings_for(cloud="aws") if o.instance_type == "g5.24xlarge"}
+    assert set(rows) == FOUR_REGIONS and all(o.spot_usd is not None for o in rows.values())
+    for row in RAW["offerings"]:
+        if row["cloud"] == "aws" and row["instance_type"].startswith(("g4dn.", "p3.", "p3dn.")):
+            assert row["spot_usd"] is None and row["commit_3y_usd"] is None, row["instance_type"]
+            assert "price_sources" not in row or "spot" not in row["price_sources"]
+            assert "spot" in row["notes"] and "commit_3y" in row["notes"]

@@ -584,9 +584,10 @@ def test_autostop_permissions_match_the_bootstrap_gcloud_call(autostop_run):
     env, _ = autostop_run
     d = env.clusters[0]
     text = render_user_data(stack=env.stack, decision=d, purchase_model="on_demand")
-    calls = re.findall(r"gcloud compute ([a-z -]+?) (?:\"|')", text)
+    calls = re.findall(r"(?:gcloud|\"\$GCLOUD\") compute ([a-z -]+?) (?:\"|')", text)
     assert calls and set(calls) >= {"instance-groups managed delete-instances"}, calls
-    gcloud_lines = [ln for ln in text.splitlines() if "gcloud compute" in ln and "delete" in ln]
+    gcloud_lines = [ln for ln in text.splitlines()
+                    if re.search(r'(gcloud|"\$GCLOUD") compute', ln) and "delete" in ln]
     assert all("instance-groups managed delete-instances" in ln for ln in gcloud_lines), \
         gcloud_lines  # no other deleting call that the role would not cover
     assert set(autostop.AUTOSTOP_PERMISSIONS) == {"compute.instanceGroupManagers.get",
