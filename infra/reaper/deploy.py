@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the `infra` package directory
 LAMBDA_FILES = (
     "errors.py", "model.py", "catalog/__init__.py", "costing/tags.py",
     "reaper/decision.py", "reaper/engine.py", "reaper/aws.py", "reaper/retry.py",
-    "reaper/audit.py", "reaper/lambda_handler.py",
+    "reaper/audit.py", "reaper/scheduled.py", "reaper/lambda_handler.py",
 )
 HANDLER = "infra.reaper.lambda_handler.handler"
 RUNTIME = "python3.12"
