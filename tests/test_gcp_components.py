@@ -214,7 +214,7 @@ def test_template_nics_follow_the_layout_and_have_no_external_ip(prod):
     env, r = prod
     for c in env.clusters:
         for m in layout.models_with_nodes(c):
-            tpl = r.one(T_IT, f"{c.name}-{m}-template")
+            tpl = r.one(T_IT, f"{c.name}-{m.replace('_', '-')}-template")
             nics = tpl.inputs["networkInterfaces"]
             want = layout.nic_layout(c.offering, c.network)
             assert len(nics) == len(want), tpl.urn
@@ -251,12 +251,12 @@ def test_ssh_only_from_iap_when_enabled():
 def test_compact_placement_for_distributed_clusters(prod):
     _, r = prod
     pols = {p.name: p for p in r.by_type(T_POL)}
-    assert set(pols) == {"pretrain-on_demand-placement", "pretrain-spot-placement",
-                         "mega-on_demand-placement", "ultra-spot-placement"}
-    mega = pols["mega-on_demand-placement"]
+    assert set(pols) == {"pretrain-on-demand-placement", "pretrain-spot-placement",
+                         "mega-on-demand-placement", "ultra-spot-placement"}
+    mega = pols["mega-on-demand-placement"]
     assert mega.inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "vmCount": 4}, \
         mega.urn
-    tpl = r.one(T_IT, "mega-on_demand-template")
+    tpl = r.one(T_IT, "mega-on-demand-template")
     assert tpl.inputs["resourcePolicies"] == mega.outputs["selfLink"], tpl.urn
     assert "resourcePolicies" not in r.one(T_IT, "pretrain-reserved-template").inputs
     assert "resourcePolicies" not in r.one(T_IT, "eval-spot-template").inputs
@@ -266,7 +266,7 @@ def test_instance_templates(prod):
     env, r = prod
     for c in env.clusters:
         for m in layout.models_with_nodes(c):
-            tpl = r.one(T_IT, f"{c.name}-{m}-template")
+            tpl = r.one(T_IT, f"{c.name}-{m.replace('_', '-')}-template")
             i = tpl.inputs
             assert i["machineType"] == c.offering.instance_type, tpl.urn
             sched = i["scheduling"]
@@ -301,7 +301,7 @@ def test_migs_per_purchase_model(prod):
         assert mig.inputs["targetSize"] == getattr(pre.purchase, m), mig.urn
         assert mig.inputs["zone"] == "us-central1-c", mig.urn
         assert "targetSize" in mig.ignore_changes, mig.urn
-        tpl = r.one(T_IT, f"pretrain-{m}-template")
+        tpl = r.one(T_IT, f"pretrain-{m.replace('_', '-')}-template")
         assert mig.inputs["versions"][0]["instanceTemplate"] == tpl.outputs["selfLink"], mig.urn
     assert [m.name for m in r.by_type(T_MIG) if m.name.startswith("eval")] == ["eval-spot"]
 
@@ -489,7 +489,7 @@ def test_existing_network_is_used_and_nothing_is_created():
                    subnets=["projects/acme-test/regions/us-central1/subnetworks/gpu"])
     r = run(env)
     assert not r.by_type(T_NET) and not r.by_type("gcp:compute/routerNat:RouterNat")
-    nic = r.one(T_IT, "byo-on_demand-template").inputs["networkInterfaces"][0]
+    nic = r.one(T_IT, "byo-on-demand-template").inputs["networkInterfaces"][0]
     assert nic["network"] == "projects/acme-test/global/networks/shared"
     assert nic["subnetwork"] == "projects/acme-test/regions/us-central1/subnetworks/gpu"
     fw = r.one(T_FW, "byo-internal")
@@ -540,7 +540,7 @@ def _check_every_offering(catalog):
     accelerators = {o.accelerator_type for o in catalog.offerings if o.accelerator_type}
     for c in clusters:
         for m in ("reserved", "on_demand", "spot"):
-            tpl = r.one(T_IT, f"{c.name}-{m}-template")
+            tpl = r.one(T_IT, f"{c.name}-{m.replace('_', '-')}-template")
             assert tpl.inputs["machineType"] == c.offering.instance_type in machine_types
             assert len(tpl.inputs["networkInterfaces"]) == len(
                 layout.nic_layout(c.offering, c.network)), tpl.urn

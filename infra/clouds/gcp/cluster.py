@@ -57,7 +57,7 @@ def resource_names(name: str, decision: ClusterDecision, stack: StackSpec) -> di
     return {
         "models": models,
         "migs": {m: f"{name}-{m}" for m in models},
-        "templates": {m: f"{name}-{m}-template" for m in models},
+        "templates": {m: f"{name}-{layout.gcp_name(m)}-template" for m in models},
         "work_bucket": f"{name}-work" if naming.needs_work_bucket(stack, decision) else None,
     }
 
@@ -196,7 +196,7 @@ class GpuCluster(pulumi.ComponentResource):
             vm_count = layout.placement_vm_count(d, model)
             if vm_count:
                 policy = gcp.compute.ResourcePolicy(
-                    f"{name}-{model}-placement", region=d.region,
+                    f"{name}-{layout.gcp_name(model)}-placement", region=d.region,
                     group_placement_policy={"collocation": "COLLOCATED", "vm_count": vm_count},
                     description=f"gpulease {name}: compact placement of the {model} nodes",
                     opts=child)
