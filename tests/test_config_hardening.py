@@ -250,3 +250,12 @@ def test_every_finding_of_a_large_stack_at_once(tmp_path):
                                               name=f"c{i}", gpus=0) for i in range(2000)]
     code, _, err = plan(write(tmp_path, doc))
     assert code == 2 and err.count("must be > 0 (got 0)") == 2000
+
+
+def test_infinite_policy_rates_are_refused(tmp_path):
+    doc = dev_config()
+    doc["config"]["gpulease:policy"] = {"spot_restart_minutes": float("inf"),
+                                        "spot_interruptions_per_hour": float("nan")}
+    assert_bad(plan(write(tmp_path, doc)),
+               "gpulease:policy.spot_restart_minutes: must be a finite number (got inf)",
+               "gpulease:policy.spot_interruptions_per_hour: must be a finite number (got nan)")
