@@ -91,53 +91,92 @@ class CloudsConfig(_Strict):
 class StorageConfig(_Strict):
     name: str = Field(..., pattern=NAME_PATTERN, description="Storage name (clusters refer to it).")
     size_tb: float = Field(..., gt=0, le=1_000_000, description="Dataset size in TB (10^12 bytes).")
-    home: str = Field(..., description='Where the data lives: "<cloud>:<region>".')
-    warm_after_days: Optional[int] = Field(30, gt=0, le=MAX_LIFECYCLE_DAYS, description="Days until the warm tier.")
-    cold_after_days: Optional[int] = Field(90, gt=0, le=MAX_LIFECYCLE_DAYS, description="Days until the cold tier.")
-    archive_after_days: Optional[int] = Field(365, gt=0, le=MAX_LIFECYCLE_DAYS, description="Days until archive.")
-    age_horizon_days: int = Field(365, gt=0, le=MAX_LIFECYCLE_DAYS, description="Assumed age spread of objects, for "
-                                                         "the per-tier cost estimate.")
-    noncurrent_days: int = Field(30, gt=0, le=MAX_LIFECYCLE_DAYS, description="Keep old checkpoint versions this long.")
+    home: str = Field(..., description="Where the data lives: `<cloud>:<region>`, e.g. "
+                                       "`gcp:europe-west4`.")
+    warm_after_days: Optional[int] = Field(30, gt=0, le=MAX_LIFECYCLE_DAYS,
+        description="Age in days at which objects move to the warm class (S3 STANDARD_IA / GCS "
+                    "NEARLINE); null = never.")
+    cold_after_days: Optional[int] = Field(90, gt=0, le=MAX_LIFECYCLE_DAYS,
+        description="Age in days of the cold class (S3 GLACIER_IR / GCS COLDLINE); null = never.")
+    archive_after_days: Optional[int] = Field(365, gt=0, le=MAX_LIFECYCLE_DAYS,
+        description="Age in days of the archive class (S3 DEEP_ARCHIVE / GCS ARCHIVE); null = "
+                    "never.")
+    age_horizon_days: int = Field(365, gt=0, le=MAX_LIFECYCLE_DAYS,
+        description="Assumed age spread of objects, for the per-tier cost estimate.")
+    noncurrent_days: int = Field(30, gt=0, le=MAX_LIFECYCLE_DAYS,
+        description="Keep old checkpoint versions this long.")
 
 
 class ClusterConfig(_Strict):
     name: str = Field(..., pattern=NAME_PATTERN, description="Cluster name.")
-    gpu: str = Field(..., description="GPU model, e.g. H100, A100-80GB, L4.")
-    gpus: int = Field(..., gt=0, le=MAX_CLUSTER_GPUS, description="Total GPUs in the cluster.")
+    gpu: str = Field(..., description="GPU model as the catalog names it, e.g. H100, A100-80GB, L4 "
+                                      "(`gpulease catalog list`).")
+    gpus: int = Field(..., gt=0, le=MAX_CLUSTER_GPUS,
+                      description="Total GPUs in the cluster; nodes = GPUs / GPUs per node, "
+                                  "rounded up.")
     hours_per_month: float = Field(..., gt=0, le=HOURS_PER_MONTH,
-                                   description="Hours the cluster runs per month.")
-    priority: int = Field(..., ge=1, le=10, description="1 (lowest) .. 10 (highest).")
+                                   description="Hours per month the cluster runs (730 = always "
+                                               "on); decides whether a commitment pays.")
+    priority: int = Field(..., ge=1, le=10, description="1 (lowest) .. 10 (highest): above 8 needs "
+                                                        "guaranteed (reserved) capacity, below 5 "
+                                                        "may run on spot (gpulease:policy).")
     checkpoint_minutes: Optional[int] = Field(
         None, gt=0, le=MAX_CHECKPOINT_MINUTES,
-        description="Checkpoint interval; absent = not interruptible.")
-    distributed: Optional[bool] = Field(None, description="Default: more than one node.")
-    dataset: Optional[str] = Field(None, description="Name of a storage entry.")
+        description="Checkpoint interval in minutes; absent = not interruptible (never spot).")
+    distributed: Optional[bool] = Field(None, description="One job across all nodes (needs an RDMA "
+                                                          "fabric past one node). Default: more "
+                                                          "than one node.")
+    dataset: Optional[str] = Field(None, description="Name of a gpulease:storage entry the cluster "
+                                                     "reads; away from its home the data is staged "
+                                                     "monthly (egress charged).")
     regions: list[str] = Field(default_factory=list,
-                               description="Residency allow-list: regions or prefixes.")
+                               description="Residency allow-list: exact regions (`europe-west4`) or"
+                                           " prefixes (`europe-`, `eu-`).")
     idle_minutes: int = Field(60, gt=0, le=MAX_IDLE_MINUTES,
-                              description="Idle window before the reaper acts.")
-    template: Optional[str] = Field(None, description="Force a cluster template.")
+                              description="Minutes of idle GPUs before the reaper marks the cluster"
+                                          " (at most a week).")
+    template: Optional[str] = Field(None, description="Force a cluster template "
+                                                      "(templates/clusters/) instead of the "
+                                                      "policy's choice.")
 
 
 class StackConfigModel(_Strict):
     environment: Optional[str] = Field(None, pattern=ENVIRONMENT_PATTERN,
-                                       description="Environment name (default: stack name).")
+                                       description="Environment name (default: the stack name). It "
+                                                   "goes into every tag, label, bucket and "
+                                                   "service-account name; `prod` or `production` "
+                                                   "protects storage (`protect`) and turns off node"
+                                                   " autostop.")
     owner: str = Field(..., pattern=LABEL_VALUE_PATTERN,
                        description="Team or person that owns the stack (a tag/label value).")
     cost_center: str = Field(..., pattern=LABEL_VALUE_PATTERN,
                              description="Cost center for the bill (a tag/label value).")
-    budget_monthly_usd: float = Field(..., ge=0, description="Monthly budget in USD.")
-    clouds: CloudsConfig = Field(..., description="Clouds and regions gpulease may use.")
-    storage: list[StorageConfig] = Field(default_factory=list, description="Datasets.")
-    clusters: list[ClusterConfig] = Field(default_factory=list, description="GPU clusters.")
-    policy: PolicyRules = Field(default_factory=PolicyRules, description="Policy rule overrides.")
-    reaper: ReaperSettings = Field(default_factory=ReaperSettings, description="Reaper options.")
+    budget_monthly_usd: float = Field(..., ge=0, description="Monthly budget in USD: the policy "
+                                                             "refuses a plan above it and the "
+                                                             "budget guardrail checks every dollar "
+                                                             "of the plan.")
+    clouds: CloudsConfig = Field(..., description="Clouds and regions gpulease may use (at least "
+                                                  "one of aws, gcp).")
+    storage: list[StorageConfig] = Field(default_factory=list,
+        description="Datasets: one bucket each in its home region, tiered by age.")
+    clusters: list[ClusterConfig] = Field(default_factory=list,
+        description="GPU clusters: the policy chooses cloud, region, zone, instance type, node "
+                    "count, purchase mix and template for each.")
+    policy: PolicyRules = Field(default_factory=PolicyRules,
+        description="Policy rule overrides (docs/policy.md).")
+    reaper: ReaperSettings = Field(default_factory=ReaperSettings,
+        description="Idle-cluster reaper options (docs/reaper.md).")
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings,
-                                         description="Node bootstrap options.")
+                                         description="Node bootstrap options (docs/bootstrap.md).")
     name_prefix: str = Field("gpulease", pattern=r"^[a-z][a-z0-9-]{0,19}$",
-                             description="Prefix of globally unique names (buckets).")
-    catalog_version: Optional[str] = Field(None, description="Pin the price catalog version.")
-    catalog: Optional[str] = Field(None, description="Path of a custom catalog file.")
+                             description="Prefix of globally unique names: buckets are "
+                                         "`<prefix>-<environment>-<storage>`.")
+    catalog_version: Optional[str] = Field(None, description="Pin the price catalog version "
+                                                             "(`gpulease catalog versions`); a plan"
+                                                             " then reproduces that version's "
+                                                             "numbers.")
+    catalog: Optional[str] = Field(None, description="Path of a custom catalog file "
+                                                     "(docs/catalog.md).")
 
 
 TOP_LEVEL_KEYS = tuple(StackConfigModel.model_fields)
