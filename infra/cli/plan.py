@@ -71,8 +71,10 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None):
 def _violations(prun, spec) -> list[dict]:
     from infra.guardrails.evaluate import evaluate
 
+    ledger = getattr(prun.result, "ledger", None)
     return evaluate(prun.resources, budget_monthly_usd=spec.budget_monthly_usd,
-                    environment=spec.environment)
+                    environment=spec.environment,
+                    planned_monthly_usd=round(ledger.monthly_usd, 2) if ledger else None)
 
 
 def _load_other(args: argparse.Namespace, ref: str) -> dict[str, Any]:
