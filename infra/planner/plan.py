@@ -107,6 +107,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
                    "over": monthly > budget},
         "outputs": prun.outputs,
         "violations": [],
+        "conformance": [],
     }
     return plan
 
