@@ -319,6 +319,12 @@ def test_the_same_resources_with_valid_values_pass():
     assert findings(good) == []
 
 
+def test_cidr_with_host_bits_is_a_warning_not_an_error():
+    found = findings(lambda: aws.ec2.Subnet("sub", vpc_id="vpc-1", cidr_block="10.0.0.1/24"))
+    assert [(f["rule"], f["level"]) for f in found] == [("cidr", "warning")]
+    assert "write 10.0.0.0/24" in found[0]["message"] and not has_errors(found)
+
+
 def test_values_unknown_at_preview_are_skipped_not_guessed():
     def program():
         net = gcp.compute.Network("net", name="net", auto_create_subnetworks=False)

@@ -151,7 +151,7 @@ def _check_cidrs(r: Any, out: _Out) -> None:
             if not isinstance(value, str) or _masked(value):
                 continue
             try:
-                net = ipaddress.ip_network(value, strict=True)
+                net = ipaddress.ip_network(value, strict=False)
             except ValueError as exc:
                 out.add("cidr", shown, value, f"{describe(value)} is not a valid CIDR block "
                         f"({exc})", "Python ipaddress (RFC 4632 CIDR notation)")
@@ -159,6 +159,12 @@ def _check_cidrs(r: Any, out: _Out) -> None:
             if "/" not in value:
                 out.add("cidr", shown, value, f"{describe(value)} has no prefix length: write "
                         f"{net.with_prefixlen}", "EC2 / Compute API: CIDR notation required")
+            elif str(net) != value.strip() and str(net.network_address) != value.split("/")[0]:
+                # Host bits set: some calls reject it (EC2 CreateVpc / CreateSubnet), others
+                # store the normalised block; a warning, not a guess about which.
+                out.add("cidr", shown, value, f"{describe(value)} has host bits set: write "
+                        f"{net.with_prefixlen}", "Python ipaddress (RFC 4632 CIDR notation)",
+                        level=WARNING)
 
 
 def _check_tags(r: Any, out: _Out) -> None:
