@@ -98,7 +98,7 @@ def main(file_keys: Optional[Iterable[str]] = None) -> ProgramResult:
 
         deploy_reaper(env)
 
-    export_outputs(env, catalog)
+    export_outputs(env, catalog, ledger)
     return ProgramResult(decision=env, catalog=catalog, ledger=ledger)
 
 
@@ -112,9 +112,15 @@ def storage_components(resources: list) -> dict[str, pulumi.Resource]:
     return out
 
 
-def export_outputs(env: EnvironmentDecision, catalog: Catalog) -> None:
-    """Stack outputs: what `pulumi preview` / `pulumi stack output` show about cost."""
+def export_outputs(env: EnvironmentDecision, catalog: Catalog,
+                   ledger: cost_transform.CostLedger) -> None:
+    """Stack outputs: what `pulumi preview` / `pulumi stack output` show about cost.
+
+    ``total_monthly_usd`` is the cost ledger's total (every resource the transform priced, NAT
+    gateways included), the number `gpulease plan` totals and the CrossGuard budget rule reads
+    from the root stack resource; the transform has seen every resource by the time this runs."""
     budget = env.stack.budget_monthly_usd
+    total = round(ledger.monthly_usd, 2)
     pulumi.export("clusters", {
         c.name: {"cloud": c.cloud, "region": c.region, "instance_type": c.offering.instance_type,
                  "nodes": c.nodes, "purchase": c.purchase.as_dict(), "template": c.template,
@@ -122,8 +128,8 @@ def export_outputs(env: EnvironmentDecision, catalog: Catalog) -> None:
         for c in env.clusters})
     pulumi.export("storage_monthly_usd", {s.name: round(s.monthly_usd, 2) for s in env.storage})
     pulumi.export("total_hourly_usd", round(env.hourly_usd, 2))
-    pulumi.export("total_monthly_usd", round(env.monthly_usd, 2))
+    pulumi.export("total_monthly_usd", total)
     pulumi.export("budget_monthly_usd", round(budget, 2))
-    pulumi.export("budget_headroom_usd", round(budget - env.monthly_usd, 2))
+    pulumi.export("budget_headroom_usd", round(budget - total, 2))
     pulumi.export("catalog_version", catalog.version)
     pulumi.export("catalog_as_of", catalog.as_of)

@@ -8,10 +8,16 @@ Differences from `gpulease plan` (documented in README "Guardrails"):
   storage-protected-in-prod checks protect only here (the offline plan checks both).
 - Without configured ``environment`` the environment is read from each resource's own
   ``gpulease-environment`` tag/label; without a configured budget the budget rules read the
-  ``budget_monthly_usd`` stack output when the engine passes the root stack resource, and
-  otherwise report themselves not applicable.
-- During preview a property that is still unknown makes CrossGuard skip the rule for that
-  resource with an advisory note (pulumi_policy's UnknownValueError); `gpulease plan` masks it.
+  ``budget_monthly_usd`` stack output, and otherwise report themselves not applicable.
+- The budget rules judge the ``total_monthly_usd`` stack output (the program's cost ledger:
+  every resource it priced, GCP reservations and instance group managers included). The engine
+  hands stack policies every resource of the deployment with its outputs, the root
+  ``pulumi:pulumi:Stack`` resource included, whose outputs are the stack outputs (pulumi
+  ``stepGenerator.AnalyzeResources``; ``stepExecutor.ExecuteRegisterResourceOutputs`` sets them in
+  preview too). Only without that output do they fall back to the cost tags, and say so.
+- During preview a property that is still unknown makes CrossGuard skip a RESOURCE rule for that
+  resource with an advisory note (pulumi_policy's UnknownValueError). Stack rules see unknowns as
+  ``[unknown]``, as `gpulease plan` does, so one unknown id cannot switch off a whole stack rule.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, PolicyPack,
                            ResourceValidationPolicy, StackValidationPolicy)
 
 from infra.costing import tags
+from infra.planner.mocks import UNKNOWN_MASK
 from infra.guardrails.rules import (MANDATORY, RULES, GuardedResource, Rule, RuleContext,
                                     tag_dict, tag_kind)
 
@@ -48,14 +55,39 @@ def _environment(config: Any, resource_type: str, props: Any) -> str:
     return str(tag_dict(props, kind).get(tags.ENVIRONMENT, "")) if kind else ""
 
 
+def _stack_output(resources: list, key: str) -> Optional[float]:
+    """A numeric output of the root stack resource; None when absent or not a number yet."""
+    for r in resources:
+        if r.resource_type == STACK_TYPE:
+            value = plain(r.props).get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+    return None
+
+
 def _budget(config: Any, resources: list) -> Optional[float]:
     value = (config or {}).get("budget_monthly_usd")
     if value is None:
-        for r in resources:
-            if r.resource_type == STACK_TYPE and "budget_monthly_usd" in r.props:
-                value = r.props["budget_monthly_usd"]
-                break
-    return None if value is None else float(value)
+        return _stack_output(resources, "budget_monthly_usd")
+    return float(value)
+
+
+def plain(value: Any) -> Any:
+    """A plain copy of a CrossGuard property value, unknowns shown as ``[unknown]``.
+
+    pulumi_policy wraps props in proxies that raise UnknownValueError on an unknown value;
+    ``proxy["__target"]`` is its documented escape hatch (pulumi_policy/proxy.py)."""
+    from pulumi_policy import proxy as pp
+
+    if isinstance(value, (pp._DictProxy, pp._ListProxy)):  # noqa: SLF001
+        value = value["__target"]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if pp._is_unknown(value):  # noqa: SLF001
+        return UNKNOWN_MASK
+    return value
 
 
 def resource_validator(rule: Rule):
@@ -79,7 +111,7 @@ def guarded(resources: list) -> list[GuardedResource]:
         for ds in (r.property_dependencies or {}).values():
             deps.update(d.urn for d in ds)
         out.append(GuardedResource(
-            urn=r.urn, type=r.resource_type, name=r.name, props=r.props,
+            urn=r.urn, type=r.resource_type, name=r.name, props=plain(r.props),
             protect=bool(r.opts.protect) if r.opts else None, retain_on_delete=None,
             dependencies=tuple(sorted(deps)), parent=r.parent.urn if r.parent else ""))
     return out
@@ -91,7 +123,8 @@ def stack_validator(rule: Rule):
         if rule.name.startswith("budget-") and budget is None:
             args.not_applicable("no budget_monthly_usd in the policy config or stack outputs")
         ctx = RuleContext(environment=str((args.get_config() or {}).get("environment", "")),
-                          budget_monthly_usd=budget)
+                          budget_monthly_usd=budget,
+                          planned_monthly_usd=_stack_output(args.resources, "total_monthly_usd"))
         for urn, message in rule.stack_check(guarded(args.resources), ctx):  # type: ignore[misc]
             report_violation(message, urn or None)
     return validate

@@ -326,3 +326,464 @@ def test_pack_stack_policy_budget_from_config_or_not_applicable():
     by_name["budget-cap"].validate(StackValidationArgs(res + [stack], None),
                                    lambda m, u=None: reported.append((u, m)))
     assert reported == []
+
+
+# ---- issue 14: 26 planted problems, through `gpulease plan` AND the CrossGuard pack -------------
+import json as _json  # noqa: E402
+
+import pulumi_gcp as gcp  # noqa: E402
+
+from tests.conftest import SHIPPED_STACKS, program_run  # noqa: E402
+
+_GOOD_SHIELDED = {"enable_secure_boot": True, "enable_vtpm": True,
+                  "enable_integrity_monitoring": True}
+_GOOD_METADATA = {"enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE",
+                  "serial-port-enable": "FALSE"}
+_NODE_SA = {"email": "gpu-dev-c@p.iam.gserviceaccount.com",
+            "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+
+
+def _aws_bucket(name="data", *, pab=True, sse=True, flags_on=True, prod=False):
+    b = aws.s3.Bucket(name, bucket=f"gpulease-dev-{name}", tags=dict(AWS_TAGS),
+                      opts=pulumi.ResourceOptions(protect=not prod, retain_on_delete=not prod))
+    if pab:
+        aws.s3.BucketPublicAccessBlock(f"{name}-pab", bucket=b.id, block_public_acls=True,
+                                       block_public_policy=True, ignore_public_acls=True,
+                                       restrict_public_buckets=flags_on)
+    if sse:
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-sse", bucket=b.id,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}}])
+    return b
+
+
+def _sg(ingress):
+    return aws.ec2.SecurityGroup("sg", vpc_id="vpc-1", tags=dict(AWS_TAGS), ingress=ingress)
+
+
+def _lt(**over):
+    kw = dict(tags=dict(AWS_TAGS), metadata_options={"http_tokens": "required"},
+              network_interfaces=[{"device_index": 0, "associate_public_ip_address": "false"}],
+              block_device_mappings=[{"device_name": "/dev/sda1",
+                                      "ebs": {"encrypted": "true", "volume_size": 200}}])
+    kw.update(over)
+    return aws.ec2.LaunchTemplate("nodes", **kw)
+
+
+def _gcp_template(**over):
+    kw = dict(machine_type="g2-standard-8", labels=dict(GCP_LABELS),
+              disks=[{"source_image": "img", "boot": True}],
+              network_interfaces=[{"subnetwork": "s"}], shielded_instance_config=_GOOD_SHIELDED,
+              metadata=dict(_GOOD_METADATA), service_account=_NODE_SA)
+    kw.update(over)
+    return gcp.compute.InstanceTemplate("tpl", **kw)
+
+
+def _fw(**over):
+    kw = dict(network="net", direction="INGRESS", allows=[{"protocol": "tcp", "ports": ["22"]}])
+    kw.update(over)
+    return gcp.compute.Firewall("fw", **kw)
+
+
+def _role_policy(statement):
+    role = aws.iam.Role("role", tags=dict(AWS_TAGS), assume_role_policy=_json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                                                "Principal": {"Service": "ec2.amazonaws.com"}}]}))
+    return aws.iam.RolePolicy("policy", role=role.id, policy=_json.dumps(
+        {"Version": "2012-10-17", "Statement": [statement]}))
+
+
+def _bucket_policy(statement):
+    b = _aws_bucket()
+    return aws.s3.BucketPolicy("data-policy", bucket=b.id, policy=_json.dumps(
+        {"Version": "2012-10-17", "Statement": [statement]}))
+
+
+_SSH = {"from_port": 22, "to_port": 22, "protocol": "tcp"}
+
+#: (id, program, rule expected, logical name of the resource it must name ("" = the stack)).
+#: The first 15 are the problems the pack caught before issue 14; the last 11 the ones it missed.
+PLANTED: list[tuple[str, object, str, str]] = [
+    # -- caught before issue 14 --
+    ("sg-inline-0.0.0.0/0-ssh", lambda: _sg([{**_SSH, "cidr_blocks": ["0.0.0.0/0"]}]),
+     "no-open-ingress", "sg"),
+    ("sg-rule-::/0", lambda: aws.ec2.SecurityGroupRule(
+        "rule", type="ingress", security_group_id="sg-1", ipv6_cidr_blocks=["::/0"], **_SSH),
+     "no-open-ingress", "rule"),
+    ("vpc-ingress-rule-0.0.0.0/0", lambda: aws.vpc.SecurityGroupIngressRule(
+        "in", security_group_id="sg-1", cidr_ipv4="0.0.0.0/0", ip_protocol="tcp", from_port=22,
+        to_port=22, tags=dict(AWS_TAGS)), "no-open-ingress", "in"),
+    ("gcp-firewall-0.0.0.0/0", lambda: _fw(source_ranges=["0.0.0.0/0"]), "no-open-ingress", "fw"),
+    ("imdsv1-allowed", lambda: _lt(metadata_options={"http_tokens": "optional"}),
+     "imdsv2-required", "nodes"),
+    ("launch-template-public-ip", lambda: _lt(network_interfaces=[
+        {"device_index": 0, "associate_public_ip_address": "true"}]),
+     "no-public-ip-gpu-nodes", "nodes"),
+    ("gcp-template-external-ip", lambda: _gcp_template(network_interfaces=[
+        {"subnetwork": "s", "access_configs": [{}]}]), "no-public-ip-gpu-nodes", "tpl"),
+    ("s3-bucket-without-public-access-block", lambda: _aws_bucket(pab=False),
+     "s3-public-access-block-exists", "data"),
+    ("s3-public-access-block-flag-off", lambda: _aws_bucket(flags_on=False),
+     "s3-block-public-access", "data-pab"),
+    ("s3-bucket-without-encryption", lambda: _aws_bucket(sse=False), "s3-bucket-encryption",
+     "data"),
+    ("cost-tags-missing", lambda: aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16"),
+     "cost-tags-required", "vpc"),
+    ("gcp-shielded-vm-off", lambda: _gcp_template(shielded_instance_config={
+        **_GOOD_SHIELDED, "enable_secure_boot": False}), "gcp-shielded-vm", "tpl"),
+    ("gcp-os-login-off", lambda: _gcp_template(metadata={**_GOOD_METADATA,
+                                                        "enable-oslogin": "FALSE"}),
+     "gcp-os-login", "tpl"),
+    ("gcs-public-access-prevention-inherited", lambda: gcp.storage.Bucket(
+        "gcs", location="US", labels=dict(GCP_LABELS), uniform_bucket_level_access=True,
+        public_access_prevention="inherited"), "gcs-public-access-prevention", "gcs"),
+    ("prod-bucket-unprotected", lambda: _aws_bucket(prod=True), "storage-protected-in-prod",
+     "data"),
+    # -- missed before issue 14 --
+    ("ingress-0.0.0.0/1+128.0.0.0/1", lambda: _sg([
+        {**_SSH, "cidr_blocks": ["0.0.0.0/1"]}, {**_SSH, "cidr_blocks": ["128.0.0.0/1"]}]),
+     "no-open-ingress", "sg"),
+    ("ingress-0.0.0.0/00", lambda: _sg([{**_SSH, "cidr_blocks": ["0.0.0.0/00"]}]),
+     "no-open-ingress", "sg"),
+    ("ingress-::0/0", lambda: _sg([{**_SSH, "ipv6_cidr_blocks": ["::0/0"]}]),
+     "no-open-ingress", "sg"),
+    ("gcp-ingress-firewall-without-source", lambda: _fw(), "no-open-ingress", "fw"),
+    ("iam-*:*", lambda: _role_policy({"Effect": "Allow", "Action": "*:*", "Resource": "*"}),
+     "iam-least-privilege", "policy"),
+    ("iam-passrole-on-*", lambda: _role_policy(
+        {"Effect": "Allow", "Action": ["ec2:RunInstances", "iam:PassRole"], "Resource": "*"}),
+     "iam-least-privilege", "policy"),
+    ("bucket-policy-principal-*", lambda: _bucket_policy(
+        {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+         "Resource": "arn:aws:s3:::gpulease-dev-data/*"}),
+     "no-public-resource-policy", "data-policy"),
+    ("gcs-allUsers-binding", lambda: gcp.storage.BucketIAMMember(
+        "public-read", bucket="gpulease-dev-data", role="roles/storage.objectViewer",
+        member="allUsers"), "no-public-gcp-members", "public-read"),
+    ("gcp-serial-port-enabled", lambda: _gcp_template(metadata={
+        **_GOOD_METADATA, "serial-port-enable": "TRUE"}), "gcp-serial-port-disabled", "tpl"),
+    ("gcp-project-ssh-keys-allowed", lambda: _gcp_template(metadata={
+        k: v for k, v in _GOOD_METADATA.items() if k != "block-project-ssh-keys"}),
+     "gcp-block-project-ssh-keys", "tpl"),
+    ("gcp-default-compute-service-account", lambda: _gcp_template(service_account={
+        "email": "123456789012-compute@developer.gserviceaccount.com",
+        "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}),
+     "gcp-no-default-service-account", "tpl"),
+]
+
+
+def test_the_planted_list_is_26_problems_15_old_and_11_new():
+    assert len(PLANTED) == 26 and len({p[0] for p in PLANTED}) == 26
+    assert {p[2] for p in PLANTED[15:]} >= {"no-open-ingress", "iam-least-privilege",
+                                            "no-public-resource-policy", "no-public-gcp-members",
+                                            "gcp-serial-port-disabled",
+                                            "gcp-block-project-ssh-keys",
+                                            "gcp-no-default-service-account"}
+
+
+def _plan_findings(run, *, environment="dev", budget=1e9, planned=None):
+    return evaluate(run.resources, budget_monthly_usd=budget, environment=environment,
+                    planned_monthly_usd=planned)
+
+
+class _PackOpts:
+    def __init__(self, protect=False):
+        self.protect = protect
+
+
+def _pack_findings(run, *, environment="dev", stack_outputs=None, config=None):
+    """Every policy of the CrossGuard pack over a recorded run, called the way the analyzer
+    calls them: resource policies per resource, stack policies once with every resource (the
+    root stack resource, carrying the stack outputs, included); props behind pulumi_policy's
+    unknown-checking proxy."""
+    from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs
+    from pulumi_policy.policy import _NotApplicableError
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    pack = _load_pack()
+    cfg = {"environment": environment, **(config or {})}
+    found: list[tuple[str, str, str]] = []
+    custom = [r for r in run.resources if r.custom]
+    prs = [PolicyResource(r.type, unknown_checking_proxy(dict(r.inputs)), r.urn, r.name,
+                          _PackOpts(r.protect), None, None, [], {}) for r in custom]
+    by_urn = {p.urn: p for p in prs}
+    for r, p in zip(custom, prs):
+        p.dependencies = [by_urn[d] for d in r.depends_on if d in by_urn]
+    if stack_outputs is not None:
+        prs.append(PolicyResource("pulumi:pulumi:Stack", unknown_checking_proxy(stack_outputs),
+                                  "urn:pulumi:t::gpulease::pulumi:pulumi:Stack::gpulease-t",
+                                  "gpulease-t", _PackOpts(), None, None, [], {}))
+    for policy in pack.build_policies():
+        def report(message, urn=None, _p=policy.name):
+            found.append((_p, urn or "", message))
+        if hasattr(policy, "validate") and type(policy).__name__ == "ResourceValidationPolicy":
+            for r, p in zip(custom, prs):
+                args = ResourceValidationArgs(r.type, p.props, r.urn, r.name,
+                                              _PackOpts(r.protect), None, cfg)
+                policy.validate(args, report)
+        else:
+            try:
+                policy.validate(StackValidationArgs(prs, cfg), report)
+            except _NotApplicableError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("pid,program,rule,name", PLANTED, ids=[p[0] for p in PLANTED])
+def test_every_planted_problem_is_reported_by_plan_and_pack(pid, program, rule, name):
+    run = run_program(program, stack="prod" if "prod" in pid else "dev")
+    env = "prod" if "prod" in pid else "dev"
+    urn = next(r.urn for r in run.resources if r.name == name and r.custom)
+    plan = [v for v in _plan_findings(run, environment=env) if v["policy"] == rule]
+    assert plan and {v["resource"] for v in plan} == {urn}, (pid, _plan_findings(run,
+                                                                                environment=env))
+    assert all(v["level"] == R.MANDATORY for v in plan)
+    pack = [f for f in _pack_findings(run, environment=env) if f[0] == rule]
+    assert pack and {u for _, u, _ in pack} == {urn}, (pid, pack)
+    assert {m for _, _, m in pack} <= {v["message"] for v in plan}
+
+
+def test_ingress_ranges_compare_as_networks():
+    assert R.world_open(["0.0.0.0/00"]) == ["0.0.0.0/00 (= 0.0.0.0/0)"]
+    assert R.world_open(["::0/0"]) == ["::0/0 (= ::/0)"]
+    assert R.world_open(["0.0.0.0/1", "128.0.0.0/1"]) == ["0.0.0.0/1 + 128.0.0.0/1 (= 0.0.0.0/0)"]
+    assert R.world_open(["0.0.0.0/0"]) == ["0.0.0.0/0"]
+    # Most of the space is not all of it; junk is the conformance check's business.
+    assert R.world_open(["0.0.0.0/1", "128.0.0.0/2", "10.0.0.0/8"]) == []
+    assert R.world_open(["0.0.0.0/0/0", "not-a-cidr", None]) == []
+    fw = "gcp:compute/firewall:Firewall"
+    rule = R.RULES_BY_NAME["no-open-ingress"]
+    allow = {"allows": [{"protocol": "tcp"}]}
+    # Sources named by tag or service account: not open; a deny rule with no source: fine.
+    assert rule.check(fw, {**allow, "sourceTags": ["gpu"]}, CTX) == []
+    assert rule.check(fw, {**allow, "sourceServiceAccounts": ["a@p.iam.gserviceaccount.com"]},
+                      CTX) == []
+    assert rule.check(fw, {"denies": [{"protocol": "all"}]}, CTX) == []
+    assert rule.check(fw, {**allow, "direction": "EGRESS"}, CTX) == []
+
+
+def test_ingress_split_over_separate_rules_is_caught_by_the_stack_rule():
+    def program():
+        sg = aws.ec2.SecurityGroup("sg", vpc_id="vpc-1", tags=dict(AWS_TAGS))
+        for i, cidr in enumerate(("0.0.0.0/1", "128.0.0.0/1")):
+            aws.ec2.SecurityGroupRule(f"half-{i}", type="ingress", security_group_id=sg.id,
+                                      cidr_blocks=[cidr], **_SSH)
+        gcp.compute.Firewall("fw-a", network="net", allows=[{"protocol": "tcp"}],
+                             source_ranges=["::/1"])
+        gcp.compute.Firewall("fw-b", network="net", allows=[{"protocol": "tcp"}],
+                             source_ranges=["8000::/1"])
+        gcp.compute.Firewall("fw-other", network="other", allows=[{"protocol": "tcp"}],
+                             source_ranges=["0.0.0.0/1"])
+    run = run_program(program, stack="dev")
+    found = [v for v in _plan_findings(run) if v["policy"] == "no-open-ingress-combined"]
+    names = sorted(next(r.name for r in run.resources if r.urn == v["resource"]) for v in found)
+    assert names == ["fw-a", "fw-b", "half-0", "half-1"]
+    assert "half-0, half-1 together allow 0.0.0.0/1 + 128.0.0.0/1 (= 0.0.0.0/0)" in \
+        next(v["message"] for v in found if v["resource"].endswith("half-0"))
+    assert not [v for v in _plan_findings(run) if v["policy"] == "no-open-ingress"]
+    pack = [f for f in _pack_findings(run) if f[0] == "no-open-ingress-combined"]
+    assert sorted(u for _, u, _ in pack) == sorted(v["resource"] for v in found)
+
+
+IAM_CASES = [
+    ({"Effect": "Allow", "Action": "*", "Resource": "arn:aws:s3:::b"}, "every action"),
+    ({"Effect": "Allow", "Action": "iam:CreateAccessKey", "Resource": "*"}, "iam:CreateAccessKey"),
+    ({"Effect": "Allow", "Action": "IAM:Pass*", "Resource": ["*"]}, "iam:PassRole"),
+    ({"Effect": "Allow", "Action": "iam:*", "Resource": "*"},
+     "iam:PassRole and iam:CreateAccessKey"),
+    ({"Effect": "Allow", "NotAction": "s3:*", "Resource": "*"}, "NotAction"),
+]
+
+
+@pytest.mark.parametrize("stmt,fragment", IAM_CASES, ids=[c[1] for c in IAM_CASES])
+def test_iam_policy_findings(stmt, fragment):
+    doc = {"Version": "2012-10-17", "Statement": [stmt]}
+    msgs = R.check_iam_least_privilege("aws:iam/rolePolicy:RolePolicy",
+                                       {"policy": _json.dumps(doc)}, CTX)
+    assert len(msgs) == 1 and fragment in msgs[0], msgs
+
+
+def test_iam_policy_passes_what_the_shipped_roles_do():
+    ok = [{"Effect": "Allow", "Action": "iam:PassRole",
+           "Resource": "arn:aws:iam::123456789012:role/nodes"},
+          {"Effect": "Deny", "Action": "*", "Resource": "*"},
+          {"Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"}]
+    doc = _json.dumps({"Version": "2012-10-17", "Statement": ok})
+    assert R.check_iam_least_privilege("aws:iam/rolePolicy:RolePolicy", {"policy": doc}, CTX) == []
+    # Inline role policies and admin managed-policy attachments count too; unknown text does not.
+    role = {"inlinePolicies": [{"name": "x", "policy": _json.dumps(
+        {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})}]}
+    assert "inlinePolicies[0].policy" in R.check_iam_least_privilege("aws:iam/role:Role", role,
+                                                                      CTX)[0]
+    att = {"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess", "role": "r"}
+    assert R.check_iam_least_privilege(R.AWS_ROLE_POLICY_ATTACHMENT, att, CTX)
+    assert R.check_iam_least_privilege(R.AWS_ROLE_POLICY_ATTACHMENT, {
+        "policyArn": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"}, CTX) == []
+    assert R.check_iam_least_privilege("aws:iam/rolePolicy:RolePolicy",
+                                       {"policy": "[unknown]"}, CTX) == []
+
+
+PUBLIC_POLICY_CASES = [
+    ("aws:s3/bucketPolicy:BucketPolicy", {"Effect": "Allow", "Principal": {"AWS": "*"},
+                                          "Action": "s3:GetObject", "Resource": "*"}, True),
+    ("aws:s3/bucketPolicy:BucketPolicy", {"Effect": "Allow", "NotPrincipal": {"AWS": "arn:x"},
+                                          "Action": "s3:GetObject", "Resource": "*"}, True),
+    # The shipped TLS-only policy: a Deny to everyone is a restriction, not a grant.
+    ("aws:s3/bucketPolicy:BucketPolicy", {"Effect": "Deny", "Principal": "*", "Action": "s3:*",
+                                          "Resource": "*", "Condition": {
+                                              "Bool": {"aws:SecureTransport": "false"}}}, False),
+    # Pinned to one source ARN / account: not public (S3 "The meaning of public").
+    ("aws:sns/topicPolicy:TopicPolicy", {"Effect": "Allow", "Principal": "*",
+                                         "Action": "sns:Publish", "Resource": "*", "Condition": {
+                                             "ArnEquals": {"aws:SourceArn": "arn:aws:events:r"}}},
+     False),
+    ("aws:sns/topicPolicy:TopicPolicy", {"Effect": "Allow", "Principal": "*",
+                                         "Action": "sns:Publish", "Resource": "*", "Condition": {
+                                             "StringLike": {"aws:SourceArn": "arn:*"}}}, True),
+    ("aws:s3/bucketPolicy:BucketPolicy", {"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+                                          "Resource": "*", "Condition": {"IpAddress": {
+                                              "aws:SourceIp": ["0.0.0.0/1", "128.0.0.0/1"]}}},
+     True),
+    ("aws:iam/role:Role", {"Effect": "Allow", "Principal": {"AWS": "*"},
+                           "Action": "sts:AssumeRole"}, True),
+]
+
+
+@pytest.mark.parametrize("rtype,stmt,public", PUBLIC_POLICY_CASES)
+def test_resource_policies_with_everyone_as_principal(rtype, stmt, public):
+    key = "assumeRolePolicy" if rtype == "aws:iam/role:Role" else "policy"
+    props = {key: _json.dumps({"Version": "2012-10-17", "Statement": [stmt]})}
+    msgs = R.check_no_public_resource_policy(rtype, props, CTX)
+    assert bool(msgs) is public, msgs
+
+
+def test_lambda_permission_for_everyone():
+    p = R.AWS_LAMBDA_PERMISSION
+    assert R.check_no_public_resource_policy(p, {"principal": "*", "action": "lambda:Invoke"},
+                                             CTX)
+    assert R.check_no_public_resource_policy(p, {"principal": "events.amazonaws.com"}, CTX) == []
+    assert R.check_no_public_resource_policy(p, {"principal": "*", "sourceArn": "arn:x"},
+                                             CTX) == []
+
+
+@pytest.mark.parametrize("rtype,props", [
+    ("gcp:storage/bucketIAMBinding:BucketIAMBinding",
+     {"role": "roles/storage.objectViewer", "members": ["user:a@b.c", "allAuthenticatedUsers"]}),
+    ("gcp:storage/bucketIAMPolicy:BucketIAMPolicy", {"policyData": _json.dumps(
+        {"bindings": [{"role": "roles/storage.admin", "members": ["allUsers"]}]})}),
+    ("gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
+     {"role": "roles/run.invoker", "member": "allUsers"}),
+    ("gcp:storage/bucketACL:BucketACL", {"roleEntities": ["READER:allUsers"]}),
+    ("gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl",
+     {"entity": "allUsers", "role": "READER"}),
+])
+def test_gcp_public_members_in_every_iam_shape(rtype, props):
+    rule = R.RULES_BY_NAME["no-public-gcp-members"]
+    assert rule.applies_to(rtype)
+    assert rule.check(rtype, props, CTX)
+    assert rule.check(rtype, {"member": "serviceAccount:x@p.iam.gserviceaccount.com"}, CTX) == []
+
+
+def test_gcp_template_metadata_and_service_account_rules():
+    t = GCP_IT
+    ok = {"metadata": _GOOD_METADATA, "serviceAccount": {"email": "n@p.iam.gserviceaccount.com"}}
+    for name in ("gcp-serial-port-disabled", "gcp-block-project-ssh-keys",
+                 "gcp-no-default-service-account"):
+        assert R.RULES_BY_NAME[name].check(t, ok, CTX) == [], name
+    assert R.check_gcp_serial_port(t, {"metadata": {"serial-port-enable": "1"}}, CTX)
+    assert R.check_gcp_block_project_ssh_keys(t, {"metadata": {"block-project-ssh-keys":
+                                                               "false"}}, CTX)
+    assert R.check_gcp_default_service_account(t, {"serviceAccount": {"email": "default"}}, CTX)
+    # Scopes without an email: the provider attaches the default service account.
+    assert R.check_gcp_default_service_account(t, {"serviceAccount": {"scopes": ["x"]}}, CTX)
+    # No service account at all: the VM has none, which is fine.
+    assert R.check_gcp_default_service_account(t, {}, CTX) == []
+
+
+# ---- the budget sees every dollar ------------------------------------------------------------
+def test_budget_rules_judge_the_planned_total_not_the_tags():
+    res = [_res("urn:1", "gcp:compute/reservation:Reservation", {}),
+           _res("urn:2", "gcp:storage/bucket:Bucket", {"labels": {tags.MONTHLY_CENTS: "10000"}})]
+    ctx = RuleContext(budget_monthly_usd=1000.0, planned_monthly_usd=5100.0)
+    over = R.check_budget_cap(res, ctx)
+    assert over == [("", "planned monthly cost $5,100.00 exceeds the budget $1,000.00 by "
+                         "$4,100.00: shrink clusters, move work to spot/reserved, or raise "
+                         "gpulease:budget_monthly_usd")]
+    # Without a visible planned total, the tags are used, and the message says it is a floor.
+    floor = R.check_budget_cap(res, RuleContext(budget_monthly_usd=50.0))
+    assert "tagged monthly cost (a lower bound" in floor[0][1] and "$100.00" in floor[0][1]
+    assert R.check_budget_headroom(res, RuleContext(budget_monthly_usd=5500.0,
+                                                    planned_monthly_usd=5100.0))
+
+
+def test_prod_ledger_total_is_what_the_budget_rules_see():
+    run = program_run("prod")
+    ledger = run.result.ledger.monthly_usd
+    tagged = R.tagged_monthly_usd(R_evaluate_guarded(run))
+    # GCP reservations and instance group managers carry no labels: the tags miss most of it.
+    assert tagged < ledger / 10
+    assert run.outputs["total_monthly_usd"] == pytest.approx(ledger, abs=0.01)
+    budget = run.result.decision.stack.budget_monthly_usd
+    assert ledger <= budget  # the shipped prod stack fits its budget ...
+    tight = round((tagged + ledger) / 2, 2)  # ... a budget between the two does not
+    found = _plan_findings(run, environment="prod", budget=tight, planned=round(ledger, 2))
+    cap = [v for v in found if v["policy"] == "budget-cap"]
+    assert len(cap) == 1 and f"planned monthly cost ${ledger:,.2f}" in cap[0]["message"]
+    # The pack reads the same total from the root stack resource's outputs.
+    pack = [f for f in _pack_findings(run, environment="prod",
+                                      stack_outputs={**run.outputs, "budget_monthly_usd": tight})
+            if f[0] == "budget-cap"]
+    assert len(pack) == 1 and pack[0][2] == cap[0]["message"] and pack[0][1] == ""
+
+
+def R_evaluate_guarded(run):
+    from infra.guardrails.evaluate import guarded
+
+    return guarded(run.resources)
+
+
+def test_over_budget_stack_fails_the_pack_with_the_budget_from_the_stack_outputs():
+    run = program_run("dev")
+    outputs = {**run.outputs, "budget_monthly_usd": 100.0}
+    pack = [f for f in _pack_findings(run, stack_outputs=outputs) if f[0] == "budget-cap"]
+    assert len(pack) == 1 and "exceeds the budget $100.00" in pack[0][2]
+    assert R.RULES_BY_NAME["budget-cap"].level == R.MANDATORY
+    within = [f for f in _pack_findings(run, stack_outputs=run.outputs) if f[0] == "budget-cap"]
+    assert within == []
+
+
+def test_pack_stack_rules_see_unknowns_as_masked_values_not_as_errors():
+    """One unknown bucket id in preview must not switch off s3-bucket-encryption for the
+    whole stack (pulumi_policy raises UnknownValueError on access)."""
+    from pulumi_policy import PolicyResource, StackValidationArgs
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    pack = _load_pack()
+    by_name = {p.name: p for p in pack.build_policies()}
+    b = PolicyResource("aws:s3/bucket:Bucket", unknown_checking_proxy(
+        {"bucket": "gpulease-dev-data", "id": UNKNOWN_STRING_VALUE}), "urn:b", "b",
+        _PackOpts(), None, None, [], {})
+    sse = PolicyResource(next(iter(R.S3_SSE_TYPES)), unknown_checking_proxy(
+        {"bucket": UNKNOWN_STRING_VALUE}), "urn:sse", "sse", _PackOpts(), None, None, [], {})
+    reported = []
+    by_name["s3-bucket-encryption"].validate(StackValidationArgs([b, sse], {}),
+                                             lambda m, u=None: reported.append(u))
+    assert reported == ["urn:b"]  # the unmatched SSE (unknown target) is not credited to b
+    sse.dependencies = [b]
+    reported.clear()
+    by_name["s3-bucket-encryption"].validate(StackValidationArgs([b, sse], {}),
+                                             lambda m, u=None: reported.append(u))
+    assert reported == []
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_shipped_stacks_have_no_mandatory_violation_in_plan_or_pack(stack):
+    run = program_run(stack)
+    env = run.result.decision.stack
+    plan = evaluate(run.resources, budget_monthly_usd=env.budget_monthly_usd,
+                    environment=env.environment,
+                    planned_monthly_usd=round(run.result.ledger.monthly_usd, 2))
+    assert not [v for v in plan if v["level"] == R.MANDATORY], plan
+    pack = _pack_findings(run, environment=env.environment, stack_outputs=run.outputs)
+    mandatory = {r.name for r in R.RULES if r.level == R.MANDATORY}
+    assert not [f for f in pack if f[0] in mandatory], pack

@@ -15,7 +15,9 @@ DESCRIPTION = """\
 Run the gpulease Pulumi program offline, in-process under Pulumi's mock runtime (no cloud,
 no credentials, no Pulumi CLI), and print what `pulumi up` would create: the policy's choice
 per cluster, every resource with its cost tags and estimated monthly cost, storage tiers,
-totals against the environment's budget, and guardrail violations."""
+totals against the environment's budget, guardrail violations, and conformance findings
+(every input the cloud APIs constrain, checked against the specs botocore,
+google-cloud-compute and google-cloud-storage ship)."""
 
 EPILOG = """\
 examples:
@@ -27,7 +29,8 @@ examples:
   gpulease plan --config path/to/Pulumi.mystack.yaml --catalog my-prices.json
 
 exit codes: 0 ok · 2 bad input · 3 cost increase over --fail-on-increase ·
-            4 a mandatory guardrail failed"""
+            4 a mandatory guardrail failed or a conformance error was found (4 wins
+              over 3: a plan the clouds would reject cannot be deployed at any cost)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,6 +67,7 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None):
     plan = build_plan(prun, stack=loaded.spec.stack)
     plan["source"] = loaded.source
     plan["violations"] = _violations(prun, loaded.spec)
+    plan["conformance"] = _conformance(prun)
     plan["elapsed_s"] = round(time.perf_counter() - t0, 2)
     return plan, prun
 
@@ -71,8 +75,22 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None):
 def _violations(prun, spec) -> list[dict]:
     from infra.guardrails.evaluate import evaluate
 
+    ledger = getattr(prun.result, "ledger", None)
     return evaluate(prun.resources, budget_monthly_usd=spec.budget_monthly_usd,
-                    environment=spec.environment)
+                    environment=spec.environment,
+                    planned_monthly_usd=round(ledger.monthly_usd, 2) if ledger else None)
+
+
+def _conformance(prun) -> list[dict]:
+    from infra.conformance import check
+
+    return check(prun.resources)
+
+
+def blocks_deploy(plan: dict[str, Any]) -> bool:
+    """A mandatory guardrail violation or a conformance error: exit 4."""
+    return any(v.get("level") == "mandatory" for v in plan.get("violations", ())) or any(
+        f.get("level") == "error" for f in plan.get("conformance", ()))
 
 
 def _load_other(args: argparse.Namespace, ref: str) -> dict[str, Any]:
@@ -120,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
             (out / name).write_text(text, encoding="utf-8")
             if not args.json:
                 progress(f"wrote {out / name}")
-    if any(v.get("level") == "mandatory" for v in plan["violations"]):
-        code = max(code, EXIT_POLICY) if code == EXIT_OK else code
+    if blocks_deploy(plan):
+        code = EXIT_POLICY  # wins over EXIT_COST_INCREASE (see EPILOG)
     if args.json:
         doc = dict(plan)
         if diff is not None:
@@ -210,8 +228,21 @@ def render_text(plan: dict[str, Any], *, show_inputs: bool = False) -> str:
             lines.append(f"  [{v['level']}] {v['policy']}: {v['resource']}: {v['message']}")
     else:
         lines.append("Guardrails: no violations")
+    lines += render_conformance(plan.get("conformance", []))
     if plan.get("warnings"):
         lines.append("")
         lines.append(f"Warnings ({len(plan['warnings'])})")
         lines += [f"  {w}" for w in plan["warnings"]]
     return "\n".join(lines)
+
+
+def render_conformance(findings: list[dict]) -> list[str]:
+    if not findings:
+        return ["Conformance: every constrained input matches its API spec"]
+    errors = sum(1 for f in findings if f["level"] == "error")
+    out = ["", f"Conformance findings ({errors} errors, {len(findings) - errors} warnings)"]
+    for f in findings:
+        where = f"{f['resource']}" + (f" ({f['physical_name']})" if f.get("physical_name") else "")
+        out.append(f"  [{f['level']}] {f['rule']}: {where}: {f['path']}: {f['message']}")
+        out.append(f"      spec: {f['spec']}")
+    return out

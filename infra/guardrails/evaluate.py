@@ -40,9 +40,14 @@ def evaluate_guarded(resources: Sequence[GuardedResource], ctx: RuleContext,
     return found
 
 
-def evaluate(resources: list, *, budget_monthly_usd: float, environment: str) -> list[dict]:
-    """The plan's ``violations``: every rule over the recorded resources of one program run."""
-    ctx = RuleContext(environment=environment, budget_monthly_usd=budget_monthly_usd)
+def evaluate(resources: list, *, budget_monthly_usd: float, environment: str,
+             planned_monthly_usd: Optional[float] = None) -> list[dict]:
+    """The plan's ``violations``: every rule over the recorded resources of one program run.
+
+    ``planned_monthly_usd`` is the run's cost-ledger total (``ProgramRun.result.ledger``): the
+    budget rules judge it, so costs on resources that cannot carry labels still count."""
+    ctx = RuleContext(environment=environment, budget_monthly_usd=budget_monthly_usd,
+                      planned_monthly_usd=planned_monthly_usd)
     return evaluate_guarded(guarded(resources), ctx)
 
 

@@ -12,6 +12,9 @@ Stack rules: ``(resources, ctx) -> list[tuple[urn, message]]`` (urn "" = the who
 from __future__ import annotations
 
 import importlib
+import ipaddress
+import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from collections.abc import Mapping, Sequence
@@ -22,7 +25,8 @@ from infra.costing import tags
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
 
-OPEN_CIDRS = frozenset({"0.0.0.0/0", "::/0"})
+_ALL_V4 = ipaddress.ip_network("0.0.0.0/0")
+_ALL_V6 = ipaddress.ip_network("::/0")
 
 S3_BUCKET_TYPES = frozenset({"aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"})
 S3_SSE_TYPES = frozenset({
@@ -58,6 +62,11 @@ class RuleContext:
 
     environment: str = ""
     budget_monthly_usd: Optional[float] = None
+    #: every dollar the plan counts: the cost ledger's total (`gpulease plan`) or the program's
+    #: ``total_monthly_usd`` stack output (CrossGuard). None = not visible; the budget rules
+    #: then fall back to the cost tags, which miss what cannot carry labels (GCP reservations,
+    #: instance group managers) and say so.
+    planned_monthly_usd: Optional[float] = None
     #: resource options of the resource being checked; None = not visible to the caller
     #: (CrossGuard exposes ``protect`` but not ``retainOnDelete``).
     protect: Optional[bool] = None
@@ -197,8 +206,64 @@ def check_imdsv2(resource_type: str, props: Mapping[str, Any], ctx: RuleContext)
             "\"required\" (IMDSv2 only; EC2 user guide 'Configure instance metadata options')"]
 
 
-def _open(cidrs: Iterable[Any]) -> list[str]:
-    return sorted({c for c in cidrs if isinstance(c, str) and c.strip() in OPEN_CIDRS})
+def world_open(cidrs: Iterable[Any]) -> list[str]:
+    """The address families whose WHOLE space the given CIDRs cover, as readable findings.
+
+    Compared as networks (``ipaddress``), not strings: ``0.0.0.0/00``, ``::0/0`` and
+    ``0.0.0.0/1`` + ``128.0.0.0/1`` are all "everything". Unparseable values are left to the
+    conformance check (``infra.conformance``), which rejects them as the cloud would."""
+    nets: dict[int, list] = {4: [], 6: []}
+    raw: dict[int, list[str]] = {4: [], 6: []}
+    for c in cidrs:
+        if not isinstance(c, str):
+            continue
+        try:
+            net = ipaddress.ip_network(c.strip(), strict=False)
+        except ValueError:
+            continue
+        nets[net.version].append(net)
+        raw[net.version].append(c.strip())
+    out = []
+    for version, everything in ((4, _ALL_V4), (6, _ALL_V6)):
+        if nets[version] and list(ipaddress.collapse_addresses(nets[version])) == [everything]:
+            shown = " + ".join(sorted(set(raw[version])))
+            out.append(shown if shown == str(everything) else f"{shown} (= {everything})")
+    return out
+
+
+def ingress_sources(resource_type: str, props: Mapping[str, Any]) -> Optional[list]:
+    """Source CIDRs of an ingress-allowing resource (None: the resource allows no ingress).
+
+    A GCP INGRESS allow rule that names no source range, tag or service account applies to
+    every source: the Compute API's default is 0.0.0.0/0 (pulumi-gcp's Firewall docs: "For
+    INGRESS traffic, one of source_ranges, source_tags or source_service_accounts is required")."""
+    if resource_type == AWS_SG:
+        out: list = []
+        for rule in _list(props.get("ingress")):
+            r = _dict(rule)
+            out += _list(r.get("cidrBlocks")) + _list(r.get("ipv6CidrBlocks"))
+        return out
+    if resource_type == AWS_SG_RULE:
+        if props.get("type") != "ingress":
+            return None
+        return _list(props.get("cidrBlocks")) + _list(props.get("ipv6CidrBlocks"))
+    if resource_type == AWS_SG_INGRESS:
+        return [props.get("cidrIpv4"), props.get("cidrIpv6")]
+    if resource_type == GCP_FIREWALL:
+        direction = str(props.get("direction") or "INGRESS").upper()
+        # A deny rule from everywhere is a good thing; only allow rules open the network.
+        if direction != "INGRESS" or not _list(props.get("allows")):
+            return None
+        ranges = _list(props.get("sourceRanges"))
+        if not ranges and not _list(props.get("sourceTags")) \
+                and not _list(props.get("sourceServiceAccounts")):
+            return ["0.0.0.0/0"]
+        return ranges
+    return None
+
+
+_INGRESS_FIX = ("restrict the source to the cluster's own security group / network tags / "
+                "service account (use SSM Session Manager or IAP instead of open SSH)")
 
 
 def check_open_ingress(resource_type: str, props: Mapping[str, Any], ctx: RuleContext) -> list[str]:
@@ -206,30 +271,28 @@ def check_open_ingress(resource_type: str, props: Mapping[str, Any], ctx: RuleCo
     if resource_type == AWS_SG:
         for i, rule in enumerate(_list(props.get("ingress"))):
             r = _dict(rule)
-            bad = _open(_list(r.get("cidrBlocks")) + _list(r.get("ipv6CidrBlocks")))
+            bad = world_open(_list(r.get("cidrBlocks")) + _list(r.get("ipv6CidrBlocks")))
             if bad:
                 found.append(f"ingress[{i}] (ports {r.get('fromPort')}-{r.get('toPort')}) "
                              f"allows {', '.join(bad)}")
-    elif resource_type == AWS_SG_RULE:
-        if props.get("type") == "ingress":
-            bad = _open(_list(props.get("cidrBlocks")) + _list(props.get("ipv6CidrBlocks")))
+        if not found:
+            bad = world_open(ingress_sources(resource_type, props) or [])
             if bad:
-                found.append(f"ingress rule allows {', '.join(bad)}")
-    elif resource_type == AWS_SG_INGRESS:
-        bad = _open([props.get("cidrIpv4"), props.get("cidrIpv6")])
+                found.append(f"its ingress rules together allow {', '.join(bad)}")
+    elif resource_type in (AWS_SG_RULE, AWS_SG_INGRESS):
+        bad = world_open(ingress_sources(resource_type, props) or [])
         if bad:
             found.append(f"ingress rule allows {', '.join(bad)}")
     elif resource_type == GCP_FIREWALL:
-        direction = str(props.get("direction") or "INGRESS").upper()
-        # A deny rule from everywhere is a good thing; only allow rules open the network.
-        if direction == "INGRESS" and _list(props.get("allows")):
-            bad = _open(_list(props.get("sourceRanges")))
+        sources = ingress_sources(resource_type, props)
+        if sources is not None and not _list(props.get("sourceRanges")) and sources:
+            found.append("INGRESS allow rule names no sourceRanges, sourceTags or "
+                         "sourceServiceAccounts, so GCP applies it to 0.0.0.0/0")
+        else:
+            bad = world_open(sources or [])
             if bad:
                 found.append(f"firewall allows ingress from {', '.join(bad)}")
-    if not found:
-        return []
-    return [f"{m}: restrict the source to the cluster's own security group / network tags "
-            "(use SSM Session Manager or IAP instead of open SSH)" for m in found]
+    return [f"{m}: {_INGRESS_FIX}" for m in found]
 
 
 def check_no_public_ip(resource_type: str, props: Mapping[str, Any], ctx: RuleContext) -> list[str]:
@@ -318,6 +381,298 @@ def check_storage_protected(resource_type: str, props: Mapping[str, Any],
     return out
 
 
+# ---- IAM and resource policies -----------------------------------------------------------------
+#: AWS identity-policy documents: resource type -> input paths holding one (JSON string or
+#: object). ``inlinePolicies[].policy`` is the Role's inline form.
+IAM_POLICY_INPUTS: dict[str, tuple[str, ...]] = {
+    "aws:iam/rolePolicy:RolePolicy": ("policy",),
+    "aws:iam/policy:Policy": ("policy",),
+    "aws:iam/userPolicy:UserPolicy": ("policy",),
+    "aws:iam/groupPolicy:GroupPolicy": ("policy",),
+    "aws:iam/role:Role": ("inlinePolicies[].policy",),
+}
+#: AWS resource-based policies (who may act on this resource): resource type -> input paths.
+RESOURCE_POLICY_INPUTS: dict[str, tuple[str, ...]] = {
+    "aws:s3/bucketPolicy:BucketPolicy": ("policy",),
+    "aws:s3/bucket:Bucket": ("policy",),
+    "aws:s3/bucketV2:BucketV2": ("policy",),
+    "aws:sns/topicPolicy:TopicPolicy": ("policy",),
+    "aws:sns/topic:Topic": ("policy",),
+    "aws:sqs/queuePolicy:QueuePolicy": ("policy",),
+    "aws:iam/role:Role": ("assumeRolePolicy",),
+}
+AWS_LAMBDA_PERMISSION = "aws:lambda/permission:Permission"
+AWS_ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+#: AWS managed policies that grant ``*`` on ``*`` (or all of IAM): attaching one is the same as
+#: writing ``"Action": "*"`` (AWS managed policy reference: AdministratorAccess, IAMFullAccess).
+ADMIN_MANAGED_POLICIES = frozenset({"AdministratorAccess", "IAMFullAccess"})
+#: actions that, on ``Resource: "*"``, let the holder become anyone: pass any role to a service
+#: it controls, or mint long-lived keys for any user (IAM user guide, "Granting a user
+#: permissions to pass a role"; "Manage access keys for IAM users").
+ESCALATION_ACTIONS = ("iam:PassRole", "iam:CreateAccessKey")
+#: condition keys that make an ``Allow`` to ``Principal "*"`` non-public when pinned to fixed
+#: values: the list S3 documents for Block Public Access (botocore s3 model,
+#: PublicAccessBlockConfiguration: "Amazon S3 considers a bucket policy public unless ...").
+NON_PUBLIC_CONDITION_KEYS = frozenset(k.lower() for k in (
+    "aws:SourceIp", "aws:SourceArn", "aws:SourceVpc", "aws:SourceVpce", "aws:SourceOwner",
+    "aws:SourceAccount", "s3:x-amz-server-side-encryption-aws-kms-key-id", "aws:userid"))
+_FIXED_OPERATORS = ("stringequals", "stringequalsignorecase", "arnequals", "ipaddress")
+
+
+def _values_at(props: Mapping[str, Any], path: str) -> list[tuple[str, Any]]:
+    """``(shown path, value)`` pairs at a dotted input path; ``a[].b`` walks a list."""
+    head, _, rest = path.partition(".")
+    many = head.endswith("[]")
+    key = head[:-2] if many else head
+    value = props.get(key) if isinstance(props, Mapping) else None
+    if value is None:
+        return []
+    items = list(enumerate(_list(value))) if many else [(None, value)]
+    out = []
+    for i, v in items:
+        shown = f"{key}[{i}]" if i is not None else key
+        if rest:
+            out += [(f"{shown}.{p}", x) for p, x in _values_at(_dict(v), rest)]
+        else:
+            out.append((shown, v))
+    return out
+
+
+def policy_document(value: Any) -> Optional[dict]:
+    """A policy document from an engine value (JSON text or an object); None when it is not
+    one yet (unknown during preview) or not valid JSON (the conformance check reports that)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def statements(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [_dict(s) for s in _list(doc.get("Statement")) if isinstance(s, Mapping)]
+
+
+def _action_matches(pattern: str, action: str) -> bool:
+    """IAM action matching: case-insensitive, ``*`` and ``?`` wildcards (IAM JSON policy
+    reference, "Action element")."""
+    rx = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    return re.fullmatch(rx, action, flags=re.IGNORECASE) is not None
+
+
+def _all_resources(stmt: Mapping[str, Any]) -> bool:
+    if "NotResource" in stmt:
+        return True  # everything except a list: as broad as "*" for this check
+    return any(isinstance(r, str) and r.strip() == "*" for r in _list(stmt.get("Resource")))
+
+
+def iam_findings(doc: Mapping[str, Any]) -> list[str]:
+    """Over-broad grants in an identity policy: ``*`` / ``*:*`` actions, ``NotAction`` allows,
+    and privilege-escalation actions on every resource."""
+    out = []
+    for i, st in enumerate(statements(doc)):
+        if str(st.get("Effect", "")).lower() != "allow":
+            continue
+        sid = f"Statement[{i}]" + (f" ({st['Sid']})" if st.get("Sid") else "")
+        actions = [a.strip() for a in _list(st.get("Action")) if isinstance(a, str)]
+        if any(a in ("*", "*:*") for a in actions):
+            out.append(f"{sid} allows every action (\"Action\": \"*\"): grant the actions the "
+                       "workload calls, on its own resources")
+            continue
+        if "NotAction" in st and _all_resources(st):
+            out.append(f"{sid} allows everything except {_list(st.get('NotAction'))} on every "
+                       "resource (NotAction + Resource \"*\"): list the allowed actions instead")
+            continue
+        if _all_resources(st):
+            esc = [e for e in ESCALATION_ACTIONS if any(_action_matches(a, e) for a in actions)]
+            if esc:
+                out.append(f"{sid} allows {' and '.join(esc)} on Resource \"*\": name the roles "
+                           "(PassRole, with an iam:PassedToService condition) or users it may act on")
+    return out
+
+
+def _principal_is_everyone(principal: Any) -> bool:
+    if isinstance(principal, str):
+        return principal.strip() == "*"
+    if isinstance(principal, Mapping):
+        return any(isinstance(v, str) and v.strip() == "*"
+                   for vals in principal.values() for v in _list(vals))
+    return False
+
+
+def _pinned_by_condition(stmt: Mapping[str, Any]) -> bool:
+    """True when a condition pins the caller to fixed values of a key AWS accepts as making a
+    policy non-public (no wildcards; for aws:SourceIp, ranges that do not cover everything)."""
+    for op, block in _dict(stmt.get("Condition")).items():
+        base = str(op).lower().split(":")[-1].removesuffix("ifexists")
+        if base not in _FIXED_OPERATORS:
+            continue
+        for key, values in _dict(block).items():
+            if str(key).lower() not in NON_PUBLIC_CONDITION_KEYS:
+                continue
+            vals = [v for v in _list(values) if isinstance(v, str)]
+            if not vals or any("*" in v or "?" in v for v in vals):
+                continue
+            if str(key).lower() == "aws:sourceip" and world_open(vals):
+                continue
+            return True
+    return False
+
+
+def public_grants(doc: Mapping[str, Any]) -> list[str]:
+    """``Allow`` statements whose principal is everyone (``"*"``, ``{"AWS": "*"}`` or a
+    ``NotPrincipal``) and that no fixed-value condition pins down."""
+    out = []
+    for i, st in enumerate(statements(doc)):
+        if str(st.get("Effect", "")).lower() != "allow":
+            continue
+        if ("NotPrincipal" in st or _principal_is_everyone(st.get("Principal"))) \
+                and not _pinned_by_condition(st):
+            sid = f"Statement[{i}]" + (f" ({st['Sid']})" if st.get("Sid") else "")
+            who = "NotPrincipal" if "NotPrincipal" in st else "Principal \"*\""
+            out.append(f"{sid} allows {_list(st.get('Action'))} to {who}")
+    return out
+
+
+def check_iam_least_privilege(resource_type: str, props: Mapping[str, Any],
+                              ctx: RuleContext) -> list[str]:
+    out = []
+    for path in IAM_POLICY_INPUTS.get(resource_type, ()):
+        for shown, value in _values_at(props, path):
+            doc = policy_document(value)
+            if doc is not None:
+                out += [f"{shown}: {m}" for m in iam_findings(doc)]
+    if resource_type == AWS_ROLE_POLICY_ATTACHMENT:
+        arn = props.get("policyArn")
+        if isinstance(arn, str) and arn.rsplit("/", 1)[-1] in ADMIN_MANAGED_POLICIES \
+                and ":aws:policy/" in arn:
+            out.append(f"policyArn {arn} grants administrator access: attach a policy that "
+                       "lists the actions the workload calls")
+    return out
+
+
+def check_no_public_resource_policy(resource_type: str, props: Mapping[str, Any],
+                                    ctx: RuleContext) -> list[str]:
+    out = []
+    for path in RESOURCE_POLICY_INPUTS.get(resource_type, ()):
+        for shown, value in _values_at(props, path):
+            doc = policy_document(value)
+            if doc is not None:
+                out += [f"{shown}: {m}: name the principals (accounts, roles, services) or pin "
+                        "the caller with aws:SourceArn / aws:SourceAccount / aws:SourceVpce"
+                        for m in public_grants(doc)]
+    if resource_type == AWS_LAMBDA_PERMISSION and _principal_is_everyone(props.get("principal")) \
+            and not props.get("sourceArn") and not props.get("sourceAccount") \
+            and not props.get("principalOrgId"):
+        out.append("principal \"*\" with no sourceArn / sourceAccount: anyone may invoke the "
+                   "function; name the calling service and its source ARN")
+    return out
+
+
+# ---- GCP public members, instance templates --------------------------------------------------------
+#: members GCP treats as "the public" (IAM overview, "Principal identifiers": allUsers,
+#: allAuthenticatedUsers).
+GCP_PUBLIC_MEMBERS = ("allUsers", "allAuthenticatedUsers")
+_GCP_IAM_CLASS = re.compile(r"(IAM|Iam)(Member|Binding|Policy)$")
+#: legacy ACL resources whose ``entity`` / ``roleEntities`` can name the public.
+GCS_ACL_TYPES = frozenset({
+    "gcp:storage/bucketAccessControl:BucketAccessControl",
+    "gcp:storage/defaultObjectAccessControl:DefaultObjectAccessControl",
+    "gcp:storage/objectAccessControl:ObjectAccessControl",
+    "gcp:storage/bucketACL:BucketACL",
+    "gcp:storage/defaultObjectACL:DefaultObjectACL",
+})
+
+
+def _gcp_iam_type(resource_type: str) -> bool:
+    return resource_type.startswith("gcp:") and bool(
+        _GCP_IAM_CLASS.search(resource_type.rsplit(":", 1)[-1]))
+
+
+def _public_members(values: Iterable[Any]) -> list[str]:
+    out = []
+    for v in values:
+        if not isinstance(v, str):
+            continue
+        # "allUsers", "READER:allUsers" (ACL roleEntities), "group-..."
+        tail = v.strip().rsplit(":", 1)[-1]
+        if tail in GCP_PUBLIC_MEMBERS:
+            out.append(v.strip())
+    return out
+
+
+def check_no_public_gcp_members(resource_type: str, props: Mapping[str, Any],
+                                ctx: RuleContext) -> list[str]:
+    found: list[str] = []
+    if _gcp_iam_type(resource_type):
+        found += _public_members([props.get("member")] + _list(props.get("members")))
+        policy = policy_document(props.get("policyData"))
+        if policy:
+            for b in _list(policy.get("bindings")):
+                found += _public_members(_list(_dict(b).get("members")))
+    elif resource_type in GCS_ACL_TYPES:
+        found += _public_members([props.get("entity")] + _list(props.get("roleEntities")))
+    if not found:
+        return []
+    return [f"grants {props.get('role') or 'access'} to {', '.join(sorted(set(found)))} (the "
+            "public): grant named service accounts or groups instead"]
+
+
+_GCE_TRUE = frozenset({"true", "1", "y", "yes"})
+#: Compute Engine's default service account: ``<project-number>-compute@developer...``; the
+#: provider also takes "default" (pulumi-gcp InstanceTemplate service_account.email).
+_DEFAULT_SA = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")
+
+
+def _metadata(props: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _dict(props.get("metadata"))
+
+
+def check_gcp_serial_port(resource_type: str, props: Mapping[str, Any],
+                          ctx: RuleContext) -> list[str]:
+    if resource_type not in GCP_TEMPLATES:
+        return []
+    value = _metadata(props).get("serial-port-enable")
+    if isinstance(value, str) and value.strip().lower() in _GCE_TRUE:
+        return [f"metadata serial-port-enable is {value!r}: the interactive serial console "
+                "bypasses OS Login and firewalls; set it to \"FALSE\" (GCP 'Interacting with "
+                "the serial console')"]
+    return []
+
+
+def check_gcp_block_project_ssh_keys(resource_type: str, props: Mapping[str, Any],
+                                     ctx: RuleContext) -> list[str]:
+    if resource_type not in GCP_TEMPLATES:
+        return []
+    value = _metadata(props).get("block-project-ssh-keys")
+    if isinstance(value, str) and value.strip().lower() in _GCE_TRUE:
+        return []
+    return [f"metadata block-project-ssh-keys is {value!r}, not \"TRUE\": project-wide SSH "
+            "keys would open every node; set it to \"TRUE\" (GCP 'Manage SSH keys in "
+            "metadata')"]
+
+
+def check_gcp_default_service_account(resource_type: str, props: Mapping[str, Any],
+                                      ctx: RuleContext) -> list[str]:
+    if resource_type not in GCP_TEMPLATES:
+        return []
+    out = []
+    for i, sa in enumerate(_list(props.get("serviceAccount")) if isinstance(
+            props.get("serviceAccount"), Sequence) else [props.get("serviceAccount")]):
+        if sa is None:
+            continue
+        email = _dict(sa).get("email")
+        if email is None or (isinstance(email, str) and (
+                email.strip() == "default" or _DEFAULT_SA.match(email.strip()))):
+            out.append(f"serviceAccount.email is {email!r}: the Compute Engine default service "
+                       "account holds project Editor; give the nodes their own least-privilege "
+                       "service account")
+    return out
+
+
 # ---- stack rules -----------------------------------------------------------------------------
 def _refs(res: GuardedResource) -> set:
     """Every value by which another resource may point at this bucket."""
@@ -378,14 +733,24 @@ def tagged_monthly_usd(resources: Sequence[GuardedResource]) -> float:
     return total
 
 
+def monthly_total(resources: Sequence[GuardedResource], ctx: RuleContext) -> tuple[float, str]:
+    """(monthly USD the budget rules judge, what it is): the planned total when visible, else
+    the tagged total (a lower bound)."""
+    if ctx.planned_monthly_usd is not None:
+        return float(ctx.planned_monthly_usd), "planned monthly cost"
+    return tagged_monthly_usd(resources), ("tagged monthly cost (a lower bound: GCP "
+                                           "reservations and instance group managers carry no "
+                                           "labels)")
+
+
 def check_budget_cap(resources: Sequence[GuardedResource], ctx: RuleContext) -> list[tuple[str, str]]:
     if ctx.budget_monthly_usd is None:
         return []
-    total = tagged_monthly_usd(resources)
+    total, what = monthly_total(resources, ctx)
     if total <= ctx.budget_monthly_usd + 0.005:
         return []
     over = total - ctx.budget_monthly_usd
-    return [("", f"tagged monthly cost ${total:,.2f} exceeds the budget "
+    return [("", f"{what} ${total:,.2f} exceeds the budget "
                  f"${ctx.budget_monthly_usd:,.2f} by ${over:,.2f}: shrink clusters, move work to "
                  "spot/reserved, or raise gpulease:budget_monthly_usd")]
 
@@ -395,11 +760,53 @@ def check_budget_headroom(resources: Sequence[GuardedResource],
     b = ctx.budget_monthly_usd
     if b is None or b <= 0:
         return []
-    total = tagged_monthly_usd(resources)
+    total, what = monthly_total(resources, ctx)
     if total <= b * HEADROOM_WARN_SHARE or total > b + 0.005:
         return []  # comfortably under, or already reported by budget-cap
-    return [("", f"tagged monthly cost ${total:,.2f} is {total / b:.0%} of the budget "
+    return [("", f"{what} ${total:,.2f} is {total / b:.0%} of the budget "
                  f"${b:,.2f}: little headroom for peaks")]
+
+
+def _ingress_target(r: GuardedResource, groups: dict) -> Optional[str]:
+    """The security group (URN) or GCP network an ingress resource opens."""
+    if r.type == AWS_SG:
+        return r.urn
+    if r.type in (AWS_SG_RULE, AWS_SG_INGRESS):
+        sg_id = r.props.get("securityGroupId")
+        for urn, sg in groups.items():
+            if urn in r.dependencies or (isinstance(sg_id, str) and sg_id in _refs(sg)):
+                return urn
+        return f"security group {sg_id}" if isinstance(sg_id, str) else None
+    if r.type == GCP_FIREWALL:
+        net = r.props.get("network")
+        return f"network {net}" if isinstance(net, str) else None
+    return None
+
+
+def check_open_ingress_combined(resources: Sequence[GuardedResource],
+                                ctx: RuleContext) -> list[tuple[str, str]]:
+    """Ingress rules that are each narrower than "everything" but together admit every address
+    into one security group (AWS) or one network (GCP)."""
+    groups = {r.urn: r for r in resources if r.type == AWS_SG}
+    by_target: dict[str, list[tuple[GuardedResource, list]]] = {}
+    for r in resources:
+        sources = ingress_sources(r.type, r.props)
+        if not sources:
+            continue
+        target = _ingress_target(r, groups)
+        if target is not None:
+            by_target.setdefault(target, []).append((r, sources))
+    out = []
+    for target, members in by_target.items():
+        if len(members) < 2 or any(world_open(src) for _, src in members):
+            continue  # a single open resource is no-open-ingress's finding
+        bad = world_open([c for _, src in members for c in src])
+        if bad:
+            names = ", ".join(sorted(r.name for r, _ in members))
+            for r, _ in members:
+                out.append((r.urn, f"ingress rules {names} together allow {', '.join(bad)} into "
+                                   f"{target}: {_INGRESS_FIX}"))
+    return out
 
 
 def _taggable(resource_type: str) -> bool:
@@ -427,9 +834,41 @@ RULES: tuple[Rule, ...] = (
          "Launch templates and instances require IMDSv2 (httpTokens=required).", MANDATORY,
          AWS_NODE_TYPES, check=check_imdsv2, fix="metadata_options.http_tokens='required'"),
     Rule("no-open-ingress",
-         "No security group or firewall allows ingress from 0.0.0.0/0 or ::/0.", MANDATORY,
+         "No security group or firewall allows ingress from every address (0.0.0.0/0, ::/0 or "
+         "ranges that add up to it; a GCP ingress rule with no source).", MANDATORY,
          frozenset({AWS_SG, AWS_SG_RULE, AWS_SG_INGRESS, GCP_FIREWALL}), check=check_open_ingress,
          fix="Restrict sources to the cluster's own security group or network tags."),
+    Rule("no-open-ingress-combined",
+         "Ingress rules on one security group / network do not add up to every address.",
+         MANDATORY, stack_check=check_open_ingress_combined,
+         fix="Restrict sources to the cluster's own security group or network tags."),
+    Rule("iam-least-privilege",
+         "No IAM policy allows \"*\" actions, NotAction on every resource, iam:PassRole or "
+         "iam:CreateAccessKey on \"*\", or attaches AdministratorAccess.", MANDATORY,
+         frozenset(IAM_POLICY_INPUTS) | {AWS_ROLE_POLICY_ATTACHMENT},
+         check=check_iam_least_privilege,
+         fix="List the actions the workload calls, on its own resources."),
+    Rule("no-public-resource-policy",
+         "No bucket / topic / queue / trust policy or Lambda permission allows Principal \"*\" "
+         "without a condition that pins the caller.", MANDATORY,
+         frozenset(RESOURCE_POLICY_INPUTS) | {AWS_LAMBDA_PERMISSION},
+         check=check_no_public_resource_policy,
+         fix="Name the principals, or pin them with aws:SourceArn / aws:SourceAccount."),
+    Rule("no-public-gcp-members",
+         "No GCP IAM member, binding, policy or GCS ACL grants allUsers / allAuthenticatedUsers.",
+         MANDATORY, check=check_no_public_gcp_members,
+         applies=lambda t: _gcp_iam_type(t) or t in GCS_ACL_TYPES,
+         fix="Grant named service accounts or groups."),
+    Rule("gcp-serial-port-disabled",
+         "GCP instance templates keep the interactive serial console off.", MANDATORY,
+         GCP_TEMPLATES, check=check_gcp_serial_port, fix="metadata {'serial-port-enable': 'FALSE'}"),
+    Rule("gcp-block-project-ssh-keys",
+         "GCP instance templates block project-wide SSH keys.", MANDATORY, GCP_TEMPLATES,
+         check=check_gcp_block_project_ssh_keys, fix="metadata {'block-project-ssh-keys': 'TRUE'}"),
+    Rule("gcp-no-default-service-account",
+         "GCP instance templates do not run as the Compute Engine default service account.",
+         MANDATORY, GCP_TEMPLATES, check=check_gcp_default_service_account,
+         fix="service_account={'email': <the cluster's own service account>, ...}"),
     Rule("no-public-ip-gpu-nodes",
          "GPU nodes get no public IP address.", MANDATORY,
          AWS_NODE_TYPES | GCP_TEMPLATES, check=check_no_public_ip,
@@ -454,10 +893,11 @@ RULES: tuple[Rule, ...] = (
          frozenset({AWS_LAUNCH_TEMPLATE}), check=check_ebs_encrypted,
          fix="block_device_mappings[].ebs.encrypted='true'"),
     Rule("budget-cap",
-         "The stack's tagged monthly cost stays within gpulease:budget_monthly_usd.", MANDATORY,
+         "The stack's planned monthly cost (every resource the plan prices) stays within "
+         "gpulease:budget_monthly_usd.", MANDATORY,
          stack_check=check_budget_cap, fix="Reduce cost or raise the budget."),
     Rule("budget-headroom",
-         f"Warns when the tagged monthly cost passes {HEADROOM_WARN_SHARE:.0%} of the budget.",
+         f"Warns when the planned monthly cost passes {HEADROOM_WARN_SHARE:.0%} of the budget.",
          ADVISORY, stack_check=check_budget_headroom, fix="Plan for peaks or raise the budget."),
 )
 

@@ -110,6 +110,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "outputs": prun.outputs,
         "warnings": list(prun.warnings),
         "violations": [],
+        "conformance": [],
     }
     return plan
 
