@@ -138,7 +138,9 @@ def test_imdsv2_required_with_container_hop_limit_and_encrypted_gp3_root(staging
     assert root["deviceName"] == "/dev/sda1", lt.urn
     assert root["ebs"]["volumeType"] == "gp3" and root["ebs"]["encrypted"] == "true", lt.urn
     assert lt.inputs["imageId"] == "ami-0123456789abcdef0", lt.urn
-    assert lt.inputs["iamInstanceProfile"]["arn"].endswith("/train-profile"), lt.urn
+    profile = staging.one("aws:iam/instanceProfile:InstanceProfile", "train-profile")
+    assert lt.inputs["iamInstanceProfile"]["arn"] == profile.outputs["arn"], lt.urn
+    assert profile.outputs["arn"].endswith(f":instance-profile/{profile.physical_name}")
 
 
 def test_ami_comes_from_the_public_dlami_parameter(staging):
@@ -224,7 +226,8 @@ def test_odcr_targets_the_reserved_nodes(staging):
     assert odcr.inputs["instancePlatform"] == "Linux/UNIX", odcr.urn
     subnet = staging.one("aws:ec2/subnet:Subnet", "aws-us-east-1-net-private-0")
     assert odcr.inputs["availabilityZone"] == subnet.inputs["availabilityZone"], odcr.urn
-    assert odcr.inputs["placementGroupArn"].endswith("/train-pg"), odcr.urn
+    pg = staging.one("aws:ec2/placementGroup:PlacementGroup", "train-pg")
+    assert odcr.inputs["placementGroupArn"] == pg.outputs["arn"], odcr.urn
     lt = staging.one(LT, "train-lt")
     assert lt.inputs["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "train-odcr-id"}}, lt.urn
@@ -286,7 +289,8 @@ def test_spot_events_go_to_sns(staging):
                         "EC2 Instance Rebalance Recommendation"}
     topic = staging.one("aws:sns/topic:Topic")
     for t in staging.by_type("aws:cloudwatch/eventTarget:EventTarget"):
-        assert t.inputs["arn"] == f"arn:aws:plan:::topic/{topic.name}", t.urn
+        assert t.inputs["arn"] == topic.outputs["arn"], t.urn
+    assert topic.outputs["arn"] == f"arn:aws:sns:us-east-1:123456789012:{topic.physical_name}"
     pol = json.loads(staging.one("aws:sns/topicPolicy:TopicPolicy").inputs["policy"])
     assert pol["Statement"][0]["Principal"] == {"Service": "events.amazonaws.com"}
 
@@ -431,7 +435,7 @@ def test_storage_bucket_guard_rails(env, protect):
     assert own.inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}, own.urn
     pol = json.loads(r.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
     assert pol["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    assert pol["Statement"][0]["Resource"][0].endswith("/corpus-bucket")
+    assert pol["Statement"][0]["Resource"][0] == f"arn:aws:s3:::{b.inputs['bucket']}"
     lc = r.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
     rules = {x["id"]: x for x in lc.inputs["rules"]}
     assert [(t["days"], t["storageClass"]) for t in rules["tiering"]["transitions"]] == [
