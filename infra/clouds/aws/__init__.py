@@ -50,6 +50,7 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     storage = [s for s in env.storage if s.cloud == "aws"]
     if not clusters and not storage:
         return []
+    naming.check_bucket_names(env)
     cloud = stack.clouds.get("aws")
     regions = sorted({c.region for c in clusters} | {s.region for s in storage})
     providers = {r: aws.Provider(f"aws-{r}", region=r) for r in regions}

@@ -9,6 +9,7 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from infra import naming
 from infra.catalog import Catalog
 from infra.clouds.gcp.cluster import GpuCluster, GpuClusterArgs
 from infra.clouds.gcp.layout import nic_layout, primary_mtu
@@ -32,6 +33,7 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     stores = [s for s in env.storage if s.cloud == "gcp"]
     if not clusters and not stores:
         return []
+    naming.check_bucket_names(env)
     source = env.stack.source
     spec = env.stack.clouds.get("gcp")
     if spec is None or not spec.project:
