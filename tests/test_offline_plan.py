@@ -142,3 +142,50 @@ def test_bucket_and_gce_names_are_unique_per_stack(shipped_run):
 
 
 assert SHIPPED_STACKS  # the fixtures above run every shipped stack
+
+
+# ---- preview mode: what `pulumi preview` sees ------------------------------------------------
+def _assert_known_inputs_equal(preview, up, path):
+    if preview == mocks.UNKNOWN_MASK:
+        return 1                               # computed from a provider output: unknown
+    assert type(preview) is type(up), (path, preview, up)
+    if isinstance(up, dict):
+        assert set(preview) == set(up), (path, set(preview) ^ set(up))
+        return sum(_assert_known_inputs_equal(preview[k], up[k], f"{path}.{k}") for k in up)
+    if isinstance(up, list):
+        assert len(preview) == len(up), path
+        return sum(_assert_known_inputs_equal(p, u, f"{path}[{i}]")
+                   for i, (p, u) in enumerate(zip(preview, up)))
+    assert preview == up, (path, preview, up)
+    return 0
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS)
+def test_preview_declares_the_same_resources_with_the_same_inputs(stack):
+    """No resource is declared inside an apply, no decision reads a value only known after
+    create: `pulumi preview` and `pulumi up` see the same resources and known inputs."""
+    from infra.config import read_stack_file
+    from infra.planner.plan import run
+    from tests.conftest import ROOT
+
+    up = program_run(stack)
+    preview = run(read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml"), stack=stack,
+                  preview=True)
+    assert preview.preview and not up.preview
+    up_by = {r.urn: r for r in up.resources}
+    pre_by = {r.urn: r for r in preview.resources}
+    assert set(pre_by) == set(up_by), set(pre_by) ^ set(up_by)
+    unknown = 0
+    for urn, r in up_by.items():
+        p = pre_by[urn]
+        assert (p.type, p.parent, p.physical_name, p.protect) == \
+            (r.type, r.parent, r.physical_name, r.protect), urn
+        unknown += _assert_known_inputs_equal(p.inputs, r.inputs, urn)
+    # the mode is real: inputs built from ids / ARNs / emails are unknown in preview
+    assert unknown > 0
+    for r in preview.custom:
+        for key in ("arn", "selfLink", "email", "accessId"):
+            if key not in r.inputs:   # computed by the provider: unknown until created
+                assert r.outputs.get(key) in (None, mocks.UNKNOWN_MASK), (r.urn, key)
+    # the same decision and the same cost either way
+    assert preview.result.ledger.monthly_usd == pytest.approx(up.result.ledger.monthly_usd)
