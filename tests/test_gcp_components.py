@@ -14,6 +14,7 @@ from infra.clouds import gcp as gcp_adaptor
 from infra.clouds.gcp import cluster as cluster_mod
 from infra.clouds.gcp import layout
 from infra.costing import tags
+from infra.errors import ConfigError
 from infra.costing import transform as cost_transform
 from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
                          EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
@@ -310,16 +311,30 @@ def test_zone_from_the_catalog(prod):
     _, r = prod
     mig = r.one(T_MIG, "mega-on_demand")
     assert mig.inputs["zone"] == "europe-west4-b", mig.urn
-    assert not [t for t, _ in r.calls if t == "gcp:compute/getZones:getZones"]
+    # the zone is checked against the region's zones (compute.zones.list), once per region
+    asked = [a["region"] for t, a in r.calls if t == "gcp:compute/getZones:getZones"]
+    assert sorted(asked) == ["europe-west4", "us-central1"]
 
 
-def test_zone_from_data_source_when_neither_decision_nor_catalog_has_one():
+def test_no_zone_known_is_a_located_error_not_region_a():
+    """Today's main placed such a cluster in "<region>-a" whether or not it offers the type."""
     env = make_env([make_cluster("nozone", "a3-megagpu-8g", PurchaseMix(on_demand=2),
                                  region="us-central1")], env="dev")
-    r = run(env)
-    mig = r.one(T_MIG, "nozone-on_demand")
-    assert mig.inputs["zone"] == "us-central1-a", mig.urn
-    assert any(t == "gcp:compute/getZones:getZones" for t, _ in r.calls)
+    with pytest.raises(ConfigError) as exc:
+        run(env)
+    assert str(exc.value) == ("stacks/Pulumi.dev.yaml: gpulease:clusters[0]: no zone is known "
+                              "for a3-megagpu-8g in us-central1 (the catalog row lists none): "
+                              "refresh the catalog")
+
+
+def test_a_zone_the_region_does_not_have_is_a_located_error():
+    env = make_env([make_cluster("ghost", "a3-highgpu-8g", PurchaseMix(on_demand=2),
+                                 zone="us-central1-e")], env="dev")
+    with pytest.raises(ConfigError) as exc:
+        run(env)
+    assert ('gpulease:clusters[0]: cluster "ghost" is placed in zone "us-central1-e", which '
+            "us-central1 does not have (its zones: us-central1-a, us-central1-b, us-central1-c, "
+            "us-central1-f)") in str(exc.value)
 
 
 def test_reservation_consumed_by_the_reserved_template(prod):

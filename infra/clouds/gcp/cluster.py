@@ -94,9 +94,9 @@ class GpuCluster(pulumi.ComponentResource):
             idle_minutes=d.spec.idle_minutes)
         child = pulumi.ResourceOptions(parent=self)
 
-        zone: pulumi.Input[str] = layout.cluster_zone(d) or gcp.compute.get_zones_output(
-            region=d.region, status="UP", opts=pulumi.InvokeOptions(parent=self)
-        ).names.apply(lambda zs: sorted(zs)[0])
+        zone = layout.cluster_zone(d)
+        if zone is None:  # the adaptor reports it, located; no "<region>-a" guess
+            raise ValueError(f"{d.name}: no zone for {d.offering.instance_type} in {d.region}")
 
         # ---- identity ---------------------------------------------------------------------
         self.service_account = gcp.serviceaccount.Account(
