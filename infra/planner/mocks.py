@@ -385,7 +385,7 @@ class _Recorder(_mocks.Mocks):
                 inputs[rule.field] = physical
             elif isinstance(given, str):
                 physical = given
-        elif args.typ == "pulumi-python:dynamic:Resource" and isinstance(inputs.get("name"), str):
+        elif args.typ.startswith("pulumi-python:dynamic") and isinstance(inputs.get("name"), str):
             physical = inputs["name"]
         self.physical[(args.typ, args.name)] = physical
         if args.typ.startswith("pulumi:providers:"):
