@@ -88,9 +88,17 @@ class ReservationProvider(dyn.ResourceProvider):
         from google.auth.credentials import AnonymousCredentials
         from google.cloud.compute_v1.services.reservations.transports.rest import \
             ReservationsRestTransport
+        from google.cloud.compute_v1.services.zone_operations.transports.rest import \
+            ZoneOperationsRestTransport
 
-        return compute_v1.ReservationsClient(transport=ReservationsRestTransport(
-            host=self.endpoint, url_scheme="http", credentials=AnonymousCredentials()))
+        creds = AnonymousCredentials()
+        transport = ReservationsRestTransport(host=self.endpoint, url_scheme="http",
+                                              credentials=creds)
+        # the operation poller is built lazily with the default host: point it here too
+        transport._extended_operations_services["zone_operations"] = \
+            compute_v1.ZoneOperationsClient(transport=ZoneOperationsRestTransport(
+                host=self.endpoint, url_scheme="http", credentials=creds))
+        return compute_v1.ReservationsClient(transport=transport)
 
     @staticmethod
     def _wait(operation) -> None:
