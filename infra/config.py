@@ -29,9 +29,8 @@ NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$"
 _NAME_RULE = ("lowercase letters, digits and '-', starting with a letter, not ending with '-', "
               "at most 30 characters")
 #: the environment name goes into every tag, label, bucket and service-account name.
-ENVIRONMENT_PATTERN = r"^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$"
-_ENVIRONMENT_RULE = ("lowercase letters, digits and '-', starting with a letter, not ending with "
-                     "'-', at most 20 characters")
+ENVIRONMENT_PATTERN = NAME_PATTERN
+_ENVIRONMENT_RULE = _NAME_RULE
 #: owner and cost center are stamped as AWS tag values and GCP label values as written: the
 #: stricter GCP label rule (lowercase, [a-z0-9_-], at most 63) keeps both clouds identical.
 LABEL_VALUE_PATTERN = r"^[a-z0-9_-]{1,63}$"
@@ -184,7 +183,6 @@ TOP_LEVEL_KEYS = tuple(StackConfigModel.model_fields)
 #: what each pattern validates, for messages: pattern -> (what, rule).
 _PATTERN_RULES = {
     NAME_PATTERN: ("name", _NAME_RULE),
-    ENVIRONMENT_PATTERN: ("environment name", _ENVIRONMENT_RULE),
     LABEL_VALUE_PATTERN: ("tag/label value", _LABEL_VALUE_RULE),
     GCP_PROJECT_PATTERN: ("GCP project id", "6-30 lowercase letters, digits or '-', starting with "
                                             "a letter, not ending with '-'"),
@@ -394,9 +392,9 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
     if "environment" not in data and not re.fullmatch(ENVIRONMENT_PATTERN, stack):
         from infra.costing.tags import label_value
 
-        suggestion = label_value(stack).strip("-_")[:20].rstrip("-_") or "dev"
+        suggestion = label_value(stack).replace("_", "-").strip("-")[:30].rstrip("-") or "dev"
         if not suggestion[0].isalpha():
-            suggestion = ("env-" + suggestion)[:20].rstrip("-_")
+            suggestion = ("env-" + suggestion)[:30].rstrip("-")
         bad("gpulease:environment", f'the environment defaults to the stack name "{stack}", '
             f"which is not a valid environment name ({_ENVIRONMENT_RULE}): every tag, label, "
             f'bucket and protect decision derives from it; set gpulease:environment: '

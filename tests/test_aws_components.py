@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import gzip
 import json
 import re
@@ -138,7 +139,9 @@ def test_imdsv2_required_with_container_hop_limit_and_encrypted_gp3_root(staging
     assert root["deviceName"] == "/dev/sda1", lt.urn
     assert root["ebs"]["volumeType"] == "gp3" and root["ebs"]["encrypted"] == "true", lt.urn
     assert lt.inputs["imageId"] == "ami-0123456789abcdef0", lt.urn
-    assert lt.inputs["iamInstanceProfile"]["arn"].endswith("/train-profile"), lt.urn
+    profile = staging.one("aws:iam/instanceProfile:InstanceProfile", "train-profile")
+    assert lt.inputs["iamInstanceProfile"]["arn"] == profile.outputs["arn"], lt.urn
+    assert profile.outputs["arn"].endswith(f":instance-profile/{profile.physical_name}")
 
 
 def test_ami_comes_from_the_public_dlami_parameter(staging):
@@ -224,7 +227,8 @@ def test_odcr_targets_the_reserved_nodes(staging):
     assert odcr.inputs["instancePlatform"] == "Linux/UNIX", odcr.urn
     subnet = staging.one("aws:ec2/subnet:Subnet", "aws-us-east-1-net-private-0")
     assert odcr.inputs["availabilityZone"] == subnet.inputs["availabilityZone"], odcr.urn
-    assert odcr.inputs["placementGroupArn"].endswith("/train-pg"), odcr.urn
+    pg = staging.one("aws:ec2/placementGroup:PlacementGroup", "train-pg")
+    assert odcr.inputs["placementGroupArn"] == pg.outputs["arn"], odcr.urn
     lt = staging.one(LT, "train-lt")
     assert lt.inputs["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "train-odcr-id"}}, lt.urn
@@ -286,7 +290,8 @@ def test_spot_events_go_to_sns(staging):
                         "EC2 Instance Rebalance Recommendation"}
     topic = staging.one("aws:sns/topic:Topic")
     for t in staging.by_type("aws:cloudwatch/eventTarget:EventTarget"):
-        assert t.inputs["arn"] == f"arn:aws:plan:::topic/{topic.name}", t.urn
+        assert t.inputs["arn"] == topic.outputs["arn"], t.urn
+    assert topic.outputs["arn"] == f"arn:aws:sns:us-east-1:123456789012:{topic.physical_name}"
     pol = json.loads(staging.one("aws:sns/topicPolicy:TopicPolicy").inputs["policy"])
     assert pol["Statement"][0]["Principal"] == {"Service": "events.amazonaws.com"}
 
@@ -431,7 +436,7 @@ def test_storage_bucket_guard_rails(env, protect):
     assert own.inputs["rule"] == {"objectOwnership": "BucketOwnerEnforced"}, own.urn
     pol = json.loads(r.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
     assert pol["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-    assert pol["Statement"][0]["Resource"][0].endswith("/corpus-bucket")
+    assert pol["Statement"][0]["Resource"][0] == f"arn:aws:s3:::{b.inputs['bucket']}"
     lc = r.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
     rules = {x["id"]: x for x in lc.inputs["rules"]}
     assert [(t["days"], t["storageClass"]) for t in rules["tiering"]["transitions"]] == [
@@ -548,3 +553,52 @@ def test_a_cluster_for_every_aws_offering_in_the_catalog():
         asg = r.one(ASG, f"c{i}-asg")
         assert asg.inputs["desiredCapacity"] == 2, asg.urn
         assert bool(asg.inputs.get("placementGroup")) is (o.rdma == "efa"), asg.urn
+
+
+# ---- zones and lookups answered from data (infra/planner/data/lookups.json) --------------------
+def test_a_zone_id_places_subnet_by_id_and_reservation_by_its_name():
+    c = make_cluster(zone="use1-az4")
+    r = run(make_env([c], [make_storage()]))
+    (sub,) = [s for s in r.by_type("aws:ec2/subnet:Subnet") if "private" in s.name]
+    assert sub.inputs["availabilityZoneId"] == "use1-az4" and "availabilityZone" not in sub.inputs
+    # the lookup maps IDs to names consistently: the 4th zone ID is the account's "d"
+    assert r.one(ODCR).inputs["availabilityZone"] == "us-east-1d"
+
+
+@pytest.mark.parametrize("zone", ["us-east-1z", "use1-az9"])
+def test_a_zone_the_region_does_not_have_is_a_located_error(zone):
+    with pytest.raises(ConfigError) as exc:
+        run(make_env([make_cluster(zone=zone)], [make_storage()]))
+    assert (f'stacks/Pulumi.staging.yaml: gpulease:clusters[0]: cluster "train" is placed in '
+            f'zone "{zone}", which us-east-1 does not have') in str(exc.value)
+
+
+def test_no_capacity_block_offering_is_a_located_error():
+    """Today's main assumed an offering always exists; a real preview fails without one."""
+    lookups = copy.deepcopy(mocks.load_lookups())
+    lookups["aws"]["capacity_block_offerings"] = []
+    env = make_env([make_cluster(purchase=PurchaseMix(reserved=2, spot=2))], [make_storage()],
+                   capacity_blocks=True)
+
+    def program():
+        transform.register(env.stack, CATALOG)
+        return deploy(env, CATALOG)
+    with pytest.raises(ConfigError) as exc:
+        run_program(program, stack="staging", lookups=lookups)
+    text = str(exc.value)
+    assert text.startswith("stacks/Pulumi.staging.yaml: gpulease:clusters[0]: no EC2 Capacity "
+                           "Block offering for 2 x p5.48xlarge for 216 h in us-east-1 (")
+    assert "set gpulease:clouds.aws.capacity_blocks: false" in text
+
+
+def test_capacity_block_from_the_lookup_lands_in_its_zone():
+    env = make_env([make_cluster(purchase=PurchaseMix(reserved=2, spot=2))], [make_storage()],
+                   capacity_blocks=True)
+    r = run(env)
+    offer = [a for t, a in r.calls if t.endswith("getCapacityBlockOffering")]
+    assert offer == [{"capacityDurationHours": 216, "instanceCount": 2,
+                      "instanceType": "p5.48xlarge"}]
+    basg = r.one(ASG, "train-block-asg")
+    (sub,) = [s for s in r.by_type("aws:ec2/subnet:Subnet")
+              if f"{s.name}-id" in basg.inputs["vpcZoneIdentifiers"]]
+    assert sub.inputs["availabilityZone"] == "us-east-1a"

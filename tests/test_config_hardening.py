@@ -129,8 +129,8 @@ def test_other_namespaces_are_left_alone(tmp_path):
      'letters, digits, \'_\' or \'-\' (a GCP label value; AWS tags carry the same text) '
      '(e.g. "ml-platform-team")'),
     ("gpulease:cost_center", "c" * 64, "gpulease:cost_center: 'cccc"),
-    ("gpulease:environment", "Prod", "gpulease:environment: 'Prod' is not a valid environment"),
-    ("gpulease:environment", "prod-", "gpulease:environment: 'prod-' is not a valid environment"),
+    ("gpulease:environment", "Prod", "gpulease:environment: 'Prod' is not a valid name"),
+    ("gpulease:environment", "prod-", "gpulease:environment: 'prod-' is not a valid name"),
 ])
 def test_values_the_clouds_reject(tmp_path, key, value, expected):
     doc = dev_config()

@@ -469,47 +469,59 @@ def test_names_at_every_maximum_are_caught_not_silently_cut(tmp_path, capsys, mo
     f.write_text(yaml.safe_dump(doc))
     code = main(["plan", "--config", str(f), "--json"])
     out = capsys.readouterr().out
-    assert code in (EXIT_BAD_INPUT, EXIT_POLICY)
-    if code == EXIT_POLICY:
-        found = json.loads(out)["conformance"]
-        buckets = [x for x in found if x["type"] == "aws:s3/bucket:Bucket"]
-        assert "unique" in {x["rule"] for x in buckets}, found
-        assert all(x["level"] == "error" for x in buckets)
+    # Names that do not fit are shortened with a digest (infra.naming.fit_name), never cut:
+    # the plan is accepted, every bucket name is valid and no two are the same.
+    assert code == EXIT_OK, out
+    plan = json.loads(out)
+    assert plan["conformance"] == []
+    names = [r["physical_name"] for r in plan["resources"]
+             if r["type"] in ("aws:s3/bucket:Bucket", "gcp:storage/bucket:Bucket")]
+    assert len(names) == len(set(names)) and all(len(n) <= 63 for n in names)
 
 
 # ---- `gpulease plan` integration ---------------------------------------------------------------
-def _stack_with_bad_bucket_name(tmp_path: Path) -> Path:
-    """dev with name_prefix "goog": the config accepts it, GCS rejects bucket names that begin
-    with "goog" (Bucket naming rules), so the plan's bucket `goog-dev-...` cannot be created."""
-    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
-    doc["config"]["gpulease:name_prefix"] = "goog"
-    f = tmp_path / "Pulumi.googprefix.yaml"
-    f.write_text(yaml.safe_dump(doc))
-    return f
+def _stack_with_bad_instance_type(tmp_path: Path) -> tuple[Path, Path]:
+    """staging with a catalog whose p5 rows carry a type name EC2 does not have
+    (`p5.48xlarge-x`): the config, the policy and the mocks accept it, the botocore model's
+    InstanceType enum does not, so `pulumi up` would fail at CreateLaunchTemplate."""
+    from infra.catalog import default_catalog_path
+
+    cat = json.loads(default_catalog_path().read_text())
+    for row in cat["offerings"]:
+        if row["instance_type"] == "p5.48xlarge":
+            row["instance_type"] = "p5.48xlarge-x"
+    cat.pop("checksum", None)
+    cpath = tmp_path / "catalog.json"
+    cpath.write_text(json.dumps(cat))
+    return ROOT / "stacks" / "Pulumi.staging.yaml", cpath
 
 
 def test_plan_exits_4_and_lists_located_conformance_findings(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
-    f = _stack_with_bad_bucket_name(tmp_path)
-    code = main(["plan", "--config", str(f), "--json"])
+    stack, cat = _stack_with_bad_instance_type(tmp_path)
+    code = main(["plan", "--config", str(stack), "--catalog", str(cat), "--json"])
     plan = json.loads(capsys.readouterr().out)
     assert code == EXIT_POLICY
-    (hit,) = [x for x in plan["conformance"] if x["type"] == "gcp:storage/bucket:Bucket"]
-    assert set(hit) == FINDING_KEYS and hit["path"] == "name" and hit["rule"] == "name"
-    assert hit["physical_name"].startswith("goog-") and "'goog'" in hit["message"]
-    assert plan["violations"] == []  # exit 4 came from conformance alone
-    code = main(["plan", "--config", str(f)])
+    hits = [x for x in plan["conformance"] if x["path"].endswith("instanceType")]
+    assert hits and all(set(h) == FINDING_KEYS and h["rule"] == "enum" for h in hits)
+    # the launch template and the ASG's mixed-instances override both carry the type
+    assert {h["type"] for h in hits} == {"aws:ec2/launchTemplate:LaunchTemplate",
+                                         "aws:autoscaling/group:Group"}
+    assert all(h["value"] == "p5.48xlarge-x" and h["spec"].startswith("botocore ") and " ec2 " in h["spec"]
+               for h in hits)
+    assert plan["violations"] == [] or all(v["level"] != "mandatory" for v in plan["violations"])
+    code = main(["plan", "--config", str(stack), "--catalog", str(cat)])
     text = capsys.readouterr().out
     assert code == EXIT_POLICY
-    assert "Conformance findings (1 errors, 0 warnings)" in text
-    assert f"[error] name: {hit['resource']} ({hit['physical_name']}): name:" in text
-    assert "spec: Cloud Storage docs, 'Bucket naming rules'" in text
+    assert "Conformance findings (" in text and "p5.48xlarge-x" in text
+    assert f"[error] enum: {hits[0]['resource']}" in text
 
 
 def test_exit_4_wins_over_exit_3(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
-    f = _stack_with_bad_bucket_name(tmp_path)
-    code = main(["plan", "--config", str(f), "--diff", "dev", "--fail-on-increase", "-100"])
+    stack, cat = _stack_with_bad_instance_type(tmp_path)
+    code = main(["plan", "--config", str(stack), "--catalog", str(cat), "--diff", "dev",
+                 "--fail-on-increase", "-100"])
     capsys.readouterr()
     assert code == EXIT_POLICY
 

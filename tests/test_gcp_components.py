@@ -14,10 +14,12 @@ from infra.clouds import gcp as gcp_adaptor
 from infra.clouds.gcp import cluster as cluster_mod
 from infra.clouds.gcp import layout
 from infra.costing import tags
+from infra.errors import ConfigError
 from infra.costing import transform as cost_transform
 from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
                          EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
                          StorageSpec, TierShare)
+from infra.planner import mocks
 from infra.planner.mocks import run_program
 
 BOOTSTRAP_PRESENT = importlib.util.find_spec("infra.bootstrap.render") is not None
@@ -29,6 +31,8 @@ T_NET = "gcp:compute/network:Network"
 T_SUB = "gcp:compute/subnetwork:Subnetwork"
 T_BUCKET = "gcp:storage/bucket:Bucket"
 T_RES = "gcp:compute/reservation:Reservation"
+#: a reservation with a compact placement policy (infra.clouds.gcp.reservation)
+T_DYN_RES = "pulumi-python:dynamic/gpulease:GceReservation"
 T_POL = "gcp:compute/resourcePolicy:ResourcePolicy"
 T_BIAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
 T_PIAM = "gcp:projects/iAMMember:IAMMember"
@@ -251,14 +255,22 @@ def test_ssh_only_from_iap_when_enabled():
 def test_compact_placement_for_distributed_clusters(prod):
     _, r = prod
     pols = {p.name: p for p in r.by_type(T_POL)}
-    assert set(pols) == {"pretrain-on-demand-placement", "pretrain-spot-placement",
-                         "mega-on-demand-placement", "ultra-spot-placement"}
+    assert set(pols) == {"pretrain-reserved-placement", "pretrain-on-demand-placement",
+                         "pretrain-spot-placement", "mega-on-demand-placement",
+                         "ultra-spot-placement"}
     mega = pols["mega-on-demand-placement"]
     assert mega.inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "vmCount": 4}, \
         mega.urn
     tpl = r.one(T_IT, "mega-on-demand-template")
     assert tpl.inputs["resourcePolicies"] == mega.outputs["selfLink"], tpl.urn
-    assert "resourcePolicies" not in r.one(T_IT, "pretrain-reserved-template").inputs
+    # reserved nodes too (README "Known limits" on main): the reservation carries the policy
+    reserved = pols["pretrain-reserved-placement"]
+    assert reserved.inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED",
+                                                       "vmCount": 2}, reserved.urn
+    assert r.one(T_IT, "pretrain-reserved-template").inputs["resourcePolicies"] == \
+        reserved.outputs["selfLink"]
+    assert r.one(T_DYN_RES, "pretrain-reservation").inputs["placement_policy"] == \
+        reserved.outputs["selfLink"]
     assert "resourcePolicies" not in r.one(T_IT, "eval-spot-template").inputs
 
 
@@ -310,33 +322,46 @@ def test_zone_from_the_catalog(prod):
     _, r = prod
     mig = r.one(T_MIG, "mega-on_demand")
     assert mig.inputs["zone"] == "europe-west4-b", mig.urn
-    assert not [t for t, _ in r.calls if t == "gcp:compute/getZones:getZones"]
+    # the zone is checked against the region's zones (compute.zones.list), once per region
+    asked = [a["region"] for t, a in r.calls if t == "gcp:compute/getZones:getZones"]
+    assert sorted(asked) == ["europe-west4", "us-central1"]
 
 
-def test_zone_from_data_source_when_neither_decision_nor_catalog_has_one():
+def test_no_zone_known_is_a_located_error_not_region_a():
+    """Today's main placed such a cluster in "<region>-a" whether or not it offers the type."""
     env = make_env([make_cluster("nozone", "a3-megagpu-8g", PurchaseMix(on_demand=2),
                                  region="us-central1")], env="dev")
-    r = run(env)
-    mig = r.one(T_MIG, "nozone-on_demand")
-    assert mig.inputs["zone"] == "us-central1-a", mig.urn
-    assert any(t == "gcp:compute/getZones:getZones" for t, _ in r.calls)
+    with pytest.raises(ConfigError) as exc:
+        run(env)
+    assert str(exc.value) == ("stacks/Pulumi.dev.yaml: gpulease:clusters[0]: no zone is known "
+                              "for a3-megagpu-8g in us-central1 (the catalog row lists none): "
+                              "refresh the catalog")
+
+
+def test_a_zone_the_region_does_not_have_is_a_located_error():
+    env = make_env([make_cluster("ghost", "a3-highgpu-8g", PurchaseMix(on_demand=2),
+                                 zone="us-central1-e")], env="dev")
+    with pytest.raises(ConfigError) as exc:
+        run(env)
+    assert ('gpulease:clusters[0]: cluster "ghost" is placed in zone "us-central1-e", which '
+            "us-central1 does not have (its zones: us-central1-a, us-central1-b, us-central1-c, "
+            "us-central1-f)") in str(exc.value)
 
 
 def test_reservation_consumed_by_the_reserved_template(prod):
     _, r = prod
-    res = r.one(T_RES, "pretrain-reservation")
-    sr = res.inputs["specificReservation"]
-    assert sr["count"] == 2 and sr["instanceProperties"]["machineType"] == "a3-highgpu-8g", \
-        res.urn
-    assert res.inputs["specificReservationRequired"] is True, res.urn
-    assert res.inputs["zone"] == "us-central1-c", res.urn
+    res = r.one(T_DYN_RES, "pretrain-reservation")
+    assert res.inputs["count"] == 2 and res.inputs["machine_type"] == "a3-highgpu-8g", res.urn
+    assert res.inputs["zone"] == "us-central1-c" and res.inputs["project"] == "acme-test"
+    assert res.physical_name == res.inputs["name"] == "gpulease-prod-pretrain-reserved"
+    assert res.inputs["__provider"] == mocks.SECRET_MASK or res.inputs["__provider"]
     tpl = r.one(T_IT, "pretrain-reserved-template")
     aff = tpl.inputs["reservationAffinity"]
     assert aff["type"] == "SPECIFIC_RESERVATION", tpl.urn
     assert aff["specificReservation"] == {"key": "compute.googleapis.com/reservation-name",
                                           "values": [res.outputs["name"]]}, tpl.urn
     assert "reservationAffinity" not in r.one(T_IT, "pretrain-spot-template").inputs
-    assert len(r.by_type(T_RES)) == 1
+    assert len(r.by_type(T_DYN_RES)) == 1 and not r.by_type(T_RES)
 
 
 def test_reservation_carries_guest_accelerators_for_n1():
@@ -414,7 +439,7 @@ def test_cost_context_roles_and_ledger(prod):
         pre.costs.spot_usd + pre.costs.spot_rework_usd)
     assert ledger.get(T_MIG, "pretrain-on_demand").monthly_usd == pytest.approx(
         pre.costs.on_demand_usd)
-    assert ledger.get(T_RES, "pretrain-reservation").monthly_usd == pytest.approx(
+    assert ledger.get(T_DYN_RES, "pretrain-reservation").monthly_usd == pytest.approx(
         pre.costs.reserved_usd)
     # the reservation carries the committed nodes; the first MIG (anchor) the communication
     # cost, and the egress too since pretrain has no work bucket (its dataset is local)

@@ -137,7 +137,7 @@ def test_boot_disk_type(o, disk):
 
 @pytest.mark.parametrize("o, mix, model, expected", [
     (A3_MEGA, PurchaseMix(on_demand=4), "on_demand", 4),
-    (A3_MEGA, PurchaseMix(reserved=4), "reserved", None),     # reservation + compact clash
+    (A3_MEGA, PurchaseMix(reserved=4), "reserved", 4),        # the reservation carries it
     (A3_MEGA, PurchaseMix(spot=1, on_demand=3), "spot", None),  # one VM: nothing to collocate
     (N1_T4, PurchaseMix(spot=4), "spot", None),                # N1 has no compact placement
     (G2, PurchaseMix(spot=6), "spot", 6),

@@ -124,7 +124,8 @@ def test_reaper_identity_is_least_privilege(gcp_run):
                     'resource.name.extract("/instanceGroupManagers/{name}") in '
                     '["sandbox-on-demand", "sandbox-reserved", "sandbox-spot"])')
     # no predefined role anywhere but run.invoker, and that one only on the function's service
-    assert {m["role"] for m in members.values()} == {"reaper-gcp-read-role", "reaper-gcp-act-role"}
+    assert {m["role"] for m in members.values()} == {
+        r.outputs["name"] for r in run.by_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
     inv = run.one("gcp:cloudrunv2/serviceIamMember:ServiceIamMember")
     assert inv.inputs == {"role": "roles/run.invoker", "location": "europe-west4",
                           "project": "acme-ml", "name": "gpulease-reaper-dev",

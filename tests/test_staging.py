@@ -60,9 +60,11 @@ def make_cluster(name, cloud, region, itype, *, dataset, index=0, idle=30) -> Cl
                        priority=6, checkpoint_minutes=30, distributed=False, dataset=dataset,
                        idle_minutes=idle, index=index)
     costs = CostBreakdown(on_demand_usd=700.0, egress_usd=123.45)
+    # the policy always decides a zone (ClusterDecision.zone); the fixture does the same
+    zone = o.zones[0] if o.zones else (f"{region}-b" if cloud == "gcp" else f"{region}b")
     return ClusterDecision(spec=spec, offering=o, nodes=1, purchase=PurchaseMix(on_demand=1),
                            network="none", template="single-node-dev", hourly_usd=3.5,
-                           costs=costs, rationale="test fixture", distributed=False)
+                           costs=costs, rationale="test fixture", distributed=False, zone=zone)
 
 
 def make_env(env, storage, clusters) -> EnvironmentDecision:

@@ -53,6 +53,9 @@ GCE: dict[str, tuple[str, str]] = {
     "gcp:compute/resourcePolicy:ResourcePolicy": ("resourcePolicies", "region"),
     "gcp:compute/instanceGroupManager:InstanceGroupManager": ("instanceGroupManagers", "zone"),
     "gcp:compute/reservation:Reservation": ("reservations", "zone"),
+    # gpulease's dynamic provider over ReservationsClient (infra/clouds/gcp/reservation.py):
+    # the same Compute collection as the pulumi-gcp Reservation, so names collide across both.
+    "pulumi-python:dynamic/gpulease:GceReservation": ("reservations", "zone"),
     "gcp:compute/instance:Instance": ("instances", "zone"),
 }
 

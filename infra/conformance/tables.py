@@ -218,6 +218,9 @@ GCP: dict[str, tuple[Row, ...]] = {
         Row("shareSettings.shareType", _enum("ShareSettings", "ShareType")),
         Row("deploymentType", _enum("Reservation", "DeploymentType")),
     ),
+    # Inputs of gpulease's own dynamic provider: its name is checked as a GCE name (names.GCE);
+    # machine type and count are checked by the provider's check() against the Compute API.
+    "pulumi-python:dynamic/gpulease:GceReservation": (),
     "gcp:compute/resourcePolicy:ResourcePolicy": (
         Row("groupPlacementPolicy.collocation",
             _enum("ResourcePolicyGroupPlacementPolicy", "Collocation")),

@@ -18,6 +18,8 @@ RESERVATION_TYPES = frozenset({
     "aws:ec2/capacityReservation:CapacityReservation",
     "aws:ec2/capacityBlockReservation:CapacityBlockReservation",
     "gcp:compute/reservation:Reservation",
+    # a reservation with a compact placement policy (infra.clouds.gcp.reservation)
+    "pulumi-python:dynamic/gpulease:GceReservation",
 })
 BUCKET_TYPES = frozenset({
     "aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2", "gcp:storage/bucket:Bucket",

@@ -1,23 +1,45 @@
-"""Run a Pulumi program in-process under Pulumi's mock runtime and record every resource.
+"""Run a Pulumi program in-process under Pulumi's mock runtime, answering as the providers would.
 
 This is how `gpulease plan` runs THE SAME program that `pulumi up` runs, with no engine, no
-cloud and no credentials, and how the tests inspect resources. The recording mock answers
-only the data-source calls it knows (``KNOWN_CALLS``) and fails on anything else, so a new
-provider call in the program cannot silently return nothing.
+cloud and no credentials, and how the tests inspect resources. The mocks imitate what the
+providers do before any cloud call (docs/offline-plan.md):
+
+- **auto-naming**: a resource whose name the program leaves unset gets the name pulumi-aws /
+  pulumi-gcp would give it (logical name + separator + 7 hex characters, per-type maximum
+  length and lowercasing, :data:`AUTONAME`), seeded so runs are deterministic; a name that
+  cannot fit fails the plan as the provider fails `pulumi up`. Each recorded resource carries
+  its ``physical_name``.
+- **preview mode** (``preview=True``): like `pulumi preview`, every output the provider
+  computes (ids, ARNs, self links, emails, ...) is unknown; only inputs and auto-names are known.
+  ``preview=False`` is `pulumi up`: computed outputs get deterministic values.
+- **data sources** answer from ``infra/planner/data/lookups.json`` (zones, capacity-block
+  offerings, SSM parameters, images, subnets): what is not listed answers the way the provider
+  does when nothing matches. Unknown data-source tokens fail (``KNOWN_CALLS``).
 """
 from __future__ import annotations
 
+import gc
+import hashlib
+import importlib
+import inspect
 import json
+import keyword
 import logging
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import mocks as _mocks
+from pulumi.runtime import resource as _runtime_resource
 from pulumi.runtime import rpc
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.sync_await import _sync_await
+
+from infra.errors import Finding, InputError
 
 SECRET_MASK = "[secret]"
 UNKNOWN_MASK = "[unknown]"
@@ -27,61 +49,235 @@ _RESOURCE_SIG = rpc._special_resource_sig  # type: ignore[attr-defined]
 
 _LOCK = threading.Lock()  # the Pulumi runtime settings are process-global
 
+LOOKUPS_PATH = Path(__file__).resolve().parent / "data" / "lookups.json"
+#: seed of the auto-name suffixes (any string; the same seed gives the same names).
+DEFAULT_SEED = "gpulease-plan"
 
-def _zones(region: str) -> list[str]:
-    return [f"{region}{s}" for s in ("a", "b", "c")]
+
+class ProviderRejected(InputError):
+    """What a provider would refuse before calling the cloud (exit 2, nothing applied)."""
 
 
-def _aws_azs(args: dict, region: str) -> dict:
-    names = _zones(region)
-    return {"names": names, "zoneIds": [f"{region[:2]}{i}-az{i}" for i, _ in enumerate(names, 1)],
-            "id": region, "groupNames": [region], "state": "available"}
+# ---- auto-naming ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AutoName:
+    """How a provider fills an unset name: ``<logical name><separator><randlen hex>``.
+
+    ``field`` is the input (camelCase) that holds the physical name; ``maxlen`` the longest name
+    the provider generates (longer fails, pulumi-terraform-bridge ``NewUniqueHex``: "name 'x-'
+    plus 7 random chars is longer than maximum length N"); ``lowercase`` applies to the prefix.
+    """
+
+    field: str = "name"
+    maxlen: int = 255
+    lowercase: bool = False
+    separator: str = "-"
+    randlen: int = 7
+
+
+#: Both providers call ``SetAutonaming(255, "-")``: every resource with an input string ``name``
+#: is auto-named with at most 255 characters (pulumi-gcp provider/resources.go; pulumi-aws
+#: provider/autonaming.go).
+DEFAULT_AUTONAME = AutoName()
+_GCP_LOWER_63 = AutoName(maxlen=63, lowercase=True)
+#: Per-type overrides, read in the providers' sources: pulumi-gcp ``provider/resources.go``
+#: (``lowercaseAutoName()`` = 63 chars lowercased; bucket 222; service account id 30) at commit
+#: ed6078aa (2026-08-21), pulumi-aws ``provider/resource_overrides.go`` (S3 bucket 63 lowercased,
+#: IAM role 64, EventBridge rule 64, Lambda 64, SNS 80, ...). ``None`` = never auto-named.
+AUTONAME: dict[str, Optional[AutoName]] = {
+    "gcp:compute/network:Network": _GCP_LOWER_63,
+    "gcp:compute/subnetwork:Subnetwork": _GCP_LOWER_63,
+    "gcp:compute/router:Router": _GCP_LOWER_63,
+    "gcp:compute/routerNat:RouterNat": _GCP_LOWER_63,
+    "gcp:compute/backendService:BackendService": _GCP_LOWER_63,
+    "gcp:compute/httpHealthCheck:HttpHealthCheck": _GCP_LOWER_63,
+    "gcp:compute/httpsHealthCheck:HttpsHealthCheck": _GCP_LOWER_63,
+    "gcp:compute/securityPolicy:SecurityPolicy": _GCP_LOWER_63,
+    "gcp:compute/targetHttpProxy:TargetHttpProxy": _GCP_LOWER_63,
+    "gcp:compute/targetHttpsProxy:TargetHttpsProxy": _GCP_LOWER_63,
+    "gcp:compute/uRLMap:URLMap": _GCP_LOWER_63,
+    "gcp:cloudrun/service:Service": _GCP_LOWER_63,
+    "gcp:firestore/database:Database": _GCP_LOWER_63,
+    "gcp:cloudrunv2/service:Service": AutoName(maxlen=50, lowercase=True),
+    "gcp:cloudfunctions/function:Function": AutoName(maxlen=63),
+    "gcp:storage/bucket:Bucket": AutoName(maxlen=222),
+    "gcp:serviceaccount/account:Account": AutoName("accountId", 30),
+    "gcp:projects/iAMCustomRole:IAMCustomRole": AutoName("roleId", 255),
+    "gcp:organizations/iAMCustomRole:IAMCustomRole": AutoName("roleId", 255, separator="_"),
+    "gcp:organizations/project:Project": AutoName("projectId", 30, lowercase=True),
+    "aws:s3/bucket:Bucket": AutoName("bucket", 63, lowercase=True),
+    "aws:s3/bucketV2:BucketV2": AutoName("bucket", 63, lowercase=True),
+    "aws:iam/role:Role": AutoName(maxlen=64),
+    "aws:cloudwatch/eventRule:EventRule": AutoName(maxlen=64),
+    "aws:cloudwatch/eventTarget:EventTarget": AutoName("targetId", 255),
+    "aws:lambda/function:Function": AutoName(maxlen=64),
+    "aws:lambda/permission:Permission": AutoName("statementId", 100),
+    "aws:sns/topic:Topic": AutoName(maxlen=80),
+    "aws:sqs/queue:Queue": AutoName(maxlen=80),
+    "aws:ec2/keyPair:KeyPair": AutoName("keyName", 255),
+    # Route 53 record names are DNS names, never auto-named (pulumi-aws overrides).
+    "aws:route53/record:Record": None,
+}
+_SDK = {"aws": "pulumi_aws", "gcp": "pulumi_gcp"}
+
+
+@lru_cache(maxsize=None)
+def autoname_rule(type_token: str) -> Optional[AutoName]:
+    """The provider's auto-naming of a resource type, or None (the type has no name input)."""
+    if type_token in AUTONAME:
+        return AUTONAME[type_token]
+    pkg, _, rest = type_token.partition(":")
+    if pkg not in _SDK:
+        return None
+    mod, _, cls = rest.partition(":")
+    sub = mod.split("/")[0]
+    if keyword.iskeyword(sub):
+        sub += "_"  # pulumi_aws.lambda_
+    try:
+        module = importlib.import_module(_SDK[pkg] if sub == "index" else f"{_SDK[pkg]}.{sub}")
+        params = inspect.signature(getattr(module, cls)._internal_init).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    return DEFAULT_AUTONAME if "name" in params else None
+
+
+def generated_name(rule: AutoName, logical: str, *, seed: str, type_token: str) -> str:
+    """The name the provider would generate; the suffix is a hash of seed, type and logical
+    name, so the same program and seed always give the same names (the providers draw it at
+    random once and keep it in the state)."""
+    prefix = logical + rule.separator
+    if rule.lowercase:
+        prefix = prefix.lower()
+    suffix = hashlib.sha256(f"{seed}:{type_token}:{logical}".encode()).hexdigest()[:rule.randlen]
+    return prefix + suffix
+
+
+# ---- data sources -------------------------------------------------------------------------
+@lru_cache(maxsize=4)
+def _read_lookups(path: str) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def load_lookups(path: Optional[str | Path] = None) -> dict:
+    """The data-source answers the offline plan assumes (``infra/planner/data/lookups.json``)."""
+    return _read_lookups(str(path or LOOKUPS_PATH))
+
+
+class _NoMatch(Exception):
+    """A data source found nothing: raised as the provider raises it."""
+
+
+def _aws_zones(data: dict, region: str) -> list[dict]:
+    zones = data["aws"]["zones"].get(region)
+    if zones is None:
+        raise _NoMatch(f"reading EC2 Availability Zones: region {region!r} is not enabled or "
+                       "does not exist")
+    return zones
+
+
+def _aws_azs(a: dict, region: str, data: dict) -> dict:
+    zones = [z for z in _aws_zones(data, region)
+             if z["name"] not in (a.get("excludeNames") or [])
+             and z["id"] not in (a.get("excludeZoneIds") or [])]
+    return {"names": [z["name"] for z in zones], "zoneIds": [z["id"] for z in zones],
+            "id": region, "region": region, "groupNames": [region], "state": "available"}
+
+
+def _aws_subnet(a: dict, region: str, data: dict) -> dict:
+    sub = data["aws"]["subnets"].get(a.get("id") or "")
+    if sub is None:
+        raise _NoMatch(f"no matching EC2 Subnet found (id {a.get('id')!r}; the offline plan "
+                       "knows the subnets listed in infra/planner/data/lookups.json aws.subnets)")
+    return {"id": a.get("id"), "availabilityZone": sub["availability_zone"],
+            "availabilityZoneId": sub["availability_zone_id"], "vpcId": sub["vpc_id"],
+            "region": region}
+
+
+def _aws_capacity_block(a: dict, region: str, data: dict) -> dict:
+    for o in data["aws"]["capacity_block_offerings"]:
+        if (o["region"], o["instance_type"]) == (region, a.get("instanceType")) \
+                and int(a.get("instanceCount") or 0) <= o["max_instance_count"]:
+            zone = o.get("availability_zone") or _aws_zones(data, region)[0]["name"]
+            digest = hashlib.sha256(f"{region}:{a}".encode()).hexdigest()[:17]
+            return {"capacityBlockOfferingId": f"cb-{digest}", "availabilityZone": zone,
+                    "currencyCode": "USD", "upfrontFee": "0", "tenancy": "default",
+                    "region": region, **a}
+    raise _NoMatch(f"no EC2 Capacity Block Offering found matching criteria "
+                   f"({a.get('instanceCount')} x {a.get('instanceType')} for "
+                   f"{a.get('capacityDurationHours')} h in {region}); try different search")
+
+
+def _aws_ssm(a: dict, region: str, data: dict) -> dict:
+    p = data["aws"]["ssm_parameters"].get(a.get("name") or "")
+    if p is None or region not in p["regions"]:
+        raise _NoMatch(f"reading SSM Parameter ({a.get('name')}): ParameterNotFound "
+                       f"in {region}")
+    return {"name": a.get("name"), "type": p["type"], "value": p["value"],
+            "insecureValue": p["value"], "id": a.get("name"),
+            "arn": f"arn:aws:ssm:{region}::parameter{a.get('name')}"}
+
+
+def _gcp_zones(a: dict, region: str, data: dict) -> dict:
+    r = a.get("region") or region
+    zones = data["gcp"]["zones"].get(r)
+    if zones is None:
+        raise _NoMatch(f"Error retrieving available zones: googleapi: Error 404: The resource "
+                       f"'projects/{a.get('project', 'p')}/regions/{r}' was not found, notFound")
+    return {"names": list(zones), "id": f"projects/{a.get('project', 'p')}/regions/{r}",
+            "region": r, "project": a.get("project")}
+
+
+def _gcp_image(a: dict, region: str, data: dict) -> dict:
+    key = f"{a.get('project')}/{a.get('family') or a.get('name')}"
+    if key not in data["gcp"]["images"]:
+        raise _NoMatch(f"error retrieving image information: googleapi: Error 404: The resource "
+                       f"'projects/{key.replace('/', '/global/images/family/', 1)}' was not found")
+    return {"selfLink": f"https://www.googleapis.com/compute/v1/projects/{a.get('project')}/"
+                        f"global/images/{a.get('family')}-plan",
+            "name": f"{a.get('family')}-plan", "family": a.get("family"), "id": "image"}
+
+
+def _data(fn: Callable[[dict, str, dict], dict]) -> Callable[[dict, str], dict]:
+    """Adapt a lookups-backed answer to the ``(args, region) -> dict`` shape of KNOWN_CALLS."""
+    def answer(args: dict, region: str, data: Optional[dict] = None) -> dict:
+        return fn(args, region, data if data is not None else load_lookups())
+    return answer
 
 
 #: data-source tokens the program may call, with deterministic answers.
-KNOWN_CALLS: dict[str, Callable[[dict, str], dict]] = {
-    "aws:index/getAvailabilityZones:getAvailabilityZones": _aws_azs,
-    "aws:index/getCallerIdentity:getCallerIdentity": lambda a, r: {
+KNOWN_CALLS: dict[str, Callable[..., dict]] = {
+    "aws:index/getAvailabilityZones:getAvailabilityZones": _data(_aws_azs),
+    "aws:index/getCallerIdentity:getCallerIdentity": lambda a, r, d=None: {
         "accountId": "123456789012", "arn": "arn:aws:iam::123456789012:user/plan",
         "userId": "AIDPLAN", "id": "123456789012"},
-    "aws:index/getPartition:getPartition": lambda a, r: {
+    "aws:index/getPartition:getPartition": lambda a, r, d=None: {
         "partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws",
         "reverseDnsPrefix": "com.amazonaws"},
-    "aws:index/getRegion:getRegion": lambda a, r: {"name": r, "region": r, "id": r,
-                                                   "endpoint": f"ec2.{r}.amazonaws.com",
-                                                   "description": r},
-    "aws:ec2/getAmi:getAmi": lambda a, r: {"id": "ami-0123456789abcdef0",
-                                           "imageId": "ami-0123456789abcdef0",
-                                           "name": (a.get("filters") or [{}])[0].get("values", ["ami"])[0],
-                                           "architecture": "x86_64"},
-    "aws:ssm/getParameter:getParameter": lambda a, r: {"name": a.get("name"), "type": "String",
-                                                       "value": "ami-0123456789abcdef0",
-                                                       "id": a.get("name"), "arn": "arn:aws:ssm:"},
-    "aws:iam/getPolicyDocument:getPolicyDocument": lambda a, r: {
+    "aws:index/getRegion:getRegion": lambda a, r, d=None: {
+        "name": r, "region": r, "id": r, "endpoint": f"ec2.{r}.amazonaws.com",
+        "description": r},
+    "aws:ssm/getParameter:getParameter": _data(_aws_ssm),
+    "aws:iam/getPolicyDocument:getPolicyDocument": lambda a, r, d=None: {
         "json": json.dumps({"Version": "2012-10-17", "Statement": a.get("statements", [])}),
         "id": "policy"},
-    "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering": lambda a, r: {
-        "capacityBlockOfferingId": "cb-0123456789abcdef0", "availabilityZone": r + "a",
-        "currencyCode": "USD", "upfrontFee": "0", "tenancy": "default", "id": "cb", **a},
-    "aws:ec2/getSubnet:getSubnet": lambda a, r: {"id": a.get("id"), "availabilityZone": r + "a",
-                                                 "vpcId": "vpc-plan"},
-    "gcp:compute/getZones:getZones": lambda a, r: {"names": _zones(a.get("region", r) + "-"),
-                                                   "id": "zones"},
-    "gcp:organizations/getProject:getProject": lambda a, r: {
+    "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering": _data(_aws_capacity_block),
+    "aws:ec2/getSubnet:getSubnet": _data(_aws_subnet),
+    "gcp:compute/getZones:getZones": _data(_gcp_zones),
+    "gcp:organizations/getProject:getProject": lambda a, r, d=None: {
         "projectId": a.get("projectId", "plan-project"), "number": "123456789012",
         "id": a.get("projectId", "plan-project")},
-    "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount": lambda a, r: {
-        "email": "project-123456789012@storage-transfer-service.iam.gserviceaccount.com",
-        "member": "serviceAccount:project-123456789012@storage-transfer-service.iam."
-                  "gserviceaccount.com",
-        "subjectId": "100000000000000000001", "project": a.get("project") or "plan-project",
-        "id": a.get("project") or "plan-project"},
-    "gcp:compute/getImage:getImage": lambda a, r: {
-        "selfLink": f"projects/{a.get('project', 'p')}/global/images/family/{a.get('family', 'img')}",
-        "name": a.get("family", "img"), "id": "image"},
+    "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount":
+        lambda a, r, d=None: {
+            "email": "project-123456789012@storage-transfer-service.iam.gserviceaccount.com",
+            "member": "serviceAccount:project-123456789012@storage-transfer-service.iam."
+                      "gserviceaccount.com",
+            "subjectId": "100000000000000000001", "project": a.get("project") or "plan-project",
+            "id": a.get("project") or "plan-project"},
+    "gcp:compute/getImage:getImage": _data(_gcp_image),
 }
 
 
+# ---- recording ----------------------------------------------------------------------------
 @dataclass
 class RecordedResource:
     urn: str
@@ -96,6 +292,9 @@ class RecordedResource:
     ignore_changes: tuple = ()
     depends_on: tuple = ()
     outputs: dict = field(default_factory=dict)
+    #: the name the resource gets in the cloud: its explicit name input (``name``, ``bucket``,
+    #: ``accountId``, ...) or the provider's auto-name; None for types that have no name.
+    physical_name: Optional[str] = None
 
 
 def _scrub(value: Any) -> Any:
@@ -116,31 +315,94 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+ACCOUNT_ID = "123456789012"
+#: ARN shapes of the AWS types whose ARN other resources embed (IAM User Guide / S3 / EC2 / SNS
+#: "ARN formats"); other types get ``arn:aws:plan:::<type>/<name>``.
+_ARNS = {
+    "aws:s3/bucket:Bucket": "arn:aws:s3:::{n}",
+    "aws:iam/role:Role": "arn:aws:iam::{a}:role/{n}",
+    "aws:iam/instanceProfile:InstanceProfile": "arn:aws:iam::{a}:instance-profile/{n}",
+    "aws:ec2/placementGroup:PlacementGroup": "arn:aws:ec2:{r}:{a}:placement-group/{n}",
+    "aws:sns/topic:Topic": "arn:aws:sns:{r}:{a}:{n}",
+    "aws:lambda/function:Function": "arn:aws:lambda:{r}:{a}:function:{n}",
+    "aws:cloudwatch/eventRule:EventRule": "arn:aws:events:{r}:{a}:rule/{n}",
+}
+
+
+def _computed_outputs(typ: str, name: str, inputs: dict, physical: Optional[str],
+                      region: str = "us-east-1") -> dict:
+    """Deterministic values of what the provider computes on create (`pulumi up` mode)."""
+    out: dict = {}
+    if typ.startswith("aws:"):
+        shape = _ARNS.get(typ, "arn:aws:plan:::" + typ.split(":")[-1].lower() + "/{n}")
+        out["arn"] = shape.format(n=physical or name, a=ACCOUNT_ID, r=region)
+    if typ.startswith("gcp:"):
+        out["selfLink"] = f"https://plan.invalid/{physical or name}"
+    if typ == "gcp:cloudfunctionsv2/function:Function":
+        out["url"] = (f"https://{inputs.get('location', 'region')}-plan-project."
+                      f"cloudfunctions.net/{physical or name}")
+    if typ == "gcp:serviceaccount/account:Account":
+        out["email"] = f"{physical or name}@plan.iam.gserviceaccount.com"
+    if typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+        out["name"] = f"projects/{inputs.get('project', 'plan-project')}/roles/{physical}"
+    if typ == "gcp:storage/hmacKey:HmacKey":
+        # Deterministic key id (61 chars at most, like real GOOG1... ids); the secret comes
+        # back marked secret, as the engine does for the SDK's additional_secret_outputs.
+        out["accessId"] = f"GOOG1PLAN{name.upper().replace('-', '')}"[:61]
+        out["secret"] = {_SIG: _SECRET_SIG, "value": f"plan-secret-{name}"}
+    return out
+
+
 class _Recorder(_mocks.Mocks):
-    def __init__(self, strict_calls: bool = True):
+    def __init__(self, *, preview: bool, seed: str, lookups: dict, strict_calls: bool = True):
+        self.preview = preview
+        self.seed = seed
+        self.lookups = lookups
         self.strict_calls = strict_calls
         self.calls: list[tuple[str, dict]] = []
+        self.rejections: list[Finding] = []
+        self.physical: dict[tuple[str, str], Optional[str]] = {}  # (type, name) -> name
+        #: AWS provider resource (type, name) -> region
+        self.provider_regions: dict[tuple[str, str], str] = {}
 
     def new_resource(self, args: _mocks.MockResourceArgs):
-        outputs = dict(args.inputs)
-        # Deterministic ids/arns so dependent resources resolve during the plan.
-        rid = f"{args.name}-id"
-        if args.typ.startswith("aws:"):
-            outputs.setdefault("arn", f"arn:aws:plan:::{args.typ.split(':')[-1].lower()}/{args.name}")
-        if args.typ.startswith("gcp:"):
-            outputs.setdefault("selfLink", f"https://plan.invalid/{args.name}")
-        if args.typ == "gcp:cloudfunctionsv2/function:Function":
-            outputs.setdefault("url", f"https://{args.inputs.get('location', 'region')}-plan-"
-                                      f"project.cloudfunctions.net/{args.inputs.get('name', args.name)}")
-        if args.typ == "gcp:serviceaccount/account:Account":
-            outputs.setdefault("email", f"{args.inputs.get('accountId', args.name)}@plan.iam.gserviceaccount.com")
-        if args.typ == "gcp:storage/hmacKey:HmacKey":
-            # Deterministic key id (61 chars at most, like real GOOG1... ids); the secret comes
-            # back marked secret, as the engine does for the SDK's additional_secret_outputs.
-            outputs.setdefault("accessId", f"GOOG1PLAN{args.name.upper().replace('-', '')}"[:61])
-            outputs.setdefault("secret", {_SIG: _SECRET_SIG, "value": f"plan-secret-{args.name}"})
-        outputs.setdefault("name", outputs.get("name", args.name))
-        return rid, outputs
+        inputs = dict(args.inputs)
+        physical = None
+        rule = autoname_rule(args.typ) if args.custom else None
+        if rule is not None:
+            given = inputs.get(rule.field)
+            if given in (None, ""):
+                physical = generated_name(rule, args.name, seed=self.seed,
+                                          type_token=args.typ)
+                if len(physical) > rule.maxlen:
+                    prefix = physical[:-rule.randlen]
+                    self.rejections.append(Finding(
+                        f"{args.typ} {args.name}",
+                        f"the provider auto-names it \"{prefix}\" plus {rule.randlen} random "
+                        f"characters, longer than its maximum length {rule.maxlen} (\"name "
+                        f"'{prefix}' plus {rule.randlen} random chars is longer than maximum "
+                        f"length {rule.maxlen}\"); shorten the cluster / storage / environment "
+                        "name it is built from"))
+                inputs[rule.field] = physical
+            elif isinstance(given, str):
+                physical = given
+        elif args.typ.startswith("pulumi-python:dynamic") and isinstance(inputs.get("name"), str):
+            physical = inputs["name"]
+        self.physical[(args.typ, args.name)] = physical
+        if args.typ.startswith("pulumi:providers:"):
+            # Providers are configured, not created: their reference stays usable by invokes.
+            if args.typ == "pulumi:providers:aws":
+                self.provider_regions[("pulumi:providers:aws", args.name)] = \
+                    inputs.get("region", "")
+            return f"{args.name}-id", inputs
+        if self.preview:
+            # `pulumi preview` of a create: the checked inputs (auto-name included) are known,
+            # everything the provider computes, and the id, are unknown.
+            return "", inputs
+        outputs = {**_computed_outputs(args.typ, args.name, inputs, physical,
+                                       self._provider_region(args.provider) or "us-east-1"),
+                   **inputs}
+        return f"{args.name}-id", outputs
 
     def call(self, args: _mocks.MockCallArgs):
         self.calls.append((args.token, dict(args.args)))
@@ -148,14 +410,28 @@ class _Recorder(_mocks.Mocks):
         if fn is None:
             raise RuntimeError(f"unexpected provider call {args.token} in the program: add a "
                                "deterministic answer to infra/planner/mocks.py KNOWN_CALLS")
-        region = args.args.get("region") or "us-east-1"
+        region = args.args.get("region") or self._provider_region(args.provider) or "us-east-1"
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if len(params) >= 3:
+            return fn(dict(args.args), region, self.lookups)
         return fn(dict(args.args), region)
+
+    def _provider_region(self, ref: Optional[str]) -> Optional[str]:
+        """Region of the AWS provider an invoke names (``urn:...::pulumi:providers:aws::N::id``)."""
+        if not ref:
+            return None
+        urn = ref.rsplit("::", 1)[0]
+        return self.provider_regions.get(("pulumi:providers:aws", urn.rsplit("::", 1)[-1]))
 
 
 class _RecordingMonitor(_mocks.MockMonitor):
     def __init__(self, mocks: _Recorder):
         super().__init__(mocks)
         self.recorded: list[RecordedResource] = []
+        self._mocks_ref = mocks
 
     def RegisterResource(self, request):  # noqa: N802 (gRPC name)
         resp = super().RegisterResource(request)
@@ -170,7 +446,8 @@ class _RecordingMonitor(_mocks.MockMonitor):
             protect=bool(getattr(request, "protect", False)),
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             ignore_changes=tuple(request.ignoreChanges),
-            depends_on=tuple(request.dependencies), outputs=_scrub(out)))
+            depends_on=tuple(request.dependencies), outputs=_scrub(out),
+            physical_name=self._mocks_ref.physical.get((request.type, request.name))))
         return resp
 
 
@@ -182,6 +459,7 @@ class ProgramRun:
     calls: list
     #: what the program logged at warning level or above (`pulumi up` shows these as warnings).
     warnings: list = field(default_factory=list)
+    preview: bool = False
 
     def by_type(self, typ: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == typ]
@@ -213,16 +491,25 @@ def _capturing_logger() -> tuple[logging.Logger, list[str]]:
     return logger, captured
 
 
+def _no_stack_trace() -> source_pb2.StackTrace:
+    return source_pb2.StackTrace()
+
+
 def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict] = None,
-                project: str = "gpulease", preview: bool = True,
-                strict_calls: bool = True) -> ProgramRun:
+                project: str = "gpulease", preview: bool = False,
+                strict_calls: bool = True, seed: str = DEFAULT_SEED,
+                lookups: Optional[dict] = None) -> ProgramRun:
     """Run ``program`` under mocks; return every registered resource and the stack outputs.
 
     ``config`` maps full keys (``gpulease:clusters``) to values as the engine passes them
-    (strings; objects JSON-encoded).
+    (strings; objects JSON-encoded). ``preview``: `pulumi preview` (provider-computed outputs
+    unknown) instead of `pulumi up` (deterministic values). ``lookups``: data-source answers
+    (default: :func:`load_lookups`). Raises :class:`ProviderRejected` when a provider would
+    refuse a resource before calling the cloud (e.g. an auto-name longer than its maximum).
     """
     with _LOCK:
-        mocks = _Recorder(strict_calls=strict_calls)
+        mocks = _Recorder(preview=preview, seed=seed, strict_calls=strict_calls,
+                          lookups=lookups if lookups is not None else load_lookups())
         monitor = _RecordingMonitor(mocks)
         logger, warnings = _capturing_logger()
         pulumi.runtime.set_all_config(dict(config or {}))
@@ -230,21 +517,33 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
                                  monitor=monitor, logger=logger)
         outputs: dict = {}
         holder: dict = {}
-
-        def _main():
-            holder["result"] = program()
-
+        # Speed (bench/plan.py): the SDK captures a Python stack trace per registration for the
+        # engine's source positions, which the mock monitor never reads; and the cyclic
+        # collector rescans the growing object graph of a large program again and again.
+        # Both are restored afterwards; reference counting still frees acyclic garbage.
+        saved_trace = _runtime_resource._get_stack_trace
+        _runtime_resource._get_stack_trace = _no_stack_trace
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
         try:
             stack_res = pulumi.runtime.settings.get_root_resource()
-            _main()
+            holder["result"] = program()
             _sync_await(pulumi.runtime.stack.wait_for_rpcs())
             if stack_res is not None:
                 raw_outputs = getattr(stack_res, "outputs", {}) or {}
                 outputs = {k: _resolve(v) for k, v in raw_outputs.items()}
         finally:
+            _runtime_resource._get_stack_trace = saved_trace
+            if gc_was_enabled:
+                gc.enable()
             pulumi.runtime.settings.reset_options()  # type: ignore[attr-defined]
+        if mocks.rejections:
+            raise ProviderRejected(mocks.rejections, headline=(
+                f"`pulumi up --stack {stack}` would fail: the provider rejects "
+                f"{len(mocks.rejections)} resource(s) before calling the cloud"))
         return ProgramRun(resources=monitor.recorded, result=holder.get("result"),
-                          outputs=outputs, calls=mocks.calls, warnings=warnings)
+                          outputs=outputs, calls=mocks.calls, preview=preview,
+                          warnings=warnings)
 
 
 def _resolve(value: Any) -> Any:

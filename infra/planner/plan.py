@@ -18,8 +18,11 @@ PLAN_FORMAT = "gpulease-plan/1"
 
 
 def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
-        catalog_version: Optional[str] = None) -> ProgramRun:
-    """Run THE program (infra.program.main) under mocks with a stack file's config values."""
+        catalog_version: Optional[str] = None, preview: bool = False) -> ProgramRun:
+    """Run THE program (infra.program.main) under mocks with a stack file's config values.
+
+    ``preview``: as `pulumi preview` sees it (provider-computed outputs unknown) instead of as
+    `pulumi up` creates it (``infra.planner.mocks.run_program``)."""
     from infra.program import main
 
     config = dict(values)
@@ -31,7 +34,7 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         config.pop("gpulease:catalog", None)
     keys = [k for k in values if isinstance(k, str)]
     return run_program(lambda: main(file_keys=keys), stack=stack,
-                       config=values_for_pulumi(config))
+                       config=values_for_pulumi(config), preview=preview)
 
 
 def _tags_of(inputs: dict) -> dict:
@@ -61,7 +64,8 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         cost = entry.monthly_usd if entry else 0.0
         cluster = entry.cluster if entry else "shared"
         resources.append({
-            "urn": r.urn, "type": r.type, "name": r.name, "cluster": cluster,
+            "urn": r.urn, "type": r.type, "name": r.name,
+            "physical_name": getattr(r, "physical_name", None), "cluster": cluster,
             "purchase_model": entry.purchase_model if entry else "none",
             "tags": _tags_of(r.inputs), "monthly_usd": round(cost, 2), "inputs": r.inputs,
             "protect": r.protect, "retain_on_delete": r.retain_on_delete,

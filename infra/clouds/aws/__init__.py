@@ -50,6 +50,7 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     storage = [s for s in env.storage if s.cloud == "aws"]
     if not clusters and not storage:
         return []
+    naming.check_bucket_names(env)
     cloud = stack.clouds.get("aws")
     regions = sorted({c.region for c in clusters} | {s.region for s in storage})
     providers = {r: aws.Provider(f"aws-{r}", region=r) for r in regions}
@@ -71,14 +72,28 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
             f"{', '.join(cluster_regions)}; limit gpulease:clouds.aws.regions (or the "
             "clusters' regions) to the VPC's region, or remove vpc_id to let gpulease create "
             "a network per region", source=stack.source)])
+    zone_names = {r: _region_zones(r, providers[r]) for r in cluster_regions}
+    findings = [f for c in clusters for f in _zone_findings(c, zone_names[c.region], stack)]
+    blocks = {}
+    for c in clusters:
+        if GpuCluster.uses_capacity_block(stack, c):
+            block = _capacity_block(c, providers[c.region], stack)
+            if isinstance(block, Finding):
+                findings.append(block)
+            else:
+                blocks[c.name] = block
+    if findings:
+        raise ConfigError(findings)
     networks: dict[str, Network] = {}
     for region in cluster_regions:
         here = [c for c in clusters if c.region == region]
-        zones = tuple(dict.fromkeys(z for c in here for z in builders.cluster_zones(c)))
+        zones = tuple(dict.fromkeys(
+            [z for c in here for z in builders.cluster_zones(c)]
+            + [blocks[c.name]["availability_zone"] for c in here if c.name in blocks]))
         networks[region] = Network(f"aws-{region}-net", NetworkArgs(
             region=region, provider=providers[region],
             vpc_id=getattr(cloud, "network", None), subnet_ids=tuple(getattr(cloud, "subnets", ())),
-            zones=zones))
+            zones=zones, zone_names=zone_names[region]))
         out.append(networks[region])
         if any(c.purchase.spot for c in here):
             out.append(SpotEvents(f"aws-{region}-spot-events", SpotEventsArgs(
@@ -88,10 +103,49 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
         out.append(GpuCluster(c.name, GpuClusterArgs(
             decision=c, stack=stack, catalog=catalog, network=networks[c.region],
             provider=providers[c.region], gcs_hmac=gcs_hmac,
+            capacity_block=blocks.get(c.name),
             gcs_bucket_dependencies=tuple(
                 b for n, b in declared_elsewhere.items() if n == c.spec.dataset),
             user_data=lambda model, c=c: user_data(stack, c, model))))
     return out
+
+
+def _region_zones(region: str, provider: aws.Provider) -> dict[str, str]:
+    """Zone ID and zone name -> zone name, for every available AZ of the region (the
+    provider's ``getAvailabilityZones``; offline: infra/planner/data/lookups.json)."""
+    azs = aws.get_availability_zones(state="available",
+                                     opts=pulumi.InvokeOptions(provider=provider))
+    names = list(azs.names or [])
+    out = {n: n for n in names}
+    out.update({i: n for i, n in zip(azs.zone_ids or [], names)})
+    return out
+
+
+def _zone_findings(c: ClusterDecision, zones: dict[str, str], stack: StackSpec) -> list[Finding]:
+    bad = [z for z in builders.cluster_zones(c) if z not in zones]
+    return [Finding(c.spec.config_path, f'cluster "{c.name}" is placed in zone "{z}", which '
+                    f"{c.region} does not have (its zones: {', '.join(sorted(zones))}); the "
+                    "catalog row of its instance type names a wrong zone: refresh the catalog "
+                    f"or limit {c.spec.config_path}.regions", source=stack.source)
+            for z in bad]
+
+
+def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec):
+    """The Capacity Block offering for the reserved nodes, or a Finding when AWS has none
+    (``DescribeCapacityBlockOfferings`` answered empty: a real `pulumi preview` fails there)."""
+    hours = builders.capacity_block_hours(c.spec.hours_per_month)
+    try:
+        offer = aws.ec2.get_capacity_block_offering(
+            capacity_duration_hours=hours, instance_count=c.purchase.reserved,
+            instance_type=c.offering.instance_type, opts=pulumi.InvokeOptions(provider=provider))
+    except Exception as exc:  # noqa: BLE001 - the provider's "nothing found" is an exception
+        return Finding(c.spec.config_path, f"no EC2 Capacity Block offering for "
+                       f"{c.purchase.reserved} x {c.offering.instance_type} for {hours} h in "
+                       f"{c.region} ({str(exc).strip().splitlines()[-1][:300]}); set "
+                       "gpulease:clouds.aws.capacity_blocks: false (reserve with an ODCR), "
+                       f"change {c.spec.config_path}.hours_per_month or its regions",
+                       source=stack.source)
+    return {"id": offer.capacity_block_offering_id, "availability_zone": offer.availability_zone}
 
 
 __all__ = ["deploy", "GcsHmac", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs",

@@ -156,6 +156,17 @@ def capacity_block_hours(hours_per_month: float) -> int:
     return days * 24
 
 
+def is_zone_id(zone: str) -> bool:
+    """``use1-az1`` (an AZ ID, the same in every account) vs ``us-east-1a`` (a name, mapped per
+    account): EC2 User Guide, "Availability Zone IDs"."""
+    return "-az" in zone
+
+
+def subnet_zone_args(zone: str) -> dict:
+    """Subnet placement input for a zone ID or name (``availability_zone_id`` / ``_zone``)."""
+    return {"availability_zone_id": zone} if is_zone_id(zone) else {"availability_zone": zone}
+
+
 def cluster_zones(decision: ClusterDecision) -> tuple[str, ...]:
     """AZs the cluster may use, when known at program time (decided zone, else catalog zones)."""
     if decision.zone:

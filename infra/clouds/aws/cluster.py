@@ -43,6 +43,9 @@ class GpuClusterArgs:
     #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
     #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
     gcs_bucket_dependencies: tuple = ()
+    #: the Capacity Block offering found for the reserved nodes ({"id", "availability_zone"}),
+    #: looked up by the adaptor before anything is declared; None = no Capacity Block.
+    capacity_block: Optional[dict] = None
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -52,14 +55,20 @@ class GpuCluster(pulumi.ComponentResource):
     [ODCR | Capacity Block] -> launch template -> Auto Scaling group(s).
     """
 
+    @staticmethod
+    def uses_capacity_block(stack: StackSpec, d: ClusterDecision) -> bool:
+        return bool(builders.wants_reservation(stack, d) and stack.clouds["aws"].capacity_blocks
+                    and d.offering.instance_type in CAPACITY_BLOCK_TYPES)
+
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gpulease:aws:GpuCluster", name, None, opts)
         d, stack = args.decision, args.stack
         p = d.purchase
-        self.use_block = (builders.wants_reservation(stack, d)
-                          and stack.clouds["aws"].capacity_blocks
-                          and d.offering.instance_type in CAPACITY_BLOCK_TYPES)
+        self.use_block = self.uses_capacity_block(stack, d)
+        if self.use_block and args.capacity_block is None:
+            raise ValueError(f"{d.name}: a Capacity Block cluster needs the offering the "
+                             "adaptor looked up (GpuClusterArgs.capacity_block)")
         if (builders.wants_reservation(stack, d) and stack.clouds["aws"].capacity_blocks
                 and not self.use_block):
             pulumi.log.warn(f"{d.name}: {d.offering.instance_type} is not sold as a Capacity "
@@ -168,11 +177,8 @@ class GpuCluster(pulumi.ComponentResource):
             reservation_spec = {"capacity_reservation_target": {
                 "capacity_reservation_id": self.reservation.id}}
         elif self.use_block:
-            offer = aws.ec2.get_capacity_block_offering_output(
-                capacity_duration_hours=builders.capacity_block_hours(d.spec.hours_per_month),
-                instance_count=p.reserved, instance_type=d.offering.instance_type, opts=invoke)
             self.reservation = aws.ec2.CapacityBlockReservation(
-                f"{name}-block", capacity_block_offering_id=offer.capacity_block_offering_id,
+                f"{name}-block", capacity_block_offering_id=args.capacity_block["id"],
                 instance_platform="Linux/UNIX", opts=child)
 
         # ---- launch template(s) ---------------------------------------------------------------
@@ -263,7 +269,9 @@ class GpuCluster(pulumi.ComponentResource):
                 tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     ignore_changes=ignore)),
-                **{**common, "vpc_zone_identifiers": [s.id for s in net.subnets]})
+                # The block's instances launch in the offering's AZ only.
+                **{**common, "vpc_zone_identifiers": [s.id for s in net.subnets_for(
+                    (args.capacity_block["availability_zone"],), one_az=True)]})
         self.register_outputs({
             "asg": self.asg.name if self.asg else None,
             "block_asg": self.block_asg.name if self.block_asg else None,

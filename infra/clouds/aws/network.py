@@ -39,8 +39,14 @@ class NetworkArgs:
     #: existing VPC id / private subnet ids (``gpulease:clouds.aws.vpc_id`` / ``subnet_ids``).
     vpc_id: Optional[str] = None
     subnet_ids: tuple[str, ...] = ()
-    #: AZ names the region's clusters ask for (decided or catalog zones); empty = any.
+    #: AZ IDs or names the region's clusters ask for (decided or catalog zones); empty = any.
     zones: tuple[str, ...] = ()
+    #: zone (ID or name, as in ``zones``) -> AZ name, from the region's zone lookup.
+    zone_names: dict = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.zone_names is None:
+            self.zone_names = {}
 
 
 class Network(pulumi.ComponentResource):
@@ -82,7 +88,8 @@ class Network(pulumi.ComponentResource):
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id,
                                       tags={"Name": f"{name}-igw"}, opts=child)
         public = aws.ec2.Subnet(f"{name}-public", vpc_id=vpc.id, cidr_block=PUBLIC_CIDR,
-                                availability_zone=az_plan[0][1],
+                                **(builders.subnet_zone_args(az_plan[0][0]) if az_plan[0][0]
+                                   else {"availability_zone": az_plan[0][1]}),
                                 map_public_ip_on_launch=False,
                                 tags={"Name": f"{name}-public"}, opts=child)
         public_rt = aws.ec2.RouteTable(f"{name}-public-rt", vpc_id=vpc.id,
@@ -109,12 +116,16 @@ class Network(pulumi.ComponentResource):
         self.subnets = []
         for i, (zone, az) in enumerate(az_plan):
             sn = aws.ec2.Subnet(f"{name}-private-{i}", vpc_id=vpc.id,
-                                cidr_block=PRIVATE_CIDRS[i], availability_zone=az,
+                                cidr_block=PRIVATE_CIDRS[i],
+                                **(builders.subnet_zone_args(zone) if zone
+                                   else {"availability_zone": az}),
                                 map_public_ip_on_launch=False,
                                 tags={"Name": f"{name}-private-{i}"}, opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-private-{i}-rta", subnet_id=sn.id,
                                           route_table_id=private_rt.id, opts=child)
-            self.subnets.append(Subnet(id=sn.id, zone=zone, availability_zone=sn.availability_zone))
+            self.subnets.append(Subnet(
+                id=sn.id, zone=zone,
+                availability_zone=args.zone_names.get(zone) if zone else sn.availability_zone))
 
     def subnets_for(self, zones: tuple[str, ...], *, one_az: bool) -> list[Subnet]:
         """Subnets a cluster uses: those in its zones (when known), a single one when the

@@ -9,13 +9,37 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from infra import naming
 from infra.catalog import Catalog
 from infra.clouds.gcp.cluster import GpuCluster, GpuClusterArgs
-from infra.clouds.gcp.layout import nic_layout, primary_mtu
+from infra.clouds.gcp.layout import cluster_zone, nic_layout, primary_mtu
 from infra.clouds.gcp.network import Network, NetworkArgs
 from infra.clouds.gcp.storage import Storage, StorageArgs
 from infra.errors import ConfigError, Finding
 from infra.model import EnvironmentDecision
+
+def _zone_findings(clusters, project: str, provider: gcp.Provider, source: str) -> list[Finding]:
+    """Every cluster needs one zone of its region (the decision's, else the catalog's); a zone
+    the region does not have (``compute.zones.list``, offline: lookups.json) is an error."""
+    findings, zones_of = [], {}
+    for c in clusters:
+        zone = cluster_zone(c)
+        if zone is None:
+            findings.append(Finding(c.spec.config_path, f'no zone is known for '
+                                    f'{c.offering.instance_type} in {c.region} (the catalog row '
+                                    "lists none): refresh the catalog", source=source))
+            continue
+        if c.region not in zones_of:
+            zones_of[c.region] = list(gcp.compute.get_zones(
+                region=c.region, project=project, status="UP",
+                opts=pulumi.InvokeOptions(provider=provider)).names or [])
+        if zone not in zones_of[c.region]:
+            findings.append(Finding(c.spec.config_path, f'cluster "{c.name}" is placed in zone '
+                                    f'"{zone}", which {c.region} does not have (its zones: '
+                                    f"{', '.join(zones_of[c.region])}); refresh the catalog or "
+                                    f"limit {c.spec.config_path}.regions", source=source))
+    return findings
+
 
 __all__ = ["deploy", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs", "Storage",
            "StorageArgs", "nic_layout"]
@@ -32,6 +56,7 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     stores = [s for s in env.storage if s.cloud == "gcp"]
     if not clusters and not stores:
         return []
+    naming.check_bucket_names(env)
     source = env.stack.source
     spec = env.stack.clouds.get("gcp")
     if spec is None or not spec.project:
@@ -48,6 +73,9 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     provider = gcp.Provider("gcp", project=spec.project)
     opts = pulumi.ResourceOptions(providers=[provider])
     out: list[pulumi.Resource] = [provider]
+    zone_findings = _zone_findings(clusters, spec.project, provider, source)
+    if zone_findings:
+        raise ConfigError(zone_findings)
 
     storage = {}
     for s in stores:

@@ -15,6 +15,7 @@ import pulumi_gcp as gcp
 
 from infra import naming
 from infra.clouds.gcp import autostop, layout, staging
+from infra.clouds.gcp.reservation import GceReservation
 from infra.clouds.gcp.storage import make_bucket
 from infra.costing.context import CostContext
 from infra.model import ClusterDecision, StackSpec, StorageSpec
@@ -62,6 +63,12 @@ def resource_names(name: str, decision: ClusterDecision, stack: StackSpec) -> di
     }
 
 
+def reservation_name(stack: StackSpec, name: str) -> str:
+    """Explicit GCE name of a compact-placement reservation (dynamic resources are not
+    auto-named): unique per environment and cluster, at most 63 characters."""
+    return naming.fit_name(f"{stack.name_prefix}-{stack.environment}-{name}-reserved")
+
+
 def mig_name(name: str, model: str) -> str:
     """GCP name of the cluster's MIG for one purchase model."""
     return f"{name}-{layout.gcp_name(model)}"
@@ -94,9 +101,9 @@ class GpuCluster(pulumi.ComponentResource):
             idle_minutes=d.spec.idle_minutes)
         child = pulumi.ResourceOptions(parent=self)
 
-        zone: pulumi.Input[str] = layout.cluster_zone(d) or gcp.compute.get_zones_output(
-            region=d.region, status="UP", opts=pulumi.InvokeOptions(parent=self)
-        ).names.apply(lambda zs: sorted(zs)[0])
+        zone = layout.cluster_zone(d)
+        if zone is None:  # the adaptor reports it, located; no "<region>-a" guess
+            raise ValueError(f"{d.name}: no zone for {d.offering.instance_type} in {d.region}")
 
         # ---- identity ---------------------------------------------------------------------
         self.service_account = gcp.serviceaccount.Account(
@@ -177,31 +184,45 @@ class GpuCluster(pulumi.ComponentResource):
                 iface["nic_type"] = nic["nic_type"]
             interfaces.append(iface)  # no access_configs: no external IP
 
-        # ---- capacity ----------------------------------------------------------------------
-        self.reservation = None
-        if d.purchase.reserved > 0:
-            props: dict = {"machine_type": d.offering.instance_type}
-            acc = layout.guest_accelerators(d.offering)
-            if acc:
-                props["guest_accelerators"] = [
-                    {"accelerator_type": a["type"], "accelerator_count": a["count"]} for a in acc]
-            self.reservation = gcp.compute.Reservation(
-                f"{name}-reservation", zone=zone, specific_reservation_required=True,
-                specific_reservation={"count": d.purchase.reserved, "instance_properties": props},
-                description=f"gpulease {name}: reserved baseline", opts=child)
-
-        self.templates, self.migs = {}, {}
+        # ---- placement and capacity ---------------------------------------------------------
+        policies: dict = {}
         for model in models:
-            policy_link = None
             vm_count = layout.placement_vm_count(d, model)
             if vm_count:
-                policy = gcp.compute.ResourcePolicy(
+                policies[model] = gcp.compute.ResourcePolicy(
                     f"{name}-{layout.gcp_name(model)}-placement", region=d.region,
                     group_placement_policy={"collocation": "COLLOCATED", "vm_count": vm_count},
                     description=f"gpulease {name}: compact placement of the {model} nodes",
                     opts=child)
-                # pulumi-gcp 10 types this as one self link ("a max of 1 resource policy").
-                policy_link = policy.self_link
+        self.reservation = None
+        if d.purchase.reserved > 0:
+            acc = layout.guest_accelerators(d.offering)
+            if "reserved" in policies:
+                # A VM with a compact policy consumes only a reservation created with the same
+                # policy, which pulumi-gcp's Reservation cannot express: the Compute API can.
+                self.reservation = GceReservation(
+                    f"{name}-reservation", project=args.project, zone=zone,
+                    name=reservation_name(stack, name), machine_type=d.offering.instance_type,
+                    count=d.purchase.reserved, accelerators=acc,
+                    placement_policy=policies["reserved"].self_link,
+                    description=f"gpulease {name}: reserved baseline, compact placement",
+                    opts=child)
+            else:
+                props: dict = {"machine_type": d.offering.instance_type}
+                if acc:
+                    props["guest_accelerators"] = [
+                        {"accelerator_type": a["type"], "accelerator_count": a["count"]}
+                        for a in acc]
+                self.reservation = gcp.compute.Reservation(
+                    f"{name}-reservation", zone=zone, specific_reservation_required=True,
+                    specific_reservation={"count": d.purchase.reserved,
+                                          "instance_properties": props},
+                    description=f"gpulease {name}: reserved baseline", opts=child)
+
+        self.templates, self.migs = {}, {}
+        for model in models:
+            # pulumi-gcp 10 types this as one self link ("a max of 1 resource policy").
+            policy_link = policies[model].self_link if model in policies else None
             template_args = dict(
                 machine_type=d.offering.instance_type,
                 description=f"gpulease {name} {model} node",

@@ -149,12 +149,12 @@ def supports_compact_placement(offering: Offering) -> bool:
 def placement_vm_count(decision: ClusterDecision, model: str) -> Optional[int]:
     """``vm_count`` of the compact placement policy of one MIG, or None (no policy).
 
-    Only distributed clusters on a supporting series get one; the reserved MIG does not,
-    because a VM with a compact policy can only consume a reservation created with the same
-    policy, which pulumi-gcp 10's Reservation cannot express.
+    Only distributed clusters on a supporting series get one, the reserved MIG included: its
+    reservation is created with the same policy (``infra.clouds.gcp.reservation``), since a VM
+    with a compact policy only consumes a reservation that carries it.
     """
     nodes = getattr(decision.purchase, model)
-    if (not decision.distributed or model == "reserved" or nodes < 2
+    if (not decision.distributed or nodes < 2
             or not supports_compact_placement(decision.offering)):
         return None
     if nodes > COMPACT_PLACEMENT_MAX_VMS:

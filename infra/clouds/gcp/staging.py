@@ -35,6 +35,14 @@ SOURCE_OBJECT_ROLE = "roles/storage.objectViewer"
 SINK_OBJECT_ROLE = "roles/storage.objectUser"
 
 
+def transfer_job_name(stack: StackSpec, cluster: str) -> str:
+    """Explicit job name. Left unset, pulumi-gcp would auto-name it ``<logical>-<hex>``, which
+    STS rejects: names must match ``transferJobs/^(?!OPI)[A-Za-z0-9-._~]*[A-Za-z0-9]$``, at most
+    128 characters (TransferJob ``name``; "The TransferJob name must be in the pattern of
+    transferJobs/[^/]+")."""
+    return f"transferJobs/gpulease-{stack.environment}-{cluster}-stage"
+
+
 def transfer_schedule() -> dict:
     return {"schedule_start_date": dict(SCHEDULE_START), "start_time_of_day": dict(START_TIME_UTC),
             "repeat_interval": REPEAT_INTERVAL}
@@ -99,7 +107,7 @@ def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision, p
         spec["aws_s3_data_source"] = {"bucket_name": route.source_bucket,
                                       "path": route.source_prefix, "role_arn": role_arn}
     return gcp.storage.TransferJob(
-        f"{name}-stage", project=project,
+        f"{name}-stage", name=transfer_job_name(stack, decision.name), project=project,
         description=f"gpulease {stack.environment}/{decision.name}: stage {route.source_uri} "
                     f"into {route.dest_uri}"[:1024],
         transfer_spec=spec, schedule=transfer_schedule(),
