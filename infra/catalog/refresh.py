@@ -216,6 +216,16 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
                 row[k] = got.specs[k]
         if got.zones:
             row["zones"] = list(got.zones)
+        if got.zone_spot and "spot_usd" in got.prices:
+            row["zone_spot_usd"] = {z: got.zone_spot[z] for z in row.get("zones") or []
+                                    if z in got.zone_spot}
+            row["spot_usd"] = min(row["zone_spot_usd"].values()) if row["zone_spot_usd"] \
+                else got.prices["spot_usd"]
+            if not row["zone_spot_usd"]:
+                row.pop("zone_spot_usd")
+        elif "zone_spot_usd" in row and (got.zones or "spot_usd" in got.prices):
+            # zones or the spot price moved without per-zone prices: old zone prices are stale
+            row.pop("zone_spot_usd")
         row["price_sources"] = ps
         used = {v for v in ps.values() if v and not v.startswith("kept:")}
         if got.specs.get("spec_source") or got.zones:
