@@ -314,6 +314,8 @@ class Alternative:
     purchase: PurchaseMix
     monthly_usd: Optional[float]
     rejected_because: str
+    #: the zone this alternative would land in (None = the offering's default zone).
+    zone: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -329,6 +331,8 @@ class ClusterDecision:
     costs: CostBreakdown
     rationale: str
     alternatives: tuple[Alternative, ...] = ()
+    #: the one zone the cluster lands in (AWS zone ID like use1-az4, GCP zone like
+    #: us-central1-b); always set by the policy: the cheapest spot zone for spot clusters.
     zone: Optional[str] = None
     commitment_term: str = "1y"
     distributed: bool = False

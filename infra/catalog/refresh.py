@@ -60,14 +60,59 @@ def next_version(directory: Path, today: dt.date, avoid: tuple[str, ...] = ()) -
     return f"{stem}.{n}"
 
 
+def versions_in(directory: Path, *, skip: Optional[Path] = None) -> set[str]:
+    """Versions carried by the catalog files in ``directory`` (their ``version`` field, and
+    their file stems), so a new file never reuses one."""
+    out: set[str] = set()
+    if not directory.is_dir():
+        return out
+    for p in directory.glob("*.json"):
+        if skip is not None and p.resolve() == skip.resolve():
+            continue
+        out.add(p.stem)
+        try:
+            v = json.loads(p.read_bytes().decode("utf-8")).get("version")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(v, str):
+            out.add(v)
+    return out
+
+
+def taken_versions(directory: Path, avoid: tuple[str, ...] = (),
+                   skip: Optional[Path] = None) -> set[str]:
+    """Every version a new catalog must not carry: the shipped ones, ``avoid`` (the base), and
+    those of the files already in ``directory``."""
+    from infra.catalog import available_versions
+    return set(avoid) | set(available_versions()) | versions_in(directory, skip=skip)
+
+
 def resolve_out(out: Optional[str], today: dt.date,
                 avoid: tuple[str, ...] = ()) -> tuple[Path, str]:
-    """(file to write, catalog version). ``out`` may be a directory or a file path."""
+    """(file to write, catalog version). ``out`` may be a directory or a file path.
+
+    Versions are unique: a file named like a version (``2026.12.09.json``) carries that version
+    unless another catalog (shipped, the base, or a file beside it) already does; any other file
+    name gets today's date, with ``.N`` appended until no catalog carries it.
+    """
     if out and (out.endswith(".json") and not Path(out).is_dir()):
         p = Path(out)
-        return p, (p.stem if _VERSION_RE.match(p.stem) else today.strftime("%Y.%m.%d"))
+        taken = taken_versions(p.parent, avoid, skip=p)
+        if _VERSION_RE.match(p.stem):
+            if p.stem in taken:
+                raise InputError([Finding("--out", f"version {p.stem} (from the file name) is "
+                                          "already carried by another catalog (shipped, the base, "
+                                          f"or a file in {p.parent}); name the file after a new "
+                                          "version, or pass a directory to get one")])
+            return p, p.stem
+        stem = today.strftime("%Y.%m.%d")
+        version, n = stem, 0
+        while version in taken:
+            n += 1
+            version = f"{stem}.{n}"
+        return p, version
     directory = Path(out) if out else default_out_dir()
-    version = next_version(directory, today, avoid)
+    version = next_version(directory, today, tuple(taken_versions(directory, avoid)))
     return directory / f"{version}.json", version
 
 

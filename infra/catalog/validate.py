@@ -100,6 +100,7 @@ def validate(raw: Any, *, source: str) -> Catalog:
 
     storage: list[StoragePrice] = []
     storage_keys: dict = {}
+    no_retrieval: list[str] = []
     for i, row in enumerate(rows("storage")):
         label = row_label(row, "storage")
         try:
@@ -113,11 +114,8 @@ def validate(raw: Any, *, source: str) -> Catalog:
                                   f"storage[{storage_keys[key]}])", source=source))
             continue
         storage_keys[key] = i
-        if v2 and r.retrieval_usd_per_gb is None:
-            errors.append(Finding(f"storage[{i}] ({label}).retrieval_usd_per_gb",
-                                  "format /2 needs the retrieval price per GB (0 for the hot "
-                                  "class)", source=source))
-            continue
+        if v2 and r.retrieval_usd_per_gb is None and r.storage_class != "STANDARD":
+            no_retrieval.append(f"{r.cloud}:{r.region} {r.storage_class}")
         storage.append(StoragePrice(
             cloud=r.cloud, region=r.region, storage_class=r.storage_class,
             usd_per_gb_month=float(r.usd_per_gb_month), min_storage_days=r.min_storage_days,
@@ -168,17 +166,17 @@ def validate(raw: Any, *, source: str) -> Catalog:
         missing_storage = sorted(f"{c}:{r}" for c, r in priced_regions
                                  if hot[c] not in by_region.get((c, r), {}))
         if missing_storage:
-            errors.append(Finding("storage", "every region with an offering needs storage "
-                                  f"prices; no {'/'.join(sorted(set(hot.values())))} row for "
-                                  f"{_listed(missing_storage)}", source=source))
+            warn("storage", "every region with an offering should have storage prices (a "
+                 "cluster there with a dataset away from home cannot be priced); no "
+                 f"{'/'.join(sorted(set(hot.values())))} row for {_listed(missing_storage)}")
         missing_egress = []
         for c, r in sorted(priced_regions):
             for kinds in (("inter_region",), ("inter_cloud", "internet")):
                 if not any((c, reg, k) in egress_keys for k in kinds for reg in (r, None)):
                     missing_egress.append(f"{c}:{r} {kinds[0]}")
         if missing_egress:
-            errors.append(Finding("egress", "every region with an offering needs egress "
-                                  f"prices; missing {_listed(missing_egress)}", source=source))
+            warn("egress", "every region with an offering should have egress prices; missing "
+                 f"{_listed(missing_egress)}")
 
     if errors:
         raise CatalogError(errors, headline=f"{source}: invalid catalog (see docs/catalog.md):")
@@ -205,6 +203,9 @@ def validate(raw: Any, *, source: str) -> Catalog:
         warn("storage/egress", f"{len(estimates)} storage/egress prices are estimates (no "
              "regional figure in any source; see each row's notes): "
              f"{_listed(estimates)}")
+    if no_retrieval:
+        warn("storage", f"{len(no_retrieval)} cold storage rows have no retrieval price, so "
+             f"reading from them is priced as free: {_listed(no_retrieval)}")
     if doc.checksum:
         from infra.catalog.refresh import checksum
         if doc.checksum != checksum(raw):

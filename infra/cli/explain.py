@@ -78,8 +78,8 @@ def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
         "monthly_usd": round(c.monthly_usd, 2), "costs": c.costs.as_dict(),
         "rationale": c.rationale,
         "alternatives": [{
-            "rank": k, "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
-            "purchase": a.purchase.as_dict(),
+            "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
+            "instance_type": a.instance_type, "purchase": a.purchase.as_dict(),
             "monthly_usd": None if a.monthly_usd is None else round(a.monthly_usd, 2),
             "rejected_because": a.rejected_because} for k, a in enumerate(c.alternatives, 1)],
     }
@@ -104,10 +104,10 @@ def render_cluster(c: ClusterDecision) -> list[str]:
     lines.append(f"  Why: {c.rationale}")
     if c.alternatives:
         lines.append("  Alternatives (ranked by monthly cost)")
-        rows = [[str(k), a.cloud, a.region, a.instance_type, _mix(a.purchase),
+        rows = [[str(k), a.cloud, a.region, a.zone or "-", a.instance_type, _mix(a.purchase),
                  _money(a.monthly_usd), a.rejected_because]
                 for k, a in enumerate(c.alternatives, 1)]
-        lines += ["    " + x for x in _table(rows, ["#", "cloud", "region", "instance",
+        lines += ["    " + x for x in _table(rows, ["#", "cloud", "region", "zone", "instance",
                                                       "purchase", "$/month", "rejected because"])]
     return lines
 
