@@ -79,12 +79,28 @@ class Offering:
         first zone the catalog records. A catalog row without zones (format /1) falls back to
         the region's first zone by naming convention.
         """
+        zones = self.regular_zones
         if model == "spot" and self.zone_spot_usd:
-            order = {z: i for i, z in enumerate(self.zones)}
-            return min(self.zone_spot_usd, key=lambda p: (p[1], order.get(p[0], 1 << 30), p[0]))[0]
-        if self.zones:
-            return self.zones[0]
+            order = {z: i for i, z in enumerate(zones)}
+            pairs = [p for p in self.zone_spot_usd if p[0] in order] or list(self.zone_spot_usd)
+            return min(pairs, key=lambda p: (p[1], order.get(p[0], 1 << 30), p[0]))[0]
+        if zones:
+            return zones[0]
         return f"{self.region}-a" if self.cloud == "gcp" else f"{self.region}a"
+
+    @property
+    def regular_zones(self) -> tuple[str, ...]:
+        """Zones without AWS Local Zones (``usw2-lax1-az1``: a metro extension without the
+        region's full service set), unless the type is offered only there."""
+        regular = tuple(z for z in self.zones if z.count("-") < 2)
+        return regular or self.zones
+
+    @property
+    def cheapest_spot_usd(self) -> Optional[float]:
+        """Spot price in the zone a spot cluster would land in (see ``zone_for``)."""
+        if self.zone_spot_usd:
+            return self.spot_in(self.zone_for("spot"))
+        return self.spot_usd
 
     @property
     def has_rdma(self) -> bool:

@@ -9,6 +9,7 @@ Every finding names the row: ``offerings[12] (aws us-east-1 p5.48xlarge).spot_us
 from __future__ import annotations
 
 import math
+import math
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -218,9 +219,10 @@ def _loc_text(loc: tuple) -> str:
 def _message(err: dict) -> str:
     msg = err.get("msg", "invalid")
     msg = msg.removeprefix("Value error, ")
-    if err.get("type") in ("finite_number",):
-        msg = "must be a finite number (NaN and Infinity are not prices)"
     inp = err.get("input")
+    if err.get("type") in ("finite_number",) or (isinstance(inp, float)
+                                                 and not math.isfinite(inp)):
+        return "must be a finite number (NaN and Infinity are not prices)"
     if err.get("type") not in ("missing", "value_error") and not isinstance(inp, (dict, list)):
         msg += f" (got {inp!r})"
     return msg
