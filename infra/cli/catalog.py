@@ -155,7 +155,9 @@ def run_versions(args: argparse.Namespace) -> int:
     for v in versions:
         c = catalog.load_catalog(str(data_dir / f"{v}.json"))
         rows.append({"version": v, "as_of": c.as_of, "offerings": len(c.offerings),
-                     "path": str(data_dir / f"{v}.json"), "default": v == default})
+                     "path": str(data_dir / f"{v}.json"), "default": v == default,
+                     "format": c.format, "data_dates": c.data_dates,
+                     "warnings": len(c.warnings)})
     if args.json:
         print_json({"versions": rows, "default_override": env})
         return EXIT_OK
@@ -164,6 +166,8 @@ def run_versions(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r['version']:<14} as of {r['as_of']:<12} {r['offerings']:>4} offerings"
               + ("   (default)" if r["default"] else ""))
+        for kind, date in r["data_dates"].items():
+            print(f"{'':<14} data {kind}: {date}")
     if env:
         print(f"default overridden by GPULEASE_CATALOG={env}")
     return EXIT_OK
