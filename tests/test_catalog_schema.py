@@ -89,3 +89,36 @@ def test_old_format_loads_with_a_zones_warning():
     old = load_catalog(version="2026.12.02")
     assert old.format == "gpulease-catalog/1"
     assert any("record no zones" in str(w) and w.level == "warning" for w in old.warnings)
+
+
+# ---- property: any mutation of a row loads or is a located CatalogError, never a crash -------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                  st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
+                  st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3),
+                                                                       st.integers(), max_size=2))
+_SMALL = {**{k: v for k, v in RAW.items() if k not in ("offerings", "storage", "egress")},
+          "offerings": RAW["offerings"][:6], "storage": RAW["storage"][:8],
+          "egress": RAW["egress"][:8]}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(section=st.sampled_from(["offerings", "storage", "egress", "top"]),
+       index=st.integers(0, 5), key=st.text(min_size=1, max_size=3) | st.sampled_from(
+           ["on_demand_usd", "spot_usd", "zones", "zone_spot_usd", "cloud", "gpu", "region",
+            "usd_per_gb_month", "kind", "sources", "infra", "spot_interruptions", "format",
+            "retrieval_usd_per_gb", "gpus_per_node"]), value=_JUNK)
+def test_mutated_catalogs_load_or_fail_cleanly(section, index, key, value):
+    doc = copy.deepcopy(_SMALL)
+    target = doc if section == "top" else doc[section][index % len(doc[section])]
+    target[key] = value
+    try:
+        cat = parse_catalog(doc, source="mutated.json")
+    except CatalogError as exc:
+        assert exc.findings and all(f.path is not None for f in exc.findings)
+        return
+    for o in cat.offerings:       # whatever loads is finite and consistent
+        for v in (o.on_demand_usd, o.spot_usd, o.commit_1y_usd, o.commit_3y_usd):
+            assert v is None or (v == v and v >= 0 and v != float("inf"))

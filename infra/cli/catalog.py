@@ -129,12 +129,12 @@ def run_list(args: argparse.Namespace) -> int:
     print(f"catalog {cat.version} (as of {cat.as_of}) - USD per node-hour; "
           f"{len(rows)} offering(s)")
     head = ("cloud", "region", "instance_type", "gpu", "gpus", "gpu_gb", "vcpus", "mem_gb",
-            "net_gbps", "rdma", "on_demand", "spot", "commit_1y", "commit_3y")
+            "net_gbps", "rdma", "on_demand", "spot", "commit_1y", "commit_3y", "zones")
     table = [head] + [(r["cloud"], r["region"], r["instance_type"], r["gpu"],
                        str(r["gpus_per_node"]), f"{r['gpu_memory_gb']:g}", str(r["vcpus"]),
                        f"{r['memory_gb']:g}", f"{r['network_gbps']:g}", r["rdma"],
                        _fmt(r["on_demand_usd"]), _fmt(r["spot_usd"]), _fmt(r["commit_1y_usd"]),
-                       _fmt(r["commit_3y_usd"])) for r in rows]
+                       _fmt(r["commit_3y_usd"]), ",".join(r["zones"]) or "-") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     numeric = set(range(4, 9)) | set(range(10, 14))
     for row in table:

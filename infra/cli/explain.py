@@ -112,6 +112,39 @@ def render_cluster(c: ClusterDecision) -> list[str]:
     return lines
 
 
+def _days(v) -> str:
+    return "-" if v is None else f"{v}d"
+
+
+def storage_doc(s) -> dict[str, Any]:
+    lc = s.lifecycle
+    return {"name": s.name, "cloud": s.cloud, "region": s.region, "size_tb": s.spec.size_tb,
+            "reads_per_month": s.reads_per_month,
+            "lifecycle": {"warm_after_days": lc.warm_after_days,
+                          "cold_after_days": lc.cold_after_days,
+                          "archive_after_days": lc.archive_after_days},
+            "changed_from_config": s.chosen is not None,
+            "tiers": [{"storage_class": t.storage_class, "share": round(t.share, 4),
+                       "monthly_usd": round(t.monthly_usd, 2)} for t in s.tiers],
+            "storage_usd": round(s.storage_usd, 2), "retrieval_usd": round(s.retrieval_usd, 2),
+            "early_delete_usd": round(s.early_delete_usd, 2),
+            "monthly_usd": round(s.monthly_usd, 2), "basis": s.basis}
+
+
+def render_storage(s) -> list[str]:
+    lc = s.lifecycle
+    tiers = ", ".join(f"{t.storage_class} {t.share:.0%}" for t in s.tiers)
+    return [f"Storage {s.name}  ({s.cloud}:{s.region}, {s.spec.size_tb:g} TB, read "
+            f"{s.reads_per_month:g}x a month)",
+            f"  lifecycle: warm {_days(lc.warm_after_days)} / cold {_days(lc.cold_after_days)} / "
+            f"archive {_days(lc.archive_after_days)}"
+            + ("  (changed from the stack's)" if s.chosen is not None else "")
+            + f"; tiers: {tiers}",
+            f"  {_money(s.monthly_usd)}/month = storage {_money(s.storage_usd)} + retrieval "
+            f"{_money(s.retrieval_usd)} + early deletion {_money(s.early_delete_usd)}",
+            f"  Why: {s.basis}"]
+
+
 def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision]) -> str:
     s = env.stack
     lines = [f"gpulease explain — stack {s.stack} ({s.source}), catalog {env.catalog_version} "
@@ -120,6 +153,9 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision]) -> st
         lines += render_cluster(c)
         lines.append("")
     if len(clusters) == len(env.clusters):
+        for st in env.storage:
+            lines += render_storage(st)
+            lines.append("")
         storage = sum(x.monthly_usd for x in env.storage)
         lines.append(f"Environment: clusters {_money(env.monthly_usd - storage)} + storage "
                      f"{_money(storage)} = {_money(env.monthly_usd)}/month; budget "
@@ -138,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({"stack": env.stack.stack, "source": loaded.source,
                     "catalog": {"version": env.catalog_version, "as_of": env.catalog_as_of},
                     "clusters": [cluster_doc(c) for c in clusters],
+                    "storage": [storage_doc(x) for x in env.storage],
                     "totals": {"hourly_usd": round(env.hourly_usd, 2),
                                "monthly_usd": round(env.monthly_usd, 2)},
                     "budget": {"monthly_usd": env.stack.budget_monthly_usd,

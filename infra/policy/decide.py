@@ -282,8 +282,18 @@ def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: Poli
         ds = stack.storage_by_name(spec.dataset)
         gravity = (f" (including {_money(c.costs.egress_usd)}/month to move and stage dataset "
                    f"{ds.name} from {ds.home})")
-    return (f"{head}{gravity} {where}. {_purchase_text(spec, c, rules)} "
+    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules)} "
             f"{_template_text(spec, c, stack)}")
+
+
+def _zone_text(c: Candidate) -> str:
+    o, zone = c.offering, chosen_zone(c)
+    if c.purchase is not None and c.purchase.spot and len(o.zone_spot_usd) > 1:
+        return (f"Zone {zone}: the cheapest spot zone of {len(o.zone_spot_usd)} "
+                f"({o.spot_in(zone):.4f} $/node-hour).")
+    if o.zones:
+        return f"Zone {zone}: offers {o.instance_type} ({len(o.zones)} zone(s) do)."
+    return f"Zone {zone}: by naming convention (the catalog records no zones)."
 
 
 def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: float,

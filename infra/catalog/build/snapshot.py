@@ -137,7 +137,8 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
         itype = row["instance_type"]
         if itype in DROP_TYPES or itype in GCP_DROP:
             continue
-        notes = [n for n in row["notes"].split("; ") if n and not n.startswith("commit_")]
+        notes = [n.replace("price = host", "SkyPilot's figures = host")
+                 for n in row["notes"].split("; ") if n and not n.startswith("commit_")]
         ps = {"spot": None, "on_demand": None, "commit_1y": None, "commit_3y": None}
         srcs: list[str] = []
         peer_id = "skypilot-aws" if row["cloud"] == "aws" else "skypilot-gcp"
@@ -168,7 +169,8 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
             elif v.get("c3"):
                 c3, ps["commit_3y"] = v["c3"], "vantage-raw-2025-11"
             if peer_od is not None and od is not None and abs(_pct(peer_od, od)) > 1:
-                notes.append(f"cross-check: SkyPilot on-demand {peer_od} ({_pct(peer_od, od):+.1f}%)")
+                notes.append(f"cross-check: SkyPilot on-demand {_r(peer_od)} "
+                             f"({_pct(peer_od, od):+.1f}%)")
             if v.get("od") and od is not None and ps["on_demand"] != "vantage-raw-2025-11" \
                     and abs(_pct(v["od"], od)) > 1:
                 notes.append(f"cross-check: vantage 2025-11-30 on-demand {v['od']} "
@@ -185,7 +187,7 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
                 if cost.get("month_3y"):
                     c3, ps["commit_3y"] = cost["month_3y"] / HOURS, "cyclenerd-gcp-2026-07"
                 if peer_od is not None and abs(_pct(peer_od, od)) > 1:
-                    notes.append(f"cross-check: SkyPilot on-demand (host + GPUs) {peer_od} "
+                    notes.append(f"cross-check: SkyPilot on-demand (host + GPUs) {_r(peer_od)} "
                                  f"({_pct(peer_od, od):+.1f}%; SkyPilot's lower GPU figures "
                                  "match no on-demand SKU in the Billing Catalog export)")
                 if cost.get("hour_spot") and row.get("spot_usd"):
