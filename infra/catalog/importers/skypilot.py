@@ -241,6 +241,10 @@ def build_rows(aws: dict, gcp_hosts: dict, gcp_accs: dict, base: Optional[Catalo
                 row["local_nvme_gb"] = tmpl.local_nvme_gb
         elif cards:
             row["network_cards"] = row["efa_interfaces"] = cards
+        if tmpl is None and fam in FABRIC:
+            notes.append(f"rdma/network/EFA cards from gpulease's family table for {fam} (no "
+                         "base row; check with `gpulease catalog refresh`, which reads "
+                         "DescribeInstanceTypes)")
         if accelerator_type or (tmpl is not None and tmpl.accelerator_type):
             row["accelerator_type"] = accelerator_type or tmpl.accelerator_type
         zs = {z: u for z, u in zone_spot.items() if u is not None and (od is None or u <= od)}
