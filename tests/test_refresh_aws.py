@@ -234,3 +234,18 @@ def test_no_credentials_is_a_clear_failure(moto_endpoint, monkeypatch, tmp_path)
     assert res.doc is None
     msgs = [str(f) for f in res.report.failures]
     assert msgs and all("no AWS credentials found" in m for m in msgs)
+
+
+def test_refreshing_the_format_2_snapshot_keeps_it_format_2(moto_endpoint):
+    base = load_catalog()
+    assert base.format == "gpulease-catalog/2"
+    pages = [_page([price_item("p5.48xlarge", "us-east-1", "50.0000000000", r1="36.49")])]
+    c, _ = _clients(moto_endpoint, pages, filters=ANY)
+    res = refresh(base, scope={"aws": ["us-east-1"]}, aws=c, version="2099.01.01", now=NOW)
+    cat = res.catalog
+    assert cat.format == "gpulease-catalog/2"                  # validated by the /2 schema
+    p5 = cat.offering("aws", "us-east-1", "p5.48xlarge")
+    assert p5.on_demand_usd == 50.0 and all(z.startswith("use1-az") for z in p5.zones)
+    # moto's placeholder spot is rejected: the old spot is kept, without stale zone prices
+    old = base.offering("aws", "us-east-1", "p5.48xlarge")
+    assert p5.spot_usd == old.spot_usd and not p5.zone_spot_usd

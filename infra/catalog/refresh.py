@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from infra.catalog import Catalog, parse_catalog
+from infra.catalog import FORMAT_V2, Catalog, parse_catalog
 from infra.catalog.fetchers import API_SOURCES, PRICE_COLUMNS, CloudFetch, Failure, Progress
 from infra.errors import CatalogError, Finding, InputError, did_you_mean
 
@@ -344,6 +344,10 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
                 row[col] = None
             row.pop("price_sources", None)
             new = refreshed_row(row, got, cloud)
+            if raw.get("format") == FORMAT_V2 and not new.get("zones"):
+                # format /2 rows need zones; without an EC2 / Compute answer there are none
+                report.kept[key] = "not added: no zones known (the capacity API did not answer)"
+                continue
             offerings.append(new)
             report.added.append(key)
 
