@@ -2,7 +2,7 @@
 
 Prices live here and nowhere else. Cloud code and the policy ask the catalog; fetchers in
 ``infra/catalog/fetchers/`` refresh the data file from the clouds' pricing APIs.
-The file format is documented in README.md ("Catalog format").
+The file format (/1 and /2) is documented in docs/catalog.md; the schema is ``schema.py``.
 """
 from __future__ import annotations
 

@@ -381,8 +381,13 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--peer", default=str(Path(__file__).resolve().parents[4] / "shared"
-                                          / "peer-catalog"))
+    here = Path(__file__).resolve()
+    peer = next((p / "shared" / "peer-catalog" for p in here.parents[3:6]
+                 if (p / "shared" / "peer-catalog" / "v8").is_dir()),
+                here.parents[4] / "shared" / "peer-catalog")
+    ap.add_argument("--peer", default=str(peer),
+                    help="SkyPilot v8 peer snapshot (default: shared/peer-catalog beside or "
+                         "above the checkout)")
     ap.add_argument("--cyclenerd", required=True, help="Cyclenerd pricing.yml (commit fd66b26)")
     ap.add_argument("--vantage", required=True, help="tsaol/aws-gpu gpu_instances_raw.json "
                     "(commit 2d0108c)")
