@@ -23,7 +23,10 @@ from infra.catalog import Catalog, load_catalog
 from infra.errors import GpuleaseError
 from infra.model import Offering
 
-DEFAULT_PEER = Path(__file__).resolve().parents[2] / "shared" / "peer-catalog"
+#: shared/peer-catalog beside the checkout, or above a worktree (/work/wt/<branch>).
+DEFAULT_PEER = next((p / "shared" / "peer-catalog" for p in Path(__file__).resolve().parents[1:4]
+                     if (p / "shared" / "peer-catalog").is_dir()),
+                    Path(__file__).resolve().parents[2] / "shared" / "peer-catalog")
 #: rows whose on-demand price differs by more than this share are listed as "off".
 OFF_THRESHOLD_PCT = 10.0
 
@@ -156,20 +159,41 @@ def compare(catalog: Catalog, machines: dict[PeerKey, PeerPrice],
     return out
 
 
-def summarize(matches: list[Match], offerings: int) -> dict:
+def _p90(values: list[float]) -> Optional[float]:
+    if not values:
+        return None
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(0.9 * len(s)))], 2)
+
+
+def summarize(matches: list[Match], offerings: int, peer_keys: Optional[int] = None) -> dict:
     od = [abs(m.on_demand_diff_pct) for m in matches if m.on_demand_diff_pct is not None]
     sp = [abs(m.spot_diff_pct) for m in matches if m.spot_diff_pct is not None]
-    return {
+    out = {
         "catalog_rows": offerings,
         "rows_matched": len(matches),
         "on_demand_compared": len(od),
         "on_demand_median_abs_diff_pct": round(statistics.median(od), 2) if od else None,
+        "on_demand_p90_abs_diff_pct": _p90(od),
         "on_demand_rows_over_threshold": sum(1 for d in od if d > OFF_THRESHOLD_PCT),
         "spot_compared": len(sp),
         "spot_median_abs_diff_pct": round(statistics.median(sp), 2) if sp else None,
+        "spot_p90_abs_diff_pct": _p90(sp),
         "spot_rows_over_threshold": sum(1 for d in sp if d > OFF_THRESHOLD_PCT),
         "threshold_pct": OFF_THRESHOLD_PCT,
     }
+    if peer_keys is not None:
+        out["peer_rows"] = peer_keys
+        out["peer_coverage_pct"] = round(100.0 * len(matches) / peer_keys, 1) if peer_keys else None
+    return out
+
+
+def peer_gpu_keys(machines: dict, accelerators: dict) -> int:
+    """How many (cloud, region, type) GPU rows the peer has that gpulease could carry."""
+    aws = sum(1 for k in machines if k[0] == "aws")
+    gcp = sum(1 for (c, region, t) in machines if c == "gcp" and t.split("-")[0] in
+              ("a2", "a3", "a4", "g2"))
+    return aws + gcp
 
 
 def _fmt(v: Optional[float], spec: str = "10.4f") -> str:
@@ -190,10 +214,13 @@ def render(matches: list[Match], summary: dict) -> str:
     lines += [
         "",
         f"rows matched: {s['rows_matched']} of {s['catalog_rows']} catalog rows",
+        f"peer coverage: {s.get('peer_coverage_pct')}% of {s.get('peer_rows')} peer GPU rows",
         f"on-demand: {s['on_demand_compared']} compared, median |diff| "
-        f"{s['on_demand_median_abs_diff_pct']}%, {s['on_demand_rows_over_threshold']} rows "
+        f"{s['on_demand_median_abs_diff_pct']}%, p90 {s['on_demand_p90_abs_diff_pct']}%, "
+        f"{s['on_demand_rows_over_threshold']} rows "
         f">{s['threshold_pct']:.0f}% off (marked *)",
         f"spot: {s['spot_compared']} compared, median |diff| {s['spot_median_abs_diff_pct']}%, "
+        f"p90 {s['spot_p90_abs_diff_pct']}%, "
         f"{s['spot_rows_over_threshold']} rows >{s['threshold_pct']:.0f}% off",
     ]
     return "\n".join(lines)
@@ -222,7 +249,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               "v8 vms.csv columns", file=sys.stderr)
         return 2
     matches = compare(catalog, machines, accelerators)
-    summary = summarize(matches, len(catalog.offerings))
+    summary = summarize(matches, len(catalog.offerings), peer_gpu_keys(machines, accelerators))
     if args.json:
         print(json.dumps({"catalog": catalog.version, "summary": summary,
                           "rows": [asdict(m) for m in matches]}, indent=1))

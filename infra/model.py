@@ -58,10 +58,49 @@ class Offering:
     efa_interfaces: Optional[int] = None
     #: instance-store NVMe capacity in GB (0 = none).
     local_nvme_gb: float = 0.0
+    #: per-zone spot prices where the source has them, as (zone, USD per node-hour) pairs.
+    zone_spot_usd: tuple[tuple[str, float], ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.cloud, self.region, self.instance_type)
+
+    def spot_in(self, zone: str) -> Optional[float]:
+        """Spot price in one zone: the zone's own price, else the region's spot price."""
+        for z, usd in self.zone_spot_usd:
+            if z == zone:
+                return usd
+        return self.spot_usd
+
+    def zone_for(self, model: str) -> str:
+        """The zone a cluster of this offering lands in (zone ID on AWS, zone name on GCP).
+
+        Spot: the zone with the cheapest spot price (ties: first in zone order); otherwise the
+        first zone the catalog records. A catalog row without zones (format /1) falls back to
+        the region's first zone by naming convention.
+        """
+        zones = self.regular_zones
+        if model == "spot" and self.zone_spot_usd:
+            order = {z: i for i, z in enumerate(zones)}
+            pairs = [p for p in self.zone_spot_usd if p[0] in order] or list(self.zone_spot_usd)
+            return min(pairs, key=lambda p: (p[1], order.get(p[0], 1 << 30), p[0]))[0]
+        if zones:
+            return zones[0]
+        return f"{self.region}-a" if self.cloud == "gcp" else f"{self.region}a"
+
+    @property
+    def regular_zones(self) -> tuple[str, ...]:
+        """Zones without AWS Local Zones (``usw2-lax1-az1``: a metro extension without the
+        region's full service set), unless the type is offered only there."""
+        regular = tuple(z for z in self.zones if z.count("-") < 2)
+        return regular or self.zones
+
+    @property
+    def cheapest_spot_usd(self) -> Optional[float]:
+        """Spot price in the zone a spot cluster would land in (see ``zone_for``)."""
+        if self.zone_spot_usd:
+            return self.spot_in(self.zone_for("spot"))
+        return self.spot_usd
 
     @property
     def has_rdma(self) -> bool:
@@ -97,16 +136,27 @@ class StoragePrice:
     usd_per_gb_month: float
     min_storage_days: int = 0
     source: str = ""
+    #: USD per GB read back from this class (0 for the hot class).
+    retrieval_usd_per_gb: float = 0.0
+    #: True when the figure is not the region's own (see the row's notes).
+    estimate: bool = False
+
+
+#: Egress kinds: same cloud, other region (same continent unless ``inter_continent`` is
+#: priced); same cloud across continents; to the other cloud; to the internet.
+EGRESS_KINDS: tuple[str, ...] = ("inter_region", "inter_continent", "inter_cloud", "internet")
 
 
 @dataclass(frozen=True)
 class EgressPrice:
-    """Data transfer price. kind: ``inter_region`` (same cloud) or ``internet`` (cross-cloud)."""
+    """Data transfer price per GB leaving ``region`` (None = the cloud-wide figure)."""
 
     cloud: str
     kind: str
     usd_per_gb: float
     source: str = ""
+    region: Optional[str] = None
+    estimate: bool = False
 
 
 @dataclass(frozen=True)
@@ -280,6 +330,8 @@ class Alternative:
     purchase: PurchaseMix
     monthly_usd: Optional[float]
     rejected_because: str
+    #: the zone this alternative would land in (None = the offering's default zone).
+    zone: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +347,8 @@ class ClusterDecision:
     costs: CostBreakdown
     rationale: str
     alternatives: tuple[Alternative, ...] = ()
+    #: the one zone the cluster lands in (AWS zone ID like use1-az4, GCP zone like
+    #: us-central1-b); always set by the policy: the cheapest spot zone for spot clusters.
     zone: Optional[str] = None
     commitment_term: str = "1y"
     distributed: bool = False
@@ -328,18 +382,43 @@ class TierShare:
 
 @dataclass(frozen=True)
 class StorageDecision:
+    """How a dataset is stored: the lifecycle the policy chose and what it costs a month.
+
+    ``lifecycle`` is the StorageSpec the components build bucket lifecycle rules from: the
+    stack's entry with the tier thresholds the policy chose (a dataset that clusters read
+    every month is not aged into classes where reading it is dear).
+    """
+
     spec: StorageSpec
     cloud: str
     region: str
     tiers: tuple[TierShare, ...]
+    #: the chosen lifecycle (None = the stack's own thresholds, ``spec``).
+    chosen: Optional[StorageSpec] = None
+    #: whole-dataset reads a month by clusters (staged copies and direct reads).
+    reads_per_month: float = 0.0
+    #: monthly retrieval fees for those reads, by the tier shares.
+    retrieval_usd: float = 0.0
+    #: monthly early-deletion (minimum storage duration) charges of the lifecycle.
+    early_delete_usd: float = 0.0
+    #: why this lifecycle (one sentence for the plan and explain).
+    basis: str = ""
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     @property
-    def monthly_usd(self) -> float:
+    def lifecycle(self) -> StorageSpec:
+        return self.chosen or self.spec
+
+    @property
+    def storage_usd(self) -> float:
         return sum(t.monthly_usd for t in self.tiers)
+
+    @property
+    def monthly_usd(self) -> float:
+        return self.storage_usd + self.retrieval_usd + self.early_delete_usd
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def test_list_filters_and_table(catalog_file, capsys):
     out = capsys.readouterr().out
     assert "catalog 2026.12.02" in out and "n1-standard-8" in out and "g6.xlarge" not in out
     line = next(x for x in out.splitlines() if x.startswith("gcp") and "a2-highgpu-1g" in x)
-    assert line.split()[-4:] == ["3.670", "1.470", "2.310", "1.290"]
+    assert line.split()[-5:] == ["3.670", "1.470", "2.310", "1.290", "-"]   # no zones in /1
 
 
 @pytest.mark.parametrize("flag,value,hint", [("--gpu", "H10", '(did you mean "H100"?)'),

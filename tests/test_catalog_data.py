@@ -38,9 +38,11 @@ def _source_ids(text: str) -> list[str]:
 
 
 # ---- the file loads -------------------------------------------------------------------------
-def test_shipped_file_is_the_default_and_loads_without_findings():
+def test_old_snapshot_still_loads_and_is_no_longer_the_default():
+    # `--catalog-version 2026.12.02` keeps reproducing old plans (format /1)
     default = load_catalog()                       # newest shipped version
-    assert default.version == "2026.12.02" == SHIPPED.stem
+    assert default.version != "2026.12.02" == SHIPPED.stem
+    assert load_catalog(version="2026.12.02").version == "2026.12.02"
     assert RAW["format"] == FORMAT
     assert ISO_DATE.match(RAW["as_of"])
     # parse_catalog raises CatalogError on any finding; re-parse to prove a clean document
@@ -281,7 +283,7 @@ def test_crosscheck_cli_reports_and_fails_cleanly(tmp_path, capsys):
 
     assert main(["--peer", str(_write_peer(tmp_path / "peer")), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["catalog"] == "2026.12.02"
+    assert doc["catalog"] == load_catalog().version
     assert doc["summary"]["rows_matched"] >= 1                     # p5.48xlarge us-east-1
     assert main(["--peer", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err

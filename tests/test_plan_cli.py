@@ -97,6 +97,7 @@ def test_catalog_version_pins_an_old_plans_numbers(capsys, tmp_path, monkeypatch
         for k in ("on_demand_usd", "spot_usd", "commit_1y_usd", "commit_3y_usd"):
             if row[k] is not None:
                 row[k] = round(row[k] * 2, 6)
+        row["zone_spot_usd"] = {z: round(v * 2, 6) for z, v in row.get("zone_spot_usd", {}).items()}
     (data / "2099.01.01.json").write_text(json.dumps(newer))
     monkeypatch.setattr(catalog_mod, "DATA_DIR", data)
     _, latest = plan_json(capsys, "--stack", "dev")
@@ -109,9 +110,9 @@ def test_catalog_version_pins_an_old_plans_numbers(capsys, tmp_path, monkeypatch
 
 
 def test_unknown_catalog_version_is_bad_input(capsys):
-    assert main(["plan", "--stack", "dev", "--catalog-version", "2026.12.03"]) == 2
+    assert main(["plan", "--stack", "dev", "--catalog-version", "2026.12.04"]) == 2
     err = capsys.readouterr().err
-    assert 'unknown catalog version "2026.12.03" (did you mean "2026.12.02"?)' in err
+    assert 'unknown catalog version "2026.12.04" (did you mean "2026.12.03"?)' in err
 
 
 def test_unknown_stack_names_the_choices(capsys):

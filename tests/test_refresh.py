@@ -26,9 +26,27 @@ def test_next_version_and_resolve_out(tmp_path):
     assert next_version(tmp_path, TODAY) == "2026.12.09.2"
     assert next_version(tmp_path / "empty", TODAY, avoid=("2026.12.09",)) == "2026.12.09.1"
     assert resolve_out(str(tmp_path), TODAY) == (tmp_path / "2026.12.09.2.json", "2026.12.09.2")
+    # a non-version file name never reuses a version a file beside it carries (issue 13)
     assert resolve_out(str(tmp_path / "mine.json"), TODAY) == (tmp_path / "mine.json",
-                                                               "2026.12.09")
+                                                               "2026.12.09.2")
     assert resolve_out(str(tmp_path / "2027.01.01.json"), TODAY)[1] == "2027.01.01"
+
+
+def test_versions_are_unique_across_shipped_and_written_catalogs(tmp_path):
+    from infra.catalog import available_versions
+
+    shipped = available_versions()[-1]
+    day = dt.date(*map(int, shipped.split(".")[:3]))
+    # today's date is a shipped version: a file named anything else gets the next free one
+    _, v = resolve_out(str(tmp_path / "refreshed.json"), day)
+    assert v != shipped and v.startswith(shipped) and v not in available_versions()
+    # a file whose content carries a version (whatever its name) blocks that version too
+    (tmp_path / "other.json").write_text('{"version": "%s.1"}' % shipped)
+    _, v2 = resolve_out(str(tmp_path / "again.json"), day)
+    assert v2 not in {shipped, f"{shipped}.1"}
+    # naming the file after a taken version is refused, nothing written
+    with pytest.raises(InputError, match="already carried by another catalog"):
+        resolve_out(str(tmp_path / f"{shipped}.json"), day)
 
 
 def test_default_out_dir_is_a_user_dir_not_the_package(monkeypatch, tmp_path):

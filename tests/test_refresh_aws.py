@@ -177,7 +177,7 @@ def test_pricing_pagination_and_throttling_then_moto_specs(moto_endpoint):
     # specs and zones from moto's EC2 (DescribeInstanceTypes / ...TypeOfferings)
     assert p5.specs["efa_interfaces"] == 32 and p5.specs["network_cards"] == 32
     assert p5.specs["gpu_model"] == "H100" and p5.specs["gpus_per_node"] == 8
-    assert p5.zones and all(z.startswith("us-east-1") for z in p5.zones)
+    assert p5.zones and all(z.startswith("use1-az") for z in p5.zones)   # zone IDs, not names
     # moto's placeholder spot price (0.00001) is far below 5 % of on-demand: rejected
     assert "spot_usd" not in p5.prices and "rejected" in p5.notes[0]
     assert any("implausible" in line for line in lines)
@@ -234,3 +234,18 @@ def test_no_credentials_is_a_clear_failure(moto_endpoint, monkeypatch, tmp_path)
     assert res.doc is None
     msgs = [str(f) for f in res.report.failures]
     assert msgs and all("no AWS credentials found" in m for m in msgs)
+
+
+def test_refreshing_the_format_2_snapshot_keeps_it_format_2(moto_endpoint):
+    base = load_catalog()
+    assert base.format == "gpulease-catalog/2"
+    pages = [_page([price_item("p5.48xlarge", "us-east-1", "50.0000000000", r1="36.49")])]
+    c, _ = _clients(moto_endpoint, pages, filters=ANY)
+    res = refresh(base, scope={"aws": ["us-east-1"]}, aws=c, version="2099.01.01", now=NOW)
+    cat = res.catalog
+    assert cat.format == "gpulease-catalog/2"                  # validated by the /2 schema
+    p5 = cat.offering("aws", "us-east-1", "p5.48xlarge")
+    assert p5.on_demand_usd == 50.0 and all(z.startswith("use1-az") for z in p5.zones)
+    # moto's placeholder spot is rejected: the old spot is kept, without stale zone prices
+    old = base.offering("aws", "us-east-1", "p5.48xlarge")
+    assert p5.spot_usd == old.spot_usd and not p5.zone_spot_usd

@@ -2,7 +2,7 @@
 
 Prices live here and nowhere else. Cloud code and the policy ask the catalog; fetchers in
 ``infra/catalog/fetchers/`` refresh the data file from the clouds' pricing APIs.
-The file format is documented in README.md ("Catalog format").
+The file format (/1 and /2) is documented in docs/catalog.md; the schema is ``schema.py``.
 """
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from infra.errors import CatalogError, Finding, did_you_mean
-from infra.model import (CLOUDS, RDMA_KINDS, EgressPrice, InfraPrice, Offering, StoragePrice)
+from infra.model import EgressPrice, InfraPrice, Offering, StoragePrice
 
+#: format of the 2026.12.02 snapshot (no zones); tests and old files use it.
 FORMAT = "gpulease-catalog/1"
+#: format written by the build script, `catalog import` and `catalog refresh` from 2026.12.03 on.
+FORMAT_V2 = "gpulease-catalog/2"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 #: Storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order).
@@ -30,10 +33,8 @@ TIER_NAMES = ("hot", "warm", "cold", "archive")
 OFFERING_COLUMNS = (
     "cloud", "region", "instance_type", "gpu", "gpus_per_node", "gpu_memory_gb", "vcpus",
     "memory_gb", "network_gbps", "rdma", "on_demand_usd", "spot_usd", "commit_1y_usd",
-    "commit_3y_usd",
+    "commit_3y_usd", "zones", "zone_spot_usd",
 )
-_OPTIONAL_OFFERING = ("source", "as_of", "zones", "accelerator_type", "network_cards",
-                      "efa_interfaces", "local_nvme_gb", "notes", "price_sources")
 _PRICE_COLUMNS = ("on_demand_usd", "spot_usd", "commit_1y_usd", "commit_3y_usd")
 
 
@@ -50,6 +51,11 @@ class Catalog:
     #: per cloud: {"interruptions_per_hour": float, "source": str}
     spot_interruptions: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, compare=False, repr=False)
+    format: str = FORMAT
+    #: soft problems found at load (``Finding`` with level "warning"), shown by `plan`.
+    warnings: tuple = ()
+    #: when the data was published, per source kind ({"aws_on_demand": "2025-11-30", ...}).
+    data_dates: dict = field(default_factory=dict)
 
     # ---- queries ------------------------------------------------------------------------
     def offerings_for(self, *, gpu: Optional[str] = None, cloud: Optional[str] = None,
@@ -76,21 +82,50 @@ class Catalog:
         return sorted({o.instance_type for o in self.offerings if cloud is None or o.cloud == cloud})
 
     def storage_price(self, cloud: str, region: str, storage_class: str) -> StoragePrice:
-        for s in self.storage:
-            if (s.cloud, s.region, s.storage_class) == (cloud, region, storage_class):
-                return s
+        idx = self.__dict__.get("_storage_idx")
+        if idx is None:
+            idx = {(s.cloud, s.region, s.storage_class): s for s in self.storage}
+            object.__setattr__(self, "_storage_idx", idx)
+        hit = idx.get((cloud, region, storage_class))
+        if hit is not None:
+            return hit
         raise KeyError(f"catalog {self.version} has no {cloud} {storage_class} price for {region}")
 
     def egress_usd_per_gb(self, from_cloud: str, from_region: str, to_cloud: str,
                           to_region: str) -> float:
-        """Price of moving one GB from the dataset's home to where a cluster runs."""
+        """Price of moving one GB from the dataset's home to where a cluster runs.
+
+        Same cloud: ``inter_region`` (``inter_continent`` first when the regions are on
+        different continents and the catalog prices it); other cloud: ``inter_cloud``, else
+        ``internet`` (traffic between clouds leaves over the internet). A row for the source
+        region wins over the cloud-wide row (``region`` null).
+        """
         if (from_cloud, from_region) == (to_cloud, to_region):
             return 0.0
-        kind = "inter_region" if from_cloud == to_cloud else "internet"
-        for e in self.egress:
-            if e.cloud == from_cloud and e.kind == kind:
-                return e.usd_per_gb
-        raise KeyError(f"catalog {self.version} has no {from_cloud} {kind} egress price")
+        if from_cloud == to_cloud:
+            kinds = (["inter_continent"] if continent_of(from_cloud, from_region)
+                     != continent_of(to_cloud, to_region) else []) + ["inter_region"]
+        else:
+            kinds = ["inter_cloud", "internet"]
+        index = self._egress_index()
+        for kind in kinds:
+            for region in (from_region, None):
+                hit = index.get((from_cloud, region, kind))
+                if hit is not None:
+                    return hit.usd_per_gb
+        raise KeyError(f"catalog {self.version} has no {from_cloud} {kinds[-1]} egress price "
+                       f"for {from_region}")
+
+    def _egress_index(self) -> dict:
+        idx = self.__dict__.get("_egress_idx")
+        if idx is None:
+            idx = {(e.cloud, e.region, e.kind): e for e in self.egress}
+            object.__setattr__(self, "_egress_idx", idx)
+        return idx
+
+    def storage_prices(self, cloud: str, region: str) -> dict:
+        """storage class -> StoragePrice for one region."""
+        return {s.storage_class: s for s in self.storage if (s.cloud, s.region) == (cloud, region)}
 
     def infra_price(self, cloud: str, item: str) -> Optional[InfraPrice]:
         for p in self.infra:
@@ -103,8 +138,13 @@ class Catalog:
 
     def rows(self, *, gpu: Optional[str] = None, cloud: Optional[str] = None) -> list[dict]:
         """Offerings as `catalog list --json` rows."""
-        return [{c: getattr(o, c) for c in OFFERING_COLUMNS}
-                for o in self.offerings_for(gpu=gpu, cloud=cloud)]
+        out = []
+        for o in self.offerings_for(gpu=gpu, cloud=cloud):
+            row = {c: getattr(o, c) for c in OFFERING_COLUMNS}
+            row["zones"] = list(o.zones)
+            row["zone_spot_usd"] = dict(o.zone_spot_usd)
+            out.append(row)
+        return out
 
 
 # ---- loading ----------------------------------------------------------------------------------
@@ -150,113 +190,61 @@ def load_catalog(path: Optional[str] = None, version: Optional[str] = None) -> C
     return _load_cached(str(p), stat.st_mtime_ns)
 
 
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows (prices must be finite)")
+
+
+def read_document(path: str) -> dict:
+    """The JSON document of a catalog file; undecodable or malformed files are located errors."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise CatalogError([Finding("catalog", f"cannot read {path}: {exc.strerror}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise CatalogError([Finding("catalog", f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} "
+                                    f"at offset {exc.start}, line {line}); the file is damaged "
+                                    "or not a catalog: restore it or pass another --catalog",
+                                    source=path)]) from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        lineno = getattr(exc, "lineno", None)
+        where = f"line {lineno} column {exc.colno}: {exc.msg}" if lineno else str(exc)
+        raise CatalogError([Finding("catalog", f"{path}: not valid JSON ({where}); see "
+                                    "docs/catalog.md 'File format'", source=path)]) from None
+
+
 @lru_cache(maxsize=16)
 def _load_cached(path: str, _mtime: int) -> Catalog:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise CatalogError([Finding("catalog", f"{path}: not valid JSON (line {exc.lineno}: "
-                                    f"{exc.msg}); see README 'Catalog format'")]) from None
-    return parse_catalog(raw, source=path)
+    return parse_catalog(read_document(path), source=path)
 
 
-def parse_catalog(raw: dict, source: str = "<catalog>") -> Catalog:
-    """Validate a catalog document; all problems are reported at once as a CatalogError."""
-    findings: list[Finding] = []
+def continent_of(cloud: str, region: str) -> str:
+    """Continent of a region, from the providers' naming (for inter-continent egress)."""
+    head = region.split("-", 1)[0]
+    if cloud == "aws":
+        if region.startswith(("ap-southeast-2", "ap-southeast-4", "ap-southeast-6")):
+            return "oceania"
+        return {"us": "north-america", "ca": "north-america", "mx": "north-america",
+                "sa": "south-america", "eu": "europe", "ap": "asia", "me": "middle-east",
+                "il": "middle-east", "af": "africa"}.get(head, head)
+    return {"us": "north-america", "northamerica": "north-america",
+            "southamerica": "south-america", "europe": "europe", "asia": "asia",
+            "australia": "oceania", "me": "middle-east", "africa": "africa"}.get(head, head)
 
-    def bad(path: str, msg: str) -> None:
-        findings.append(Finding(path, msg, source=source))
 
-    if not isinstance(raw, dict):
-        raise CatalogError([Finding("", "catalog must be a JSON object", source=source)])
-    if raw.get("format") != FORMAT:
-        bad("format", f'must be "{FORMAT}" (got {raw.get("format")!r})')
-    for key in ("version", "as_of"):
-        if not isinstance(raw.get(key), str) or not raw.get(key):
-            bad(key, "required string is missing")
+def parse_catalog(raw: Any, source: str = "<catalog>") -> Catalog:
+    """Validate a catalog document (format /1 or /2) against the schema in ``schema.py``.
 
-    offerings: list[Offering] = []
-    seen: set = set()
-    for i, row in enumerate(raw.get("offerings") or []):
-        where = f"offerings[{i}]"
-        if not isinstance(row, dict):
-            bad(where, "must be an object")
-            continue
-        missing = [c for c in OFFERING_COLUMNS if c not in row]
-        unknown = [c for c in row if c not in OFFERING_COLUMNS and c not in _OPTIONAL_OFFERING]
-        if missing:
-            bad(where, f"missing columns: {', '.join(missing)}")
-            continue
-        if unknown:
-            bad(where, f"unknown columns: {', '.join(unknown)}")
-        if row["cloud"] not in CLOUDS:
-            bad(f"{where}.cloud", f"must be one of {', '.join(CLOUDS)} (got {row['cloud']!r})")
-        if row["rdma"] not in RDMA_KINDS:
-            bad(f"{where}.rdma", f"must be one of {', '.join(RDMA_KINDS)} (got {row['rdma']!r})")
-        for c in _PRICE_COLUMNS:
-            v = row[c]
-            if v is not None and (not isinstance(v, (int, float)) or v <= 0):
-                bad(f"{where}.{c}", f"must be a positive number or null (got {v!r})")
-        if not isinstance(row["gpus_per_node"], int) or row["gpus_per_node"] <= 0:
-            bad(f"{where}.gpus_per_node", "must be a positive integer")
-        key = (row["cloud"], row["region"], row["instance_type"])
-        if key in seen:
-            bad(where, f"duplicate row for {'/'.join(key)}")
-        seen.add(key)
-        try:
-            offerings.append(Offering(
-                cloud=row["cloud"], region=row["region"], instance_type=row["instance_type"],
-                gpu=row["gpu"], gpus_per_node=int(row["gpus_per_node"]),
-                gpu_memory_gb=float(row["gpu_memory_gb"]), vcpus=int(row["vcpus"]),
-                memory_gb=float(row["memory_gb"]), network_gbps=float(row["network_gbps"]),
-                rdma=row["rdma"],
-                **{c: (None if row[c] is None else float(row[c])) for c in _PRICE_COLUMNS},
-                source=str(row.get("source", "")), as_of=str(row.get("as_of", raw.get("as_of", ""))),
-                zones=tuple(row.get("zones") or ()),
-                accelerator_type=row.get("accelerator_type"),
-                network_cards=row.get("network_cards"), efa_interfaces=row.get("efa_interfaces"),
-                local_nvme_gb=float(row.get("local_nvme_gb") or 0.0),
-            ))
-        except (TypeError, ValueError) as exc:
-            bad(where, f"bad value: {exc}")
+    All errors are reported at once as a CatalogError; soft problems become
+    ``Catalog.warnings``.
+    """
+    from infra.catalog.validate import validate
 
-    storage = []
-    for i, row in enumerate(raw.get("storage") or []):
-        try:
-            storage.append(StoragePrice(
-                cloud=row["cloud"], region=row["region"], storage_class=row["storage_class"],
-                usd_per_gb_month=float(row["usd_per_gb_month"]),
-                min_storage_days=int(row.get("min_storage_days", 0)),
-                source=str(row.get("source", ""))))
-        except (KeyError, TypeError, ValueError) as exc:
-            bad(f"storage[{i}]", f"bad row: {exc!r}; needs cloud, region, storage_class, "
-                "usd_per_gb_month")
-    egress = []
-    for i, row in enumerate(raw.get("egress") or []):
-        try:
-            if row["kind"] not in ("inter_region", "internet"):
-                bad(f"egress[{i}].kind", 'must be "inter_region" or "internet"')
-            egress.append(EgressPrice(cloud=row["cloud"], kind=row["kind"],
-                                      usd_per_gb=float(row["usd_per_gb"]),
-                                      source=str(row.get("source", ""))))
-        except (KeyError, TypeError, ValueError) as exc:
-            bad(f"egress[{i}]", f"bad row: {exc!r}; needs cloud, kind, usd_per_gb")
-    infra = []
-    for i, row in enumerate(raw.get("infra") or []):
-        try:
-            infra.append(InfraPrice(cloud=row["cloud"], item=row["item"], unit=row["unit"],
-                                    usd=float(row["usd"]), source=str(row.get("source", ""))))
-        except (KeyError, TypeError, ValueError) as exc:
-            bad(f"infra[{i}]", f"bad row: {exc!r}; needs cloud, item, unit, usd")
-    if not offerings and not findings:
-        bad("offerings", "the catalog has no offerings")
-    if findings:
-        raise CatalogError(findings, headline=f"{source}: invalid catalog (see README 'Catalog format'):")
-    return Catalog(version=raw["version"], as_of=raw["as_of"], path=source,
-                   offerings=tuple(offerings), storage=tuple(storage), egress=tuple(egress),
-                   infra=tuple(infra), sources=dict(raw.get("sources") or {}),
-                   spot_interruptions=dict(raw.get("spot_interruptions") or {}), raw=raw)
+    return validate(raw, source=source)
 
 
 def clear_cache() -> None:
@@ -264,6 +252,7 @@ def clear_cache() -> None:
 
 
 __all__ = ["Catalog", "load_catalog", "parse_catalog", "available_versions", "TIER_CLASSES",
-           "TIER_NAMES", "OFFERING_COLUMNS", "FORMAT", "DATA_DIR", "resolve_catalog_path",
-           "default_catalog_path", "clear_cache"]
+           "TIER_NAMES", "OFFERING_COLUMNS", "FORMAT", "FORMAT_V2", "DATA_DIR",
+           "resolve_catalog_path", "default_catalog_path", "clear_cache", "read_document",
+           "continent_of"]
 

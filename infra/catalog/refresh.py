@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from infra.catalog import Catalog, parse_catalog
+from infra.catalog import FORMAT_V2, Catalog, parse_catalog
 from infra.catalog.fetchers import API_SOURCES, PRICE_COLUMNS, CloudFetch, Failure, Progress
 from infra.errors import CatalogError, Finding, InputError, did_you_mean
 
@@ -60,14 +60,59 @@ def next_version(directory: Path, today: dt.date, avoid: tuple[str, ...] = ()) -
     return f"{stem}.{n}"
 
 
+def versions_in(directory: Path, *, skip: Optional[Path] = None) -> set[str]:
+    """Versions carried by the catalog files in ``directory`` (their ``version`` field, and
+    their file stems), so a new file never reuses one."""
+    out: set[str] = set()
+    if not directory.is_dir():
+        return out
+    for p in directory.glob("*.json"):
+        if skip is not None and p.resolve() == skip.resolve():
+            continue
+        out.add(p.stem)
+        try:
+            v = json.loads(p.read_bytes().decode("utf-8")).get("version")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(v, str):
+            out.add(v)
+    return out
+
+
+def taken_versions(directory: Path, avoid: tuple[str, ...] = (),
+                   skip: Optional[Path] = None) -> set[str]:
+    """Every version a new catalog must not carry: the shipped ones, ``avoid`` (the base), and
+    those of the files already in ``directory``."""
+    from infra.catalog import available_versions
+    return set(avoid) | set(available_versions()) | versions_in(directory, skip=skip)
+
+
 def resolve_out(out: Optional[str], today: dt.date,
                 avoid: tuple[str, ...] = ()) -> tuple[Path, str]:
-    """(file to write, catalog version). ``out`` may be a directory or a file path."""
+    """(file to write, catalog version). ``out`` may be a directory or a file path.
+
+    Versions are unique: a file named like a version (``2026.12.09.json``) carries that version
+    unless another catalog (shipped, the base, or a file beside it) already does; any other file
+    name gets today's date, with ``.N`` appended until no catalog carries it.
+    """
     if out and (out.endswith(".json") and not Path(out).is_dir()):
         p = Path(out)
-        return p, (p.stem if _VERSION_RE.match(p.stem) else today.strftime("%Y.%m.%d"))
+        taken = taken_versions(p.parent, avoid, skip=p)
+        if _VERSION_RE.match(p.stem):
+            if p.stem in taken:
+                raise InputError([Finding("--out", f"version {p.stem} (from the file name) is "
+                                          "already carried by another catalog (shipped, the base, "
+                                          f"or a file in {p.parent}); name the file after a new "
+                                          "version, or pass a directory to get one")])
+            return p, p.stem
+        stem = today.strftime("%Y.%m.%d")
+        version, n = stem, 0
+        while version in taken:
+            n += 1
+            version = f"{stem}.{n}"
+        return p, version
     directory = Path(out) if out else default_out_dir()
-    version = next_version(directory, today, avoid)
+    version = next_version(directory, today, tuple(taken_versions(directory, avoid)))
     return directory / f"{version}.json", version
 
 
@@ -216,6 +261,16 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
                 row[k] = got.specs[k]
         if got.zones:
             row["zones"] = list(got.zones)
+        if got.zone_spot and "spot_usd" in got.prices:
+            row["zone_spot_usd"] = {z: got.zone_spot[z] for z in row.get("zones") or []
+                                    if z in got.zone_spot}
+            row["spot_usd"] = min(row["zone_spot_usd"].values()) if row["zone_spot_usd"] \
+                else got.prices["spot_usd"]
+            if not row["zone_spot_usd"]:
+                row.pop("zone_spot_usd")
+        elif "zone_spot_usd" in row and (got.zones or "spot_usd" in got.prices):
+            # zones or the spot price moved without per-zone prices: old zone prices are stale
+            row.pop("zone_spot_usd")
         row["price_sources"] = ps
         used = {v for v in ps.values() if v and not v.startswith("kept:")}
         if got.specs.get("spec_source") or got.zones:
@@ -289,6 +344,10 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
                 row[col] = None
             row.pop("price_sources", None)
             new = refreshed_row(row, got, cloud)
+            if raw.get("format") == FORMAT_V2 and not new.get("zones"):
+                # format /2 rows need zones; without an EC2 / Compute answer there are none
+                report.kept[key] = "not added: no zones known (the capacity API did not answer)"
+                continue
             offerings.append(new)
             report.added.append(key)
 

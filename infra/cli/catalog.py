@@ -22,6 +22,7 @@ examples:
   gpulease catalog versions
   gpulease catalog refresh --cloud aws --region us-east-1 --region us-west-2
   gpulease catalog refresh --out ./catalogs/          # new versioned file in ./catalogs/
+  gpulease catalog import skypilot ~/.sky/catalogs/v8 --out ./catalogs/
   gpulease plan --stack dev --catalog ~/.local/share/gpulease/catalogs/2026.12.09.json"""
 
 REFRESH_EPILOG = """\
@@ -70,6 +71,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="GCP project for machine/accelerator types (default: "
                          "$GOOGLE_CLOUD_PROJECT; without it, specs come from the old catalog)")
     rp.set_defaults(func=run_refresh)
+
+    ip = csub.add_parser("import", help="convert another tool's catalog into a gpulease catalog",
+                         description="Convert SkyPilot's v8 catalog CSVs (DIR/aws/vms.csv, "
+                         "DIR/gcp/vms.csv) into a versioned, checksummed gpulease catalog. "
+                         "Specs, commitments, storage and egress SkyPilot does not carry come "
+                         "from --base; what neither has stays null with a note.",
+                         epilog="exit codes: 0 written · 2 malformed CSV, bad arguments, or "
+                                "refusing to overwrite an existing file without --force",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ip.add_argument("tool", choices=("skypilot",), help="whose catalog to import")
+    ip.add_argument("dir", nargs="?", default=None, metavar="DIR",
+                    help="catalog directory (default: ~/.sky/catalogs/v8)")
+    ip.add_argument("--base", metavar="PATH",
+                    help="catalog to fill specs/commitments/storage/egress from (default: the "
+                         "default catalog)")
+    ip.add_argument("--out", metavar="PATH",
+                    help="file or directory to write (default: $GPULEASE_CATALOG_DIR or "
+                         "~/.local/share/gpulease/catalogs/)")
+    ip.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    add_json_arg(ip)
+    ip.set_defaults(func=run_import)
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
 
 
@@ -107,12 +129,12 @@ def run_list(args: argparse.Namespace) -> int:
     print(f"catalog {cat.version} (as of {cat.as_of}) - USD per node-hour; "
           f"{len(rows)} offering(s)")
     head = ("cloud", "region", "instance_type", "gpu", "gpus", "gpu_gb", "vcpus", "mem_gb",
-            "net_gbps", "rdma", "on_demand", "spot", "commit_1y", "commit_3y")
+            "net_gbps", "rdma", "on_demand", "spot", "commit_1y", "commit_3y", "zones")
     table = [head] + [(r["cloud"], r["region"], r["instance_type"], r["gpu"],
                        str(r["gpus_per_node"]), f"{r['gpu_memory_gb']:g}", str(r["vcpus"]),
                        f"{r['memory_gb']:g}", f"{r['network_gbps']:g}", r["rdma"],
                        _fmt(r["on_demand_usd"]), _fmt(r["spot_usd"]), _fmt(r["commit_1y_usd"]),
-                       _fmt(r["commit_3y_usd"])) for r in rows]
+                       _fmt(r["commit_3y_usd"]), ",".join(r["zones"]) or "-") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     numeric = set(range(4, 9)) | set(range(10, 14))
     for row in table:
@@ -133,7 +155,9 @@ def run_versions(args: argparse.Namespace) -> int:
     for v in versions:
         c = catalog.load_catalog(str(data_dir / f"{v}.json"))
         rows.append({"version": v, "as_of": c.as_of, "offerings": len(c.offerings),
-                     "path": str(data_dir / f"{v}.json"), "default": v == default})
+                     "path": str(data_dir / f"{v}.json"), "default": v == default,
+                     "format": c.format, "data_dates": c.data_dates,
+                     "warnings": len(c.warnings)})
     if args.json:
         print_json({"versions": rows, "default_override": env})
         return EXIT_OK
@@ -142,6 +166,8 @@ def run_versions(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r['version']:<14} as of {r['as_of']:<12} {r['offerings']:>4} offerings"
               + ("   (default)" if r["default"] else ""))
+        for kind, date in r["data_dates"].items():
+            print(f"{'':<14} data {kind}: {date}")
     if env:
         print(f"default overridden by GPULEASE_CATALOG={env}")
     return EXIT_OK
@@ -197,6 +223,43 @@ def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
         print(f"  kept {'/'.join(key)}: {reason}")
     if len(rep.kept) > 10:
         print(f"  ... and {len(rep.kept) - 10} more kept row(s)")
+    print(f"wrote {out_path} (version {version})")
+    print(f"use it: gpulease plan --stack dev --catalog {out_path}")
+    return EXIT_OK
+
+
+# ---- import ------------------------------------------------------------------------------------
+def run_import(args: argparse.Namespace, *, now: Optional[dt.datetime] = None) -> int:
+    """`catalog import skypilot DIR`: write a new versioned catalog (exit 0) or exit 2."""
+    from pathlib import Path
+
+    from infra.catalog import load_catalog, parse_catalog
+    from infra.catalog.importers.skypilot import import_skypilot
+    from infra.catalog.refresh import check_writable, resolve_out, write_catalog
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    directory = Path(args.dir).expanduser() if args.dir else \
+        Path.home() / ".sky" / "catalogs" / "v8"
+    base = load_catalog(args.base)
+    out_path, version = resolve_out(args.out, now.date(), avoid=(base.version,))
+    check_writable(out_path, force=args.force)
+    result = import_skypilot(directory, base, version=version, now=now)
+    cat = parse_catalog(result.doc, source=str(out_path))
+    write_catalog(result.doc, out_path, force=args.force)
+    summary = {"path": str(out_path), "version": version, "offerings": result.rows,
+               "regions": result.regions, "rows_filled_from_base": result.filled_from_base,
+               "null_columns": result.nulls, "base_version": base.version,
+               "warnings": [str(w) for w in cat.warnings]}
+    if args.json:
+        print_json(summary)
+        return EXIT_OK
+    for w in cat.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"imported {result.rows} offering(s) in "
+          + ", ".join(f"{n} {c} region(s)" for c, n in sorted(result.regions.items()))
+          + f" from {directory}; {result.filled_from_base} row(s) took commitments from "
+          f"catalog {base.version}; null: "
+          + (", ".join(f"{c} {n}" for c, n in sorted(result.nulls.items())) or "none"))
     print(f"wrote {out_path} (version {version})")
     print(f"use it: gpulease plan --stack dev --catalog {out_path}")
     return EXIT_OK

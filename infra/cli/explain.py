@@ -78,8 +78,8 @@ def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
         "monthly_usd": round(c.monthly_usd, 2), "costs": c.costs.as_dict(),
         "rationale": c.rationale,
         "alternatives": [{
-            "rank": k, "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
-            "purchase": a.purchase.as_dict(),
+            "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
+            "instance_type": a.instance_type, "purchase": a.purchase.as_dict(),
             "monthly_usd": None if a.monthly_usd is None else round(a.monthly_usd, 2),
             "rejected_because": a.rejected_because} for k, a in enumerate(c.alternatives, 1)],
     }
@@ -104,12 +104,45 @@ def render_cluster(c: ClusterDecision) -> list[str]:
     lines.append(f"  Why: {c.rationale}")
     if c.alternatives:
         lines.append("  Alternatives (ranked by monthly cost)")
-        rows = [[str(k), a.cloud, a.region, a.instance_type, _mix(a.purchase),
+        rows = [[str(k), a.cloud, a.region, a.zone or "-", a.instance_type, _mix(a.purchase),
                  _money(a.monthly_usd), a.rejected_because]
                 for k, a in enumerate(c.alternatives, 1)]
-        lines += ["    " + x for x in _table(rows, ["#", "cloud", "region", "instance",
+        lines += ["    " + x for x in _table(rows, ["#", "cloud", "region", "zone", "instance",
                                                       "purchase", "$/month", "rejected because"])]
     return lines
+
+
+def _days(v) -> str:
+    return "-" if v is None else f"{v}d"
+
+
+def storage_doc(s) -> dict[str, Any]:
+    lc = s.lifecycle
+    return {"name": s.name, "cloud": s.cloud, "region": s.region, "size_tb": s.spec.size_tb,
+            "reads_per_month": s.reads_per_month,
+            "lifecycle": {"warm_after_days": lc.warm_after_days,
+                          "cold_after_days": lc.cold_after_days,
+                          "archive_after_days": lc.archive_after_days},
+            "changed_from_config": s.chosen is not None,
+            "tiers": [{"storage_class": t.storage_class, "share": round(t.share, 4),
+                       "monthly_usd": round(t.monthly_usd, 2)} for t in s.tiers],
+            "storage_usd": round(s.storage_usd, 2), "retrieval_usd": round(s.retrieval_usd, 2),
+            "early_delete_usd": round(s.early_delete_usd, 2),
+            "monthly_usd": round(s.monthly_usd, 2), "basis": s.basis}
+
+
+def render_storage(s) -> list[str]:
+    lc = s.lifecycle
+    tiers = ", ".join(f"{t.storage_class} {t.share:.0%}" for t in s.tiers)
+    return [f"Storage {s.name}  ({s.cloud}:{s.region}, {s.spec.size_tb:g} TB, read "
+            f"{s.reads_per_month:g}x a month)",
+            f"  lifecycle: warm {_days(lc.warm_after_days)} / cold {_days(lc.cold_after_days)} / "
+            f"archive {_days(lc.archive_after_days)}"
+            + ("  (changed from the stack's)" if s.chosen is not None else "")
+            + f"; tiers: {tiers}",
+            f"  {_money(s.monthly_usd)}/month = storage {_money(s.storage_usd)} + retrieval "
+            f"{_money(s.retrieval_usd)} + early deletion {_money(s.early_delete_usd)}",
+            f"  Why: {s.basis}"]
 
 
 def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision]) -> str:
@@ -120,6 +153,9 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision]) -> st
         lines += render_cluster(c)
         lines.append("")
     if len(clusters) == len(env.clusters):
+        for st in env.storage:
+            lines += render_storage(st)
+            lines.append("")
         storage = sum(x.monthly_usd for x in env.storage)
         lines.append(f"Environment: clusters {_money(env.monthly_usd - storage)} + storage "
                      f"{_money(storage)} = {_money(env.monthly_usd)}/month; budget "
@@ -138,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         print_json({"stack": env.stack.stack, "source": loaded.source,
                     "catalog": {"version": env.catalog_version, "as_of": env.catalog_as_of},
                     "clusters": [cluster_doc(c) for c in clusters],
+                    "storage": [storage_doc(x) for x in env.storage],
                     "totals": {"hourly_usd": round(env.hourly_usd, 2),
                                "monthly_usd": round(env.monthly_usd, 2)},
                     "budget": {"monthly_usd": env.stack.budget_monthly_usd,

@@ -91,7 +91,9 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "format": PLAN_FORMAT,
         "stack": stack,
         "environment": env.stack.environment,
-        "catalog": {"version": catalog.version, "as_of": catalog.as_of},
+        "catalog": {"version": catalog.version, "as_of": catalog.as_of,
+                    "data_dates": dict(getattr(catalog, "data_dates", {}) or {}),
+                    "warnings": [str(w) for w in getattr(catalog, "warnings", ())]},
         "clusters": [cluster_json(c) for c in env.clusters],
         "storage": [{
             "name": s.name, "cloud": s.cloud, "region": s.region,

@@ -51,7 +51,7 @@ class Candidate:
         r = self.reserved_rate
         return ((p.reserved * r if p.reserved else 0.0)
                 + (p.on_demand * o.on_demand_usd if p.on_demand else 0.0)
-                + (p.spot * o.spot_usd if p.spot else 0.0))
+                + (p.spot * o.cheapest_spot_usd if p.spot else 0.0))
 
     @property
     def quota_key(self) -> tuple[str, str]:

@@ -68,7 +68,7 @@ def cluster_costs(*, mix: PurchaseMix, rates: Rates, hours: float, gang: bool, t
 def rates_of(offering, rules) -> "Rates":
     """The three hourly rates of an offering under the stack's rules."""
     return Rates(offering.reservation_rate(rules.commitment_term, rules.reserve_at_on_demand_rate),
-                 offering.on_demand_usd, offering.spot_usd)
+                 offering.on_demand_usd, offering.cheapest_spot_usd)
 
 
 def break_even_utilization(rates: Rates) -> Optional[float]:

@@ -32,11 +32,10 @@ def _where(c: Candidate) -> str:
     return f"{c.offering.cloud}:{c.offering.region} {c.offering.instance_type}"
 
 
-def default_zone(cloud: str, region: str, zones: tuple[str, ...]) -> str:
-    """First zone the catalog records, else the region's first zone by naming convention."""
-    if zones:
-        return zones[0]
-    return f"{region}-a" if cloud == "gcp" else f"{region}a"
+def chosen_zone(c: Candidate) -> str:
+    """The one zone a cluster lands in: the cheapest spot zone when any node is spot (all of a
+    gang's nodes share the zone), else the first zone that offers the type."""
+    return c.offering.zone_for("spot" if c.purchase is not None and c.purchase.spot else "any")
 
 
 @contextlib.contextmanager
@@ -75,7 +74,9 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
 
     storage = []
     for i, s in enumerate(stack.storage):
-        sd, bad = storage_decision(s, catalog, index=i, source=stack.source)
+        readers = sum(1 for c in stack.clusters if c.dataset == s.name)
+        sd, bad = storage_decision(s, catalog, index=i, source=stack.source,
+                                   reads_per_month=float(readers))
         findings += bad
         if sd is not None:
             storage.append(sd)
@@ -118,7 +119,7 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
             rationale=_rationale(spec, c, feasible[i], rules, stack, i in displaced),
             alternatives=_alternatives(spec, c, all_cands[i], rules, ctx,
                                        shared_users if i in displaced else None),
-            zone=default_zone(c.offering.cloud, c.offering.region, c.offering.zones),
+            zone=chosen_zone(c),
             commitment_term=rules.commitment_term, distributed=c.distributed))
     return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
                                catalog_version=catalog.version, catalog_as_of=catalog.as_of)
@@ -281,8 +282,18 @@ def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: Poli
         ds = stack.storage_by_name(spec.dataset)
         gravity = (f" (including {_money(c.costs.egress_usd)}/month to move and stage dataset "
                    f"{ds.name} from {ds.home})")
-    return (f"{head}{gravity} {where}. {_purchase_text(spec, c, rules)} "
+    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules)} "
             f"{_template_text(spec, c, stack)}")
+
+
+def _zone_text(c: Candidate) -> str:
+    o, zone = c.offering, chosen_zone(c)
+    if c.purchase is not None and c.purchase.spot and len(o.zone_spot_usd) > 1:
+        return (f"Zone {zone}: the cheapest spot zone of {len(o.zone_spot_usd)} "
+                f"({o.spot_in(zone):.4f} $/node-hour).")
+    if o.zones:
+        return f"Zone {zone}: offers {o.instance_type} ({len(o.zones)} zone(s) do)."
+    return f"Zone {zone}: by naming convention (the catalog records no zones)."
 
 
 def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: float,
@@ -341,5 +352,23 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
         alts.append(((False, cost), Alternative(
             o.cloud, o.region, o.instance_type, mix, cost,
             _variant_reason(model, spec, rules, cost - base, chosen))))
-    alts.sort(key=lambda t: (t[0], t[1].cloud, t[1].region, t[1].instance_type))
+    # The chosen offering's spot in its other zones (alternatives that differ only by zone).
+    if chosen.purchase.spot and len(o.zone_spot_usd) > 1:
+        zone = chosen_zone(chosen)
+        for z, usd in o.zone_spot_usd:
+            if z == zone:
+                continue
+            zrates = rates.__class__(rates.reserved, rates.on_demand, usd)
+            cost = cluster_costs(mix=chosen.purchase, rates=zrates, hours=spec.hours_per_month,
+                                 gang=gang, tcp_gang=gang and chosen.network == "none",
+                                 interruptions_per_hour=ctx.interruptions.get(o.cloud, 0.0),
+                                 checkpoint_minutes=spec.checkpoint_minutes,
+                                 restart_minutes=rules.spot_restart_minutes,
+                                 communication_share=rules.tcp_communication_share,
+                                 egress_usd=chosen.costs.egress_usd).monthly_usd
+            alts.append(((False, cost), Alternative(
+                o.cloud, o.region, o.instance_type, chosen.purchase, cost,
+                f"zone (spot in {z} costs {usd:.4f}/h vs {o.spot_in(zone):.4f}/h in {zone}: "
+                f"+{_money(cost - base)}/month)", zone=z)))
+    alts.sort(key=lambda t: (t[0], t[1].cloud, t[1].region, t[1].instance_type, t[1].zone or ""))
     return tuple(a for _, a in alts[:rules.max_alternatives])

@@ -67,6 +67,8 @@ class Fetched:
     specs: dict = field(default_factory=dict)
     zones: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    #: zone -> spot USD per node-hour (AWS zone IDs / GCP zones) where the API gives them.
+    zone_spot: dict = field(default_factory=dict)
 
 
 @dataclass

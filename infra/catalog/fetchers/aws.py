@@ -9,9 +9,8 @@
   No Upfront (hourly, no upfront fee - comparable with the hourly on-demand price).
   (AWS Price List Query API: GetProducts; "Reading the service price list file".)
 - Spot: ``ec2.describe_spot_price_history`` over a recent window; the latest price per AZ, then
-  the MEDIAN across the region's AZs. A gang-scheduled cluster lands in one AZ the planner does not
-  choose by spot price, so the median is the honest expectation; the minimum would promise the
-  luckiest AZ. Prices outside (5 %, 100 %] of on-demand are rejected as implausible (AWS caps
+  every AZ's price is kept by zone ID and the row's spot price is the cheapest AZ's (the policy
+  places a spot cluster in that AZ; ``summarize_spot`` still reports the median for reference). Prices outside (5 %, 100 %] of on-demand are rejected as implausible (AWS caps
   spot at the on-demand price and advertises "up to 90 % off").
 - Specs and zones: ``describe_instance_type_offerings`` (AZs) and ``describe_instance_types``
   (GpuInfo, VCpuInfo, MemoryInfo, NetworkInfo.EfaSupported / EfaInfo / MaximumNetworkCards,
@@ -184,8 +183,16 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
         # 2. where offered + specs
         ec2 = None
         offered: Optional[set] = None
+        zone_ids: dict[str, str] = {}
         try:
             ec2 = clients.ec2(region)
+            # Zone IDs (use1-az1) name the same physical zone in every account; zone names
+            # (us-east-1a) are shuffled per account (EC2 User Guide, "AZ IDs").
+            azs = aws_call(clients, "ec2.describe_availability_zones",
+                           lambda: ec2.describe_availability_zones())
+            counter[0] += 1
+            zone_ids.update({z["ZoneName"]: z["ZoneId"] for z in azs.get("AvailabilityZones") or []
+                             if z.get("ZoneName") and z.get("ZoneId")})
             offs = _paginate(clients, "ec2.describe_instance_type_offerings", lambda tok: (
                 ec2.describe_instance_type_offerings(
                     LocationType="availability-zone",
@@ -193,7 +200,9 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
                     **({"NextToken": tok} if tok else {}))), "InstanceTypeOfferings", counter)
             zones: dict[str, list] = {}
             for o in offs:
-                zones.setdefault(o["InstanceType"], []).append(o["Location"])
+                zid = zone_ids.get(o["Location"])
+                if zid:
+                    zones.setdefault(o["InstanceType"], []).append(zid)
             offered = set(zones)
             for t, zs in zones.items():
                 if t in rows:
@@ -233,7 +242,15 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
                         r["notes"].append(f"spot {s['usd']} rejected: outside {int(lo*100)}-"
                                           f"{int(hi*100)}% of on-demand {od}")
                         continue
-                    r["prices"]["spot_usd"] = s["usd"]
+                    # the policy places spot in the cheapest zone: keep every zone's price
+                    # (by zone ID, only zones that offer the type) and the minimum.
+                    per_zone = {zone_ids[z]: usd for z, usd in s["zones"].items()
+                                if z in zone_ids and (not r["zones"] or zone_ids[z] in r["zones"])}
+                    if per_zone:
+                        r["zone_spot"] = per_zone
+                        r["prices"]["spot_usd"] = min(per_zone.values())
+                    else:
+                        r["prices"]["spot_usd"] = s["usd"]
                     r["sources"]["spot_usd"] = SPOT_SOURCE
                 tick("spot", f"{len(hist)} history points, {len(summary)} types"
                      + (f", {rejected} implausible price(s) rejected" if rejected else ""))
@@ -249,5 +266,5 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
                 out.rows[(region, t)] = Fetched(
                     cloud="aws", region=region, instance_type=t, prices=r["prices"],
                     price_sources=r["sources"], specs=r["specs"], zones=r["zones"],
-                    notes=tuple(r["notes"]))
+                    zone_spot=dict(r.get("zone_spot") or {}), notes=tuple(r["notes"]))
     return out

@@ -60,7 +60,7 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
         out.append(Storage(s.name, StorageArgs(
             bucket_name=naming.bucket_name(stack, s.name), provider=providers[s.region],
             lifecycle_rules=builders.lifecycle_rules(
-                s.spec, index=builders.storage_index(stack, s.name), source=stack.source),
+                s.lifecycle, index=builders.storage_index(stack, s.name), source=stack.source),
             protect=stack.is_prod, storage=s)))
 
     cluster_regions = sorted({c.region for c in clusters})

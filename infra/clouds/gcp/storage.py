@@ -64,5 +64,6 @@ class Storage(pulumi.ComponentResource):
         self.bucket_name = naming.bucket_name(args.stack, spec.name)
         self.bucket = make_bucket(
             f"{name}-bucket", bucket_name=self.bucket_name, region=args.decision.region,
-            stack=args.stack, lifecycle=lifecycle_rules(spec), parent=self, purpose="dataset")
+            stack=args.stack, lifecycle=lifecycle_rules(args.decision.lifecycle), parent=self,
+            purpose="dataset")
         self.register_outputs({"bucket": self.bucket.name, "url": self.bucket.url})

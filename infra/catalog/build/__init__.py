@@ -1,0 +1,1 @@
+"""Build scripts that turn public price datasets into the shipped catalog snapshot."""

@@ -1,0 +1,1 @@
+"""Importers that convert other tools' price catalogs into gpulease catalogs."""

@@ -1,0 +1,90 @@
+"""`gpulease catalog import skypilot DIR`: fixtures in SkyPilot's v8 layout -> a /2 catalog."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infra.catalog import FORMAT_V2, load_catalog, parse_catalog
+from infra.catalog.refresh import checksum
+from infra.cli import main
+
+GOOD = Path(__file__).resolve().parent / "fixtures" / "skypilot" / "good"
+NOW = dt.datetime(2026, 12, 9, 10, 0, tzinfo=dt.timezone.utc)
+
+
+def _import(capsys, *args) -> tuple[int, dict, str]:
+    code = main(["catalog", "import", "skypilot", *args, "--json"])
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if code == 0 else {}), err
+
+
+def test_import_writes_a_versioned_checksummed_v2_catalog(tmp_path, capsys):
+    code, summary, _ = _import(capsys, str(GOOD), "--out", str(tmp_path / "cats"),
+                               "--base", str(load_catalog(version="2026.12.02").path))
+    assert code == 0
+    doc = json.loads(Path(summary["path"]).read_text())
+    assert doc["format"] == FORMAT_V2 and doc["checksum"] == checksum(doc)
+    assert doc["version"] == summary["version"] and summary["offerings"] == 3
+    cat = parse_catalog(doc)
+    p5 = cat.offering("aws", "us-east-1", "p5.48xlarge")
+    # zones by ID, per-zone spot (the zone without spot has none), spot = cheapest zone
+    assert p5.zones == ("use1-az1", "use1-az4", "use1-az6")
+    assert dict(p5.zone_spot_usd) == {"use1-az1": 30.5, "use1-az4": 21.25}
+    assert p5.spot_usd == 21.25 and p5.zone_for("spot") == "use1-az4"
+    # specs SkyPilot lacks come from the base (2026.12.02 has p5 in us-east-1)
+    assert (p5.rdma, p5.network_cards, p5.efa_interfaces) == ("efa", 32, 32)
+    # GCP: host + accelerator in the zones listing both; inf2 / n2 (no GPU) skipped
+    g2 = cat.offering("gcp", "us-central1", "g2-standard-4")
+    assert g2.zones == ("us-central1-a", "us-central1-b")
+    assert g2.on_demand_usd == pytest.approx(0.7)
+    assert dict(g2.zone_spot_usd) == pytest.approx({"us-central1-a": 0.28, "us-central1-b": 0.22})
+    row = next(r for r in doc["offerings"] if r["instance_type"] == "g2-standard-4")
+    assert "host g2-standard-4 + 1 x L4" in row["notes"]
+    # what neither source has stays null, with a note
+    g6 = next(r for r in doc["offerings"] if r["instance_type"] == "g6.xlarge")
+    assert g6["commit_1y_usd"] is None and "commit_1y" in g6["notes"]
+    assert doc["storage"] and doc["egress"]                # filled from the base
+
+
+def test_import_never_reuses_a_version(tmp_path, capsys):
+    out = tmp_path / "cats"
+    _, a, _ = _import(capsys, str(GOOD), "--out", str(out))
+    _, b, _ = _import(capsys, str(GOOD), "--out", str(out))
+    assert a["version"] != b["version"]
+    # a file named after a version another catalog carries (here: the shipped one) is refused
+    code, _, err = _import(capsys, str(GOOD), "--out",
+                           str(tmp_path / "elsewhere" / f"{load_catalog().version}.json"))
+    assert code == 2 and "already carried by another catalog" in err
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("cloud,line,replace,expect", [
+    ("aws", 2, ("55.04,30.5", "abc,30.5"), "aws/vms.csv:2: column Price: 'abc' is not a number"),
+    ("aws", 3, ("55.04,21.25", "55.04,nan"), "aws/vms.csv:3: column SpotPrice: 'nan' is not a finite"),
+    ("gcp", 1, ("AvailabilityZone", "Zone"), "gcp/vms.csv:1: not a SkyPilot v8 vms.csv: missing columns AvailabilityZone"),
+    ("gcp", 5, ("0.5,0.2", "0.5,0.2,extra"), "gcp/vms.csv:5: wrong number of fields"),
+])
+def test_malformed_csv_exits_2_with_the_location(tmp_path, capsys, cloud, line, replace, expect):
+    d = tmp_path / "v8"
+    shutil.copytree(GOOD, d)
+    f = d / cloud / "vms.csv"
+    lines = f.read_text().splitlines()
+    lines[line - 1] = lines[line - 1].replace(*replace, 1)
+    f.write_text("\n".join(lines) + "\n")
+    code, _, err = _import(capsys, str(d), "--out", str(tmp_path / "out"))
+    assert code == 2 and expect in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()                 # nothing written
+
+
+def test_missing_directory_and_no_gpu_rows_are_bad_input(tmp_path, capsys):
+    code, _, err = _import(capsys, str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
+    assert code == 2 and "neither aws/vms.csv nor gcp/vms.csv" in err
+    d = tmp_path / "v8" / "aws"
+    d.mkdir(parents=True)
+    (d / "vms.csv").write_text((GOOD / "aws" / "vms.csv").read_text().splitlines()[0] + "\n")
+    code, _, err = _import(capsys, str(tmp_path / "v8"), "--out", str(tmp_path / "o"))
+    assert code == 2 and "no row for a GPU gpulease plans for" in err
