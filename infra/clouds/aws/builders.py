@@ -168,10 +168,11 @@ def subnet_zone_args(zone: str) -> dict:
 
 
 def cluster_zones(decision: ClusterDecision) -> tuple[str, ...]:
-    """AZs the cluster may use, when known at program time (decided zone, else catalog zones)."""
+    """AZs the cluster may use, when known at program time (decided zone, else the catalog's
+    regular zones: Local Zones need an opt-in and are never assumed)."""
     if decision.zone:
         return (decision.zone,)
-    return tuple(decision.offering.zones)
+    return tuple(decision.offering.regular_zones)
 
 
 # ---- storage --------------------------------------------------------------------------------
