@@ -3,12 +3,12 @@ renders in real headless Chromium (screenshot)."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 
 from infra.planner.html import render_html
 from tests.test_diff import PROD, T_ASG, make_plan
+from tests.tools import require_tool
 
 
 class _Collect(HTMLParser):
@@ -53,8 +53,7 @@ def test_over_budget_and_violations_are_shown_and_escaped():
 
 
 def test_renders_in_headless_chromium(tmp_path):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "chromium missing: apt-get install chromium (CI installs it in .ci/run)"
+    chromium = require_tool("chromium", "chromium-browser")
     src = tmp_path / "report.html"
     src.write_text(render_html(PROD), encoding="utf-8")
     png = tmp_path / "out.png"

@@ -4,7 +4,6 @@ types (grafana-foundation-sdk)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
 import jinja2
@@ -16,6 +15,7 @@ from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, Environmen
                          PurchaseMix, StackSpec, StorageDecision, StorageSpec, TierShare)
 from infra.monitoring import (DASHBOARD_FILE, RULES_FILE, const_series, monitoring_variables,
                               promql_string, render_monitoring)
+from tests.tools import require_tool
 
 # Test fixture catalog: synthetic figures, used only to check the rendering arithmetic.
 CATALOG = parse_catalog({
@@ -60,9 +60,7 @@ def make_env(environment: str = "prod", budget: float = 90000.0) -> EnvironmentD
 
 
 def _promtool() -> str:
-    path = shutil.which("promtool")
-    assert path, "promtool missing: apt-get install prometheus (CI installs it in .ci/run)"
-    return path
+    return require_tool("promtool")
 
 
 def test_variables_come_from_the_decision():
