@@ -106,11 +106,11 @@ def run(args: argparse.Namespace) -> int:
         if args.fail_on_increase is not None and exceeds(diff, args.fail_on_increase):
             code = EXIT_COST_INCREASE
     if args.html:
-        from infra.planner.html import render_html
+        from infra.planner.html import write_html
 
-        Path(args.html).write_text(render_html(plan), encoding="utf-8")
+        written = write_html(plan, args.html)  # creates missing directories; exit 2 if unwritable
         if not args.json:
-            progress(f"wrote {args.html}")
+            progress(f"wrote {written}")
     if args.monitoring:
         from infra.monitoring import render_monitoring
 
