@@ -112,14 +112,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             progress(f"wrote {written}")
     if args.monitoring:
-        from infra.monitoring import render_monitoring
+        from infra.monitoring import write_monitoring
 
-        out = Path(args.monitoring)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in render_monitoring(prun.result.decision).items():
-            (out / name).write_text(text, encoding="utf-8")
+        # creates the directory; exit 2 when it is a file or unwritable
+        for path in write_monitoring(prun.result.decision, args.monitoring):
             if not args.json:
-                progress(f"wrote {out / name}")
+                progress(f"wrote {path}")
     if any(v.get("level") == "mandatory" for v in plan["violations"]):
         code = max(code, EXIT_POLICY) if code == EXIT_OK else code
     if args.json:
