@@ -125,6 +125,10 @@ def write_monitoring(env: EnvironmentDecision, directory: str | Path, **kwargs: 
     if out.exists() and not out.is_dir():
         raise ConfigError([Finding("--monitoring", f"{out} is a file: give a directory, e.g. "
                                    f"--monitoring {out.parent / 'monitoring'}")])
+    blocker = next((p for p in out.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError([Finding("--monitoring", f"cannot create {out}: {blocker} is a file, "
+                                   "not a directory; choose another directory")])
     written = []
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -348,7 +348,8 @@ def test_write_monitoring_creates_the_directory_and_refuses_a_file(tmp_path):
     blocker.write_text("keep")
     with pytest.raises(ConfigError, match=r"--monitoring: .*file is a file: give a directory"):
         write_monitoring(make_env(), blocker)
-    with pytest.raises(ConfigError, match=r"--monitoring: cannot write into .*file/sub: "):
+    with pytest.raises(ConfigError, match=r"--monitoring: cannot create .*file/sub: .*file is "
+                                          r"a file, not a directory"):
         write_monitoring(make_env(), blocker / "sub")
     assert blocker.read_text() == "keep"
 

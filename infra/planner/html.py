@@ -435,6 +435,10 @@ def write_html(plan: Mapping[str, Any], path: str | Path) -> Path:
     if target.is_dir():
         raise ConfigError([Finding("--html", f"{target} is a directory: give a file name, "
                                    f"e.g. --html {target / 'report.html'}")])
+    blocker = next((p for p in target.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError([Finding("--html", f"cannot write {target}: {blocker} is a file, not "
+                                   "a directory; choose another path")])
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
