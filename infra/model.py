@@ -21,6 +21,10 @@ PURCHASE_MODELS: tuple[str, ...] = ("reserved", "on_demand", "spot")
 #: Hours in the billing month the cost model uses (AWS and GCP both bill 730 h/month).
 HOURS_PER_MONTH = 730.0
 
+#: Longest idle window a cluster may ask for (one week): the config rejects more, and the reaper
+#: treats a larger `gpulease-idle-minutes` tag value as invalid.
+MAX_IDLE_MINUTES = 7 * 24 * 60
+
 
 # --------------------------------------------------------------------------------------------
 # Catalog rows
@@ -209,6 +213,8 @@ class StackSpec:
     #: prefix of globally unique names (buckets).
     name_prefix: str = "gpulease"
     catalog_version: Optional[str] = None
+    #: non-fatal findings of the config (``infra.errors.Finding``), shown by `gpulease plan`.
+    warnings: tuple = ()
 
     @property
     def is_prod(self) -> bool:

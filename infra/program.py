@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable, Optional
 
 import pulumi
 
 from infra.catalog import Catalog, load_catalog
-from infra.config import catalog_selection, parse_stack_config
+from infra.config import NAMESPACE, TOP_LEVEL_KEYS, catalog_selection, parse_stack_config
 from infra.costing import transform as cost_transform
+from infra.errors import InputError
 from infra.model import EnvironmentDecision
 
 #: cloud adaptor modules: each exposes
@@ -24,6 +26,8 @@ CLOUD_ADAPTORS = {"aws": "infra.clouds.aws", "gcp": "infra.clouds.gcp"}
 #: GCP first: AWS clusters staging a GCS dataset grant a reader on the GCS bucket, which must
 #: exist first; GCP clusters reading S3 only name the bucket (no AWS-side grant on it).
 DEPLOY_ORDER = ("gcp", "aws")
+#: the project directory (Pulumi.yaml, stacks/): the program's package lives in it.
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -33,22 +37,50 @@ class ProgramResult:
     ledger: cost_transform.CostLedger
 
 
-def config_values() -> dict[str, Any]:
-    """Every config value the engine passed (``project:key`` -> value)."""
-    from pulumi.runtime import config as rc
+def config_values(stack: str, file_keys: Optional[Iterable[str]] = None) -> dict[str, Any]:
+    """The stack's ``gpulease:`` config as the engine passes it, read with `pulumi.Config`.
 
-    return {**rc.get_config_env(), **rc.CONFIG.get()}
+    Values come from `pulumi.Config` (so secrets and the engine's view win). `pulumi.Config` can
+    only answer keys it is asked for, so the keys the stack file holds are read from the file as
+    well: a typo there (``gpulese:clusters``) is reported instead of silently ignored.
+    """
+    cfg = pulumi.Config(NAMESPACE)
+    values: dict[str, Any] = {}
+    for key in TOP_LEVEL_KEYS:
+        value = cfg.get(key)
+        if value is not None:
+            values[f"{NAMESPACE}:{key}"] = value
+    known = {f"{NAMESPACE}:{k}" for k in TOP_LEVEL_KEYS}
+    for key in (_stack_file_keys(stack) if file_keys is None else file_keys):
+        if key not in known:
+            values.setdefault(key, None)
+    return values
+
+
+def _stack_file_keys(stack: str) -> list[str]:
+    """Keys of ``stacks/Pulumi.<stack>.yaml`` beside this program (empty when absent/unreadable:
+    the values themselves always come from the engine)."""
+    from infra.config import read_stack_file, stack_file
+
+    try:
+        return [k for k in read_stack_file(stack_file(stack, PROJECT_DIR)) if isinstance(k, str)]
+    except InputError:
+        return []
 
 
 def stack_source(stack: str) -> str:
     return f"stacks/Pulumi.{stack}.yaml"
 
 
-def main() -> ProgramResult:
+def main(file_keys: Optional[Iterable[str]] = None) -> ProgramResult:
+    """The program. ``file_keys``: the keys of the stack file the config came from (`gpulease
+    plan` passes those of the file it read; `pulumi up` reads them beside the program)."""
     stack = pulumi.get_stack()
-    values = config_values()
+    values = config_values(stack, file_keys)
     catalog = load_catalog(*catalog_selection(values))
     spec = parse_stack_config(values, stack=stack, source=stack_source(stack), catalog=catalog)
+    for warning in spec.warnings:
+        pulumi.log.warn(str(warning))
 
     from infra.policy import decide
 

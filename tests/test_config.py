@@ -21,7 +21,7 @@ BASE = {
     "gpulease:cost_center": "cc-42",
     "gpulease:budget_monthly_usd": 5000,
     "gpulease:clouds": {"aws": {"regions": ["us-east-1"], "quota_gpus": {"us-east-1": 16}},
-                        "gcp": {"project": "p-1", "regions": ["us-central1"]}},
+                        "gcp": {"project": "proj-1", "regions": ["us-central1"]}},
     "gpulease:storage": [{"name": "data", "size_tb": 2, "home": "aws:us-east-1"}],
     "gpulease:clusters": [
         {"name": "a", "gpu": "L4", "gpus": 1, "hours_per_month": 100, "priority": 3,
@@ -63,7 +63,7 @@ def test_valid_minimal_config(catalog):
     assert spec.environment == "dev"
     assert [c.name for c in spec.clusters] == ["a", "b"]
     assert spec.clusters[0].interruptible and not spec.clusters[1].interruptible
-    assert spec.clouds["gcp"].project == "p-1"
+    assert spec.clouds["gcp"].project == "proj-1"
     assert spec.storage[0].home == "aws:us-east-1"
 
 

@@ -11,7 +11,7 @@ from tests.test_policy_fixtures import catalog, offering
 STACK = {"config": {
     "gpulease:owner": "ml", "gpulease:cost_center": "cc", "gpulease:budget_monthly_usd": 500000,
     "gpulease:clouds": {"aws": {"regions": ["us-east-1"]},
-                        "gcp": {"project": "p", "regions": ["us-central1"]}},
+                        "gcp": {"project": "proj-x", "regions": ["us-central1"]}},
     "gpulease:storage": [{"name": "data", "size_tb": 10, "home": "aws:us-east-1"}],
     "gpulease:clusters": [
         {"name": "train", "gpu": "H100", "gpus": 16, "hours_per_month": 730, "priority": 9,

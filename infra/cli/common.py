@@ -52,8 +52,12 @@ def stack_path(args: argparse.Namespace) -> Path:
     return stack_file(args.stack)
 
 
-def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None) -> LoadedStack:
-    """Read, validate and resolve the catalog for the stack named by --stack/--config."""
+def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None,
+               announce_warnings: bool = True) -> LoadedStack:
+    """Read, validate and resolve the catalog for the stack named by --stack/--config.
+
+    Config warnings go to stderr unless ``announce_warnings`` is False (`plan` shows them in
+    the plan instead)."""
     if stack_arg is not None:
         path = stack_file(stack_arg)
     else:
@@ -65,6 +69,9 @@ def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None) -> 
                            getattr(args, "catalog_version", None) or (None if getattr(args, "catalog", None) else c_version))
     spec = parse_stack_config(values, stack=stack_name_from_path(path), source=source,
                               catalog=catalog)
+    if announce_warnings:
+        for w in spec.warnings:
+            print(f"warning: {w}", file=sys.stderr)
     return LoadedStack(spec=spec, catalog=catalog, values=values, path=path, source=source)
 
 

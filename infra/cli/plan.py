@@ -55,7 +55,7 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None):
     from infra.planner.plan import build_plan, run as run_program
     from infra.policy import decide
 
-    loaded = load_stack(args, stack_arg=stack_arg)
+    loaded = load_stack(args, stack_arg=stack_arg, announce_warnings=False)
     decide(loaded.spec, loaded.catalog)  # located policy errors before anything runs
     t0 = time.perf_counter()
     prun = run_program(loaded.values, stack=loaded.spec.stack,
@@ -208,4 +208,8 @@ def render_text(plan: dict[str, Any], *, show_inputs: bool = False) -> str:
             lines.append(f"  [{v['level']}] {v['policy']}: {v['resource']}: {v['message']}")
     else:
         lines.append("Guardrails: no violations")
+    if plan.get("warnings"):
+        lines.append("")
+        lines.append(f"Warnings ({len(plan['warnings'])})")
+        lines += [f"  {w}" for w in plan["warnings"]]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ provider call in the program cannot silently return nothing.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -179,6 +180,8 @@ class ProgramRun:
     result: Any
     outputs: dict
     calls: list
+    #: what the program logged at warning level or above (`pulumi up` shows these as warnings).
+    warnings: list = field(default_factory=list)
 
     def by_type(self, typ: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == typ]
@@ -195,6 +198,21 @@ class ProgramRun:
         return [r for r in self.resources if r.custom]
 
 
+def _capturing_logger() -> tuple[logging.Logger, list[str]]:
+    """A private logger for the mock engine: the program's `pulumi.log.warn` messages are
+    collected (the plan shows them) instead of printed by the root logger."""
+    captured: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            captured.append(record.getMessage())
+
+    logger = logging.Logger("gpulease.program", level=logging.WARNING)
+    logger.addHandler(_Collect())
+    logger.propagate = False
+    return logger, captured
+
+
 def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict] = None,
                 project: str = "gpulease", preview: bool = True,
                 strict_calls: bool = True) -> ProgramRun:
@@ -206,9 +224,10 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
     with _LOCK:
         mocks = _Recorder(strict_calls=strict_calls)
         monitor = _RecordingMonitor(mocks)
+        logger, warnings = _capturing_logger()
         pulumi.runtime.set_all_config(dict(config or {}))
         pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview,
-                                 monitor=monitor)
+                                 monitor=monitor, logger=logger)
         outputs: dict = {}
         holder: dict = {}
 
@@ -225,7 +244,7 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
         finally:
             pulumi.runtime.settings.reset_options()  # type: ignore[attr-defined]
         return ProgramRun(resources=monitor.recorded, result=holder.get("result"),
-                          outputs=outputs, calls=mocks.calls)
+                          outputs=outputs, calls=mocks.calls, warnings=warnings)
 
 
 def _resolve(value: Any) -> Any:

@@ -29,7 +29,9 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
     if catalog_version:
         config["gpulease:catalog_version"] = catalog_version
         config.pop("gpulease:catalog", None)
-    return run_program(main, stack=stack, config=values_for_pulumi(config))
+    keys = [k for k in values if isinstance(k, str)]
+    return run_program(lambda: main(file_keys=keys), stack=stack,
+                       config=values_for_pulumi(config))
 
 
 def _tags_of(inputs: dict) -> dict:
@@ -106,6 +108,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "budget": {"monthly_usd": round(budget, 2), "headroom_usd": round(budget - monthly, 2),
                    "over": monthly > budget},
         "outputs": prun.outputs,
+        "warnings": list(prun.warnings),
         "violations": [],
     }
     return plan

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class PolicyRules(BaseModel):
     """`gpulease:policy` — every rule of the policy module, each overridable per stack."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     reserved_above_priority: int = Field(
         8, ge=0, le=10,

@@ -18,9 +18,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-import numpy as np
-from scipy.optimize import LinearConstraint, milp
-from scipy.sparse import csr_matrix
 
 
 @dataclass(frozen=True)
@@ -76,6 +73,11 @@ def solve(options: Sequence[Sequence[Option]], quotas: dict) -> Solution:
     used = _usage(options, argmin)
     if all(n <= quotas[k] for k, n in used.items()):
         return Solution(tuple(argmin), "argmin")
+
+    # scipy loads in ~0.3 s: only when quotas actually couple clusters (not for --help).
+    import numpy as np
+    from scipy.optimize import LinearConstraint, milp
+    from scipy.sparse import csr_matrix
 
     coupled = [i for i, opts in enumerate(options) if opts[0].quota_key is not None]
     cols: list[tuple[int, int]] = []
