@@ -263,6 +263,14 @@ def test_over_budget_and_violations_are_shown_and_escaped():
     assert 'class="over" id="violations">1 violation<' in page
 
 
+def test_program_warnings_are_listed_escaped():
+    plan = dict(PROD, warnings=["gpulease:clusters[0].gpus: <rounded> up to 8"])
+    page = render_html(plan)
+    assert "<h2>Warnings (1)</h2>" in page
+    assert "<li>gpulease:clusters[0].gpus: &lt;rounded&gt; up to 8</li>" in page
+    assert "Warnings (" not in render_html(PROD)
+
+
 def test_write_html_creates_missing_directories(tmp_path):
     out = write_html(PROD, tmp_path / "a" / "b" / "report.html")
     assert out.read_text(encoding="utf-8") == render_html(PROD)

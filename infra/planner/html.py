@@ -375,6 +375,7 @@ def report_variables(plan: Mapping[str, Any]) -> dict[str, Any]:
         "headroom_money": money(abs(state.headroom)),
         "budget_share": percent(state.share),
         "violations": violations,
+        "warnings": [str(w) for w in plan.get("warnings") or []],
         "violations_text": plural(len(violations), "violation"), "guard_level": guard_level,
         "mandatory_count": mandatory,
         "chart_list": [
@@ -423,7 +424,8 @@ def _env() -> jinja2.Environment:
 
 def render_html(plan: Mapping[str, Any]) -> str:
     """The whole page: verdict, headline cards, budget bar, cost charts, clusters with their
-    rationale and best alternative, storage by cloud and class, priced resources, violations."""
+    rationale and best alternative, storage by cloud and class, priced resources, violations,
+    the program's warnings."""
     return _env().get_template(PAGE_TEMPLATE).render(**report_variables(plan))
 
 
