@@ -13,6 +13,7 @@ from typing import Any, Optional
 import jinja2
 
 from infra.costing import tags
+from infra.errors import ConfigError, Finding
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
 from infra.model import HOURS_PER_MONTH, EnvironmentDecision
 
@@ -22,6 +23,9 @@ DASHBOARD_FILE = "gpulease-dashboard.json"
 
 #: default GPU utilization metric: NVIDIA dcgm-exporter's per-GPU utilization (0-100).
 DEFAULT_GPU_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+#: One dashboard for every environment: its `environment` variable picks the stack's series,
+#: defaulting to the environment it was rendered from.
+DASHBOARD_UID = "gpulease"
 
 
 def prom_label(key: str) -> str:
@@ -37,7 +41,7 @@ def promql_string(value: Any) -> str:
 
 def const_series(value: float) -> str:
     """PromQL for a constant (a price from the decision); labels go on the recording rule."""
-    return f"vector({float(value):.6g})"
+    return f"vector({float(value):.10g})"  # cents survive on a $1M budget
 
 
 def _env() -> jinja2.Environment:
@@ -47,6 +51,20 @@ def _env() -> jinja2.Environment:
     env.filters["promql"] = promql_string
     env.globals["const"] = const_series
     return env
+
+
+def flex_node_hourly_usd(c) -> float:
+    """$/hour of one node beyond the cluster's reservation: the planned on-demand/spot nodes'
+    blended catalog rate, or the on-demand rate when every planned node is reserved (an extra
+    node is not covered by the commitment)."""
+    o = c.offering
+    od, spot = c.purchase.on_demand, c.purchase.spot
+    priced = [(n, rate) for n, rate in ((od, o.on_demand_usd), (spot, o.spot_usd)) if n and rate]
+    if priced:
+        return sum(n * rate for n, rate in priced) / sum(n for n, _ in priced)
+    if o.on_demand_usd:
+        return float(o.on_demand_usd)
+    return c.hourly_usd / c.nodes if c.nodes else 0.0
 
 
 def monitoring_variables(env: EnvironmentDecision, *, gpu_metric: str = DEFAULT_GPU_METRIC,
@@ -66,6 +84,11 @@ def monitoring_variables(env: EnvironmentDecision, *, gpu_metric: str = DEFAULT_
             "instance_type": c.offering.instance_type, "nodes": c.nodes,
             "node_hourly_usd": round(c.hourly_usd / c.nodes, 4) if c.nodes else 0.0,
             "planned_by_model": planned, "idle_minutes": int(c.spec.idle_minutes),
+            # A reservation / commitment bills every hour of the month whether its nodes run
+            # or not (costmodel: reserved_usd = R x commit rate x 730 h).
+            "reserved_nodes": int(c.purchase.reserved),
+            "committed_usd_per_hour": round(c.costs.reserved_usd / HOURS_PER_MONTH, 4),
+            "flex_node_hourly_usd": round(flex_node_hourly_usd(c), 4),
         })
     return {
         "stack": stack.stack, "environment": stack.environment,
@@ -77,7 +100,7 @@ def monitoring_variables(env: EnvironmentDecision, *, gpu_metric: str = DEFAULT_
         "gpu_metric": gpu_metric,
         "label_cluster": prom_label(tags.CLUSTER),
         "label_environment": prom_label(tags.ENVIRONMENT),
-        "uid": f"gpulease-{tags.label_value(stack.environment)}"[:40],
+        "uid": DASHBOARD_UID,
     }
 
 
@@ -92,3 +115,27 @@ def render_monitoring(env: EnvironmentDecision, *, gpu_metric: str = DEFAULT_GPU
     # Normalise the dashboard (and fail here, not in Grafana, if the template broke JSON).
     dashboard = json.dumps(json.loads(dashboard), indent=2) + "\n"
     return {RULES_FILE: rules, DASHBOARD_FILE: dashboard}
+
+
+def write_monitoring(env: EnvironmentDecision, directory: str | Path, **kwargs: Any) -> list[Path]:
+    """Render and write both files into `directory` (created when missing). A path that is a
+    file or cannot be written raises ConfigError (exit 2) naming it."""
+    out = Path(directory)
+    files = render_monitoring(env, **kwargs)
+    if out.exists() and not out.is_dir():
+        raise ConfigError([Finding("--monitoring", f"{out} is a file: give a directory, e.g. "
+                                   f"--monitoring {out.parent / 'monitoring'}")])
+    blocker = next((p for p in out.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError([Finding("--monitoring", f"cannot create {out}: {blocker} is a file, "
+                                   "not a directory; choose another directory")])
+    written = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(text, encoding="utf-8")
+            written.append(out / name)
+    except OSError as exc:
+        raise ConfigError([Finding("--monitoring", f"cannot write into {out}: "
+                                   f"{exc.strerror or exc}; choose a writable directory")]) from None
+    return written

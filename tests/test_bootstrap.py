@@ -5,7 +5,6 @@ import base64
 import gzip
 import hashlib
 import json
-import shutil
 import subprocess
 import textwrap
 from functools import lru_cache
@@ -25,19 +24,27 @@ from infra.model import RDMA_KINDS
 from infra.reaper import aws as reaper_aws
 from infra.reaper import gcp as reaper_gcp
 from tests.test_bootstrap_fixtures import make_stack
+from tests.tools import require_tool, script_interpreter, tool_missing
 
 MODELS = R.NODE_PURCHASE_MODELS
 #: libyaml's loader when present (same YAML 1.1 semantics, 20x faster over 936 documents).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-#: The Debian cloud-init's python (the `cloud-init` script's interpreter).
-CLOUD_INIT_PYTHON = "/usr/bin/python3"
 
 
 def _tool(name: str) -> str:
-    path = shutil.which(name)
-    # CI installs these (.ci/run: apt-get install -y shellcheck cloud-init): missing = failure.
-    assert path, f"{name} is not installed: apt-get install -y {name}"
-    return path
+    # Skipped with the apt command when absent; .ci/run installs the tools and sets
+    # GPULEASE_REQUIRE_TOOLS=1, which turns a missing tool into a failure.
+    return require_tool(name)
+
+
+def _cloud_init_python() -> str:
+    """The Python the `cloud-init` script runs under (Debian: /usr/bin/python3), which can
+    import `cloudinit`; skips like _tool when cloud-init is absent."""
+    exe = _tool("cloud-init")
+    interpreter = script_interpreter(exe)
+    if not interpreter:
+        tool_missing(f"{exe} has no #! line naming its Python (expected Debian's cloud-init)")
+    return interpreter
 
 
 @lru_cache(maxsize=None)
@@ -130,10 +137,10 @@ def _write_unique(tmp: Path, texts, suffix: str) -> list[Path]:
 
 
 def test_every_cloud_config_passes_cloud_init_schema(tmp_path):
-    _tool("cloud-init")
+    python = _cloud_init_python()
     files = _write_unique(tmp_path, (f[R.CLOUD_CONFIG] for _, _, f in all_renders()), ".yaml")
     assert len(files) >= len(load_catalog().offerings)
-    proc = subprocess.run([CLOUD_INIT_PYTHON, "-c", _SCHEMA_DRIVER, *map(str, files)],
+    proc = subprocess.run([python, "-c", _SCHEMA_DRIVER, *map(str, files)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("Valid cloud-config:") == len(files)
@@ -169,7 +176,7 @@ _DECODE_DRIVER = textwrap.dedent("""\
 
 
 def test_aws_user_data_is_decoded_by_cloud_init(tmp_path):
-    _tool("cloud-init")
+    python = _cloud_init_python()
     texts, paths = [], []
     for i, (o, model, files) in enumerate(r for r in all_renders() if r[0].cloud == "aws"):
         if i % 25:
@@ -179,7 +186,7 @@ def test_aws_user_data_is_decoded_by_cloud_init(tmp_path):
         p.write_text(R.encode_user_data(files[R.CLOUD_CONFIG], cloud="aws"))
         paths.append(str(p))
     assert len(texts) >= 2
-    proc = subprocess.run([CLOUD_INIT_PYTHON, "-c", _DECODE_DRIVER, *paths], capture_output=True,
+    proc = subprocess.run([python, "-c", _DECODE_DRIVER, *paths], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\0")[:-1] == texts

@@ -4,7 +4,7 @@ types (grafana-foundation-sdk)."""
 from __future__ import annotations
 
 import json
-import shutil
+import re
 import subprocess
 
 import jinja2
@@ -14,8 +14,11 @@ import yaml
 from infra.catalog import parse_catalog
 from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
                          PurchaseMix, StackSpec, StorageDecision, StorageSpec, TierShare)
-from infra.monitoring import (DASHBOARD_FILE, RULES_FILE, const_series, monitoring_variables,
-                              promql_string, render_monitoring)
+from infra.errors import ConfigError
+from infra.monitoring import (DASHBOARD_FILE, RULES_FILE, const_series, flex_node_hourly_usd,
+                              monitoring_variables, promql_string, render_monitoring,
+                              write_monitoring)
+from tests.tools import require_tool
 
 # Test fixture catalog: synthetic figures, used only to check the rendering arithmetic.
 CATALOG = parse_catalog({
@@ -60,9 +63,7 @@ def make_env(environment: str = "prod", budget: float = 90000.0) -> EnvironmentD
 
 
 def _promtool() -> str:
-    path = shutil.which("promtool")
-    assert path, "promtool missing: apt-get install prometheus (CI installs it in .ci/run)"
-    return path
+    return require_tool("promtool")
 
 
 def test_variables_come_from_the_decision():
@@ -108,9 +109,14 @@ def test_rules_fire_as_intended_under_promtool_test(tmp_path):
             "promql_expr_test": [{
                 "expr": "gpulease:cluster_spend_usd_per_hour",
                 "eval_time": "5m",
+                # train-h100 has no node up, yet its 3 reserved nodes bill $120,450/730 h.
                 "exp_samples": [{"labels": 'gpulease:cluster_spend_usd_per_hour{'
                                            'gpulease_cluster="sandbox",gpulease_environment="dev"}',
-                                 "value": 3.2}],
+                                 "value": 3.2},
+                                {"labels": 'gpulease:cluster_spend_usd_per_hour{'
+                                           'gpulease_cluster="train-h100",'
+                                           'gpulease_environment="dev"}',
+                                 "value": 165.0}],
             }],
             "alert_rule_test": [
                 {"eval_time": "80m", "alertname": "GpuIdle", "exp_alerts": [{
@@ -123,12 +129,12 @@ def test_rules_fire_as_intended_under_promtool_test(tmp_path):
                                        "The gpulease reaper stops idle clusters after its grace "
                                        "period."}}]},
                 {"eval_time": "10m", "alertname": "GpuIdle", "exp_alerts": []},
-                # 2 nodes x $1.60 x 730 h + $150 storage = $2,486 > $500 budget after 30 m.
+                # (2 nodes x $1.60 + $165 committed) x 730 h + $150 storage = $122,936 > $500.
                 {"eval_time": "40m", "alertname": "GpuSpendOverBudget", "exp_alerts": [{
                     "exp_labels": {"severity": "critical", "gpulease_environment": "dev"},
                     "exp_annotations": {
                         "summary": "GPU spend in dev is on course to exceed its monthly budget",
-                        "description": "Projected $2486 a month against a budget of $500. "
+                        "description": "Projected $122936 a month against a budget of $500. "
                                        "Run `gpulease reap` or scale clusters down."}}]},
             ],
         }],
@@ -142,6 +148,7 @@ def test_rules_fire_as_intended_under_promtool_test(tmp_path):
 def test_promql_strings_are_quoted():
     assert promql_string('x"y') == '"x\\"y"'
     assert const_series(1.5) == "vector(1.5)"
+    assert const_series(455935.81) == "vector(455935.81)"  # no rounding to 6 digits
 
 
 def test_dashboard_round_trips_through_grafana_schema_types():
@@ -154,17 +161,197 @@ def test_dashboard_round_trips_through_grafana_schema_types():
     again = json.loads(json.dumps(model, cls=JSONEncoder))
     # Every key we emit is a field of Grafana's dashboard schema: nothing is dropped.
     assert _keys(data) <= _keys(again) | {"current"}, _keys(data) - _keys(again)
-    assert again["schemaVersion"] == 39 and again["title"].startswith("gpulease prod")
+    assert again["schemaVersion"] == 39
+    assert again["title"] == "gpulease - GPU spend and utilization"
     types = {p["type"] for p in data["panels"]}
-    assert {"timeseries", "piechart", "stat"} <= types
+    assert {"timeseries", "piechart", "stat", "gauge"} <= types
     exprs = " ".join(t["expr"] for p in data["panels"] for t in p["targets"])
     assert "gpulease:cluster_spend_usd_per_hour" in exprs
     assert "sum by (purchase_model)" in exprs and "DCGM_FI_DEV_GPU_UTIL" in exprs
     ids = [p["id"] for p in data["panels"]]
     assert len(ids) == len(set(ids))
+    boxes = []
     for p in data["panels"]:
         g = p["gridPos"]
         assert g["x"] + g["w"] <= 24, p["title"]
+        boxes.append((g["x"], g["y"], g["x"] + g["w"], g["y"] + g["h"], p["title"]))
+    for i, a in enumerate(boxes):        # no two panels overlap on the grid
+        for b in boxes[i + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a[4], b[4])
+
+
+def test_every_query_selects_the_environment_variable():
+    data = json.loads(render_monitoring(make_env(environment="prod"))[DASHBOARD_FILE])
+    variables = {v["name"]: v for v in data["templating"]["list"]}
+    env = variables["environment"]
+    assert env["type"] == "query" and env["query"] == (
+        "label_values(gpulease:environment_budget_usd_per_month, gpulease_environment)")
+    assert env["current"] == {"selected": True, "text": "prod", "value": "prod"}
+    assert env["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    targets = [t for p in data["panels"] for t in p["targets"]]
+    assert len(targets) >= 8
+    for t in targets:
+        selectors = re.findall(r"\{([^}]*)\}", t["expr"])
+        assert selectors, t["expr"]
+        for sel in selectors:
+            assert sel == 'gpulease_environment="$environment"', t["expr"]
+    # no environment is hard-coded anywhere a query or title could pick it up
+    for p in data["panels"]:
+        assert "prod" not in json.dumps(p), p["title"]
+    # the same dashboard (uid, queries) whichever stack rendered it; only the default differs
+    dev = json.loads(render_monitoring(make_env(environment="dev"))[DASHBOARD_FILE])
+    assert dev["uid"] == data["uid"] == "gpulease"
+    assert dev["panels"] == data["panels"]
+
+
+def test_gpu_utilization_is_the_per_node_maximum_like_the_alert():
+    files = render_monitoring(make_env())
+    data = json.loads(files[DASHBOARD_FILE])
+    (panel,) = [p for p in data["panels"] if "utilization" in p["title"].lower()]
+    (target,) = panel["targets"]
+    assert target["expr"] == ('max by (gpulease_cluster, instance) '
+                              '(DCGM_FI_DEV_GPU_UTIL{gpulease_environment="$environment"})')
+    assert target["legendFormat"] == "{{gpulease_cluster}} {{instance}}"
+    exprs = " ".join(t["expr"] for p in data["panels"] for t in p["targets"])
+    assert "avg" not in exprs
+    # GpuIdle judges the same thing: the max over a node's GPUs, per instance
+    doc = yaml.safe_load(files[RULES_FILE])
+    idle = [r for g in doc["groups"] for r in g["rules"] if r.get("alert") == "GpuIdle"]
+    assert all(r["expr"].startswith("max by (gpulease_environment, gpulease_cluster, instance)")
+               for r in idle)
+
+
+@pytest.mark.parametrize("purchase, expected", [
+    (PurchaseMix(spot=2), 30.0),                       # spot rate
+    (PurchaseMix(reserved=3, on_demand=1), 80.0),      # beyond the reservation: on-demand
+    (PurchaseMix(reserved=4), 80.0),                   # fully reserved: an extra node is on-demand
+    (PurchaseMix(on_demand=1, spot=3), (80.0 + 3 * 30.0) / 4),
+])
+def test_flex_node_rate_table(purchase, expected):
+    _, gcp_o = CATALOG.offerings
+    c = ClusterDecision(spec=ClusterSpec(name="x", gpu="H100", gpus=8 * purchase.total,
+                                         hours_per_month=730, priority=5),
+                        offering=gcp_o, nodes=purchase.total, purchase=purchase, network="none",
+                        template="t", hourly_usd=1.0, costs=CostBreakdown(), rationale="r")
+    assert flex_node_hourly_usd(c) == pytest.approx(expected)
+
+
+def test_reserved_spend_is_projected_even_at_zero_nodes(tmp_path):
+    """promtool: train-h100 (3 reserved + 1 on-demand, $120,450/month committed) at 0, 2 and 5
+    nodes; no spot node reports. Committed spend never drops to zero."""
+    env = make_env(environment="prod", budget=130000.0)
+    (tmp_path / RULES_FILE).write_text(render_monitoring(env)[RULES_FILE])
+    series = ('DCGM_FI_DEV_GPU_UTIL{gpulease_environment="prod",gpulease_cluster="train-h100",'
+              'instance="n%d",gpu="0"}')
+    # n0..n4: all absent for 20 m, then 2 nodes (under the reservation), then 5 nodes
+    values = {0: "_x19 50x39", 1: "_x19 50x39", 2: "_x39 50x19", 3: "_x39 50x19",
+              4: "_x39 50x19"}
+    spend = 'gpulease:cluster_spend_usd_per_hour{gpulease_cluster="train-h100",' \
+            'gpulease_environment="prod"}'
+    projected = 'gpulease:environment_spend_usd_per_month:projected{gpulease_environment="prod"}'
+    test = {
+        "rule_files": [RULES_FILE], "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": series % i, "values": v} for i, v in values.items()],
+            "promql_expr_test": [
+                # no node at all: the reservation's $165/h; $120,450 + $150 storage a month
+                {"expr": "gpulease:cluster_spend_usd_per_hour", "eval_time": "10m",
+                 "exp_samples": [{"labels": spend, "value": 165.0}]},
+                {"expr": "gpulease:environment_spend_usd_per_month:projected",
+                 "eval_time": "10m", "exp_samples": [{"labels": projected, "value": 120600.0}]},
+                # 2 nodes up, inside the 3-node reservation: nothing extra
+                {"expr": "gpulease:cluster_spend_usd_per_hour", "eval_time": "30m",
+                 "exp_samples": [{"labels": spend, "value": 165.0}]},
+                # 5 nodes up: 2 beyond the reservation at the on-demand $80/h
+                {"expr": "gpulease:cluster_spend_usd_per_hour", "eval_time": "50m",
+                 "exp_samples": [{"labels": spend, "value": 325.0}]},
+                {"expr": "gpulease:environment_spend_usd_per_month:projected",
+                 "eval_time": "50m", "exp_samples": [{"labels": projected,
+                                                      "value": 325.0 * 730 + 150.0}]},
+            ],
+            "alert_rule_test": [
+                # $120,600 is 92.8 % of $130,000 with nothing running: near-budget fires
+                {"eval_time": "65m", "alertname": "GpuSpendNearBudget", "exp_alerts": [{
+                    "exp_labels": {"severity": "warning", "gpulease_environment": "prod"},
+                    "exp_annotations": {
+                        "summary": "GPU spend in prod passed 90% of its monthly budget"}}]},
+            ],
+        }],
+    }
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test))
+    proc = subprocess.run([_promtool(), "test", "rules", "test.yml"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_rule_files_of_two_environments_load_side_by_side(tmp_path):
+    """One Prometheus, the dev and prod rule files: each environment's spend is computed once,
+    from its own series, and only dev's budget alert fires."""
+    (tmp_path / "dev.yml").write_text(
+        render_monitoring(make_env(environment="dev", budget=500.0))[RULES_FILE])
+    (tmp_path / "prod.yml").write_text(
+        render_monitoring(make_env(environment="prod", budget=1e6))[RULES_FILE])
+    series = 'DCGM_FI_DEV_GPU_UTIL{gpulease_environment="%s",gpulease_cluster="sandbox",' \
+             'instance="n1",gpu="0"}'
+
+    def spend(env, cluster):
+        return ('gpulease:cluster_spend_usd_per_hour{gpulease_cluster="%s",'
+                'gpulease_environment="%s"}' % (cluster, env))
+    test = {
+        "rule_files": ["dev.yml", "prod.yml"], "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": series % "dev", "values": "90x60"},
+                             {"series": series % "prod", "values": "90x60"}],
+            "promql_expr_test": [{
+                "expr": "gpulease:cluster_spend_usd_per_hour", "eval_time": "10m",
+                "exp_samples": [{"labels": spend(env, "sandbox"), "value": 1.6}
+                                for env in ("dev", "prod")]
+                + [{"labels": spend(env, "train-h100"), "value": 165.0}
+                   for env in ("dev", "prod")]}],
+            "alert_rule_test": [{
+                # dev: ($1.60 + $165 committed) x 730 h + $150 = $121,768 > $500
+                "eval_time": "45m", "alertname": "GpuSpendOverBudget", "exp_alerts": [{
+                    "exp_labels": {"severity": "critical", "gpulease_environment": "dev"},
+                    "exp_annotations": {
+                        "summary": "GPU spend in dev is on course to exceed its monthly budget",
+                        "description": "Projected $121768 a month against a budget of $500. "
+                                       "Run `gpulease reap` or scale clusters down."}}]}],
+        }],
+    }
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test))
+    proc = subprocess.run([_promtool(), "test", "rules", "test.yml"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shipped_stacks_render_rules_promtool_accepts(tmp_path, shipped_run):
+    stack, prun = shipped_run
+    files = render_monitoring(prun.result.decision)
+    path = tmp_path / RULES_FILE
+    path.write_text(files[RULES_FILE])
+    proc = subprocess.run([_promtool(), "check", "rules", str(path)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    v = monitoring_variables(prun.result.decision)
+    for c, d in zip(v["clusters"], prun.result.decision.clusters):
+        assert c["committed_usd_per_hour"] == pytest.approx(d.costs.reserved_usd / 730, abs=1e-3)
+        assert (c["reserved_nodes"] > 0) == (d.costs.reserved_usd > 0)
+
+
+def test_write_monitoring_creates_the_directory_and_refuses_a_file(tmp_path):
+    written = write_monitoring(make_env(), tmp_path / "a" / "mon")
+    assert sorted(p.name for p in written) == sorted([RULES_FILE, DASHBOARD_FILE])
+    assert all(p.is_file() for p in written)
+    blocker = tmp_path / "file"
+    blocker.write_text("keep")
+    with pytest.raises(ConfigError, match=r"--monitoring: .*file is a file: give a directory"):
+        write_monitoring(make_env(), blocker)
+    with pytest.raises(ConfigError, match=r"--monitoring: cannot create .*file/sub: .*file is "
+                                          r"a file, not a directory"):
+        write_monitoring(make_env(), blocker / "sub")
+    assert blocker.read_text() == "keep"
 
 
 def _keys(obj, prefix="") -> set:

@@ -124,20 +124,18 @@ def run(args: argparse.Namespace) -> int:
         if args.fail_on_increase is not None and exceeds(diff, args.fail_on_increase):
             code = EXIT_COST_INCREASE
     if args.html:
-        from infra.planner.html import render_html
+        from infra.planner.html import write_html
 
-        Path(args.html).write_text(render_html(plan), encoding="utf-8")
+        written = write_html(plan, args.html)  # creates missing directories; exit 2 if unwritable
         if not args.json:
-            progress(f"wrote {args.html}")
+            progress(f"wrote {written}")
     if args.monitoring:
-        from infra.monitoring import render_monitoring
+        from infra.monitoring import write_monitoring
 
-        out = Path(args.monitoring)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in render_monitoring(prun.result.decision).items():
-            (out / name).write_text(text, encoding="utf-8")
+        # creates the directory; exit 2 when it is a file or unwritable
+        for path in write_monitoring(prun.result.decision, args.monitoring):
             if not args.json:
-                progress(f"wrote {out / name}")
+                progress(f"wrote {path}")
     if blocks_deploy(plan):
         code = EXIT_POLICY  # wins over EXIT_COST_INCREASE (see EPILOG)
     if args.json:

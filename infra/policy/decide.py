@@ -371,4 +371,10 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
                 f"zone (spot in {z} costs {usd:.4f}/h vs {o.spot_in(zone):.4f}/h in {zone}: "
                 f"+{_money(cost - base)}/month)", zone=z)))
     alts.sort(key=lambda t: (t[0], t[1].cloud, t[1].region, t[1].instance_type, t[1].zone or ""))
-    return tuple(a for _, a in alts[:rules.max_alternatives])
+    keep = [a for _, a in alts[:rules.max_alternatives]]
+    # The runner-up the rationale names ("next best ...") is always listed, even when cheaper
+    # candidates that rules exclude fill the first places.
+    runner_up = next((a for _, a in alts if a.rejected_because.startswith("cost")), None)
+    if runner_up is not None and runner_up not in keep and rules.max_alternatives > 0:
+        keep[-1:] = [runner_up]
+    return tuple(keep)
