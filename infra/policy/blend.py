@@ -1,0 +1,104 @@
+"""The exact purchase of one cluster on one offering: reserved, on-demand or spot per demand step.
+
+The option set is every assignment of one purchase model to each demand step's nodes that keeps
+the models in the order reserved -> on-demand -> spot along the nodes (most hours first): what a
+node group carries, since an AWS Auto Scaling group fills its on-demand base capacity first (the
+capacity reservation first of all) and puts every node above the base on one market, and the
+GCP node groups start in the same order. With m steps that is at most (m + 1)(m + 2) / 2
+assignments, each priced by the cost model; the cheapest wins (ties: fewer reserved nodes, then
+fewer on-demand nodes, i.e. less lock-in).
+
+Why this loses nothing when the nodes are independent (not a gang): a node's reserved cost
+r * 730 does not depend on its hours, its on-demand cost o * h and spot cost s * h * (1 + lambda
+* L) are proportional to them, so the cheapest model of every node is reserved above a break-even
+number of hours and the cheaper of on-demand and spot below it - the same for every node of a
+step, and monotone along the nodes. So the search equals the optimum over every per-node
+assignment (tests/test_policy_blend.py checks it by brute force over all 3^N assignments).
+In a gang the spot rework couples the nodes (an interruption stalls every running node), and
+the claim is restricted to this option set (docs/policy.md, "Demand profiles").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+from infra.model import CostBreakdown, NodeStep, PurchaseMix
+from infra.policy.costmodel import CostInputs, blend_costs
+
+#: purchase models in node order (most hours first).
+ORDER = ("reserved", "on_demand", "spot")
+
+
+@dataclass(frozen=True)
+class Blend:
+    """One assignment: the purchase model of each node step, its monthly costs, and the value
+    the choice minimised (the monthly cost, or with ``commitment_term: auto`` its average over
+    the horizon, lock-in beyond the horizon included)."""
+
+    models: tuple[str, ...]
+    costs: CostBreakdown
+    objective: float
+    steps: tuple[NodeStep, ...]
+
+    @property
+    def purchase(self) -> PurchaseMix:
+        counts = {m: 0 for m in ORDER}
+        for st, m in zip(self.steps, self.models):
+            counts[m] += st.nodes
+        return PurchaseMix(**counts)
+
+    @property
+    def has_spot(self) -> bool:
+        return "spot" in self.models
+
+    @property
+    def monthly_usd(self) -> float:
+        return self.costs.monthly_usd
+
+    @property
+    def key(self) -> tuple:
+        p = self.purchase
+        return (self.objective, p.reserved, p.on_demand)
+
+
+def assignments(allowed: Sequence[frozenset]) -> Iterator[tuple[str, ...]]:
+    """Every monotone assignment (reserved steps, then on-demand, then spot) whose step models
+    are all in ``allowed[step]``."""
+    m = len(allowed)
+    for a in range(m + 1):
+        for b in range(a, m + 1):
+            seq = ("reserved",) * a + ("on_demand",) * (b - a) + ("spot",) * (m - b)
+            if all(x in allowed[j] for j, x in enumerate(seq)):
+                yield seq
+
+
+def blocks_of(steps: Sequence[NodeStep], models: Sequence[str]) -> tuple:
+    return tuple((st.nodes, st.hours_per_month, m) for st, m in zip(steps, models))
+
+
+def objective(costs: CostBreakdown, lock_in_factor: float) -> float:
+    """Monthly cost with the reserved (committed) part scaled by months billed / horizon."""
+    if lock_in_factor == 1.0:
+        return costs.monthly_usd
+    return costs.monthly_usd + costs.reserved_usd * (lock_in_factor - 1.0)
+
+
+def blends(steps: Sequence[NodeStep], allowed: Sequence[frozenset], k: CostInputs,
+           lock_in_factor: float = 1.0) -> list[Blend]:
+    """Every assignment of the option set, priced."""
+    out = []
+    for seq in assignments(allowed):
+        costs = blend_costs(blocks_of(steps, seq), k)[0]
+        out.append(Blend(seq, costs, objective(costs, lock_in_factor), tuple(steps)))
+    return out
+
+
+def cheapest(options: Sequence[Blend], *, spot: Optional[bool] = None) -> Optional[Blend]:
+    """The cheapest blend (``spot``: only those with / without a spot step)."""
+    best = None
+    for b in options:
+        if spot is not None and b.has_spot != spot:
+            continue
+        if best is None or b.key < best.key:
+            best = b
+    return best
