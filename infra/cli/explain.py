@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import calendar
+import datetime as dt
 from typing import Any, Optional
 
 from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
@@ -67,8 +69,33 @@ def select(env: EnvironmentDecision, name: Optional[str]) -> list[ClusterDecisio
     return [env.cluster(name)]
 
 
-def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
+def add_months(day: dt.date, months: int) -> dt.date:
+    """The same day ``months`` later (clamped to the month's last day)."""
+    y, m = divmod(day.month - 1 + months, 12)
+    year, month = day.year + y, m + 1
+    return day.replace(year=year, month=month,
+                       day=min(day.day, calendar.monthrange(year, month)[1]))
+
+
+def commitment_doc(c: ClusterDecision, start: dt.date) -> dict[str, Any]:
+    """The decision's lock-in (what buying its commitment today signs up for) and what each
+    term would cost over the horizon (TermOption), with end dates from ``start``."""
+    terms = []
+    for t in c.terms:
+        d = t.as_dict()
+        d["chosen"] = t.term == c.commitment_term
+        d["ends"] = add_months(start, t.lock_in_months).isoformat() if t.lock_in_months else None
+        terms.append(d)
+    return {"term": c.commitment_term, "horizon_months": c.commitment_horizon_months,
+            "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
+            "starts": start.isoformat() if c.lock_in_months else None,
+            "ends": add_months(start, c.lock_in_months).isoformat() if c.lock_in_months
+            else None, "terms": terms}
+
+
+def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None) -> dict[str, Any]:
     o = c.offering
+    start = start or dt.date.today()
     return {
         "name": c.name, "cloud": c.cloud, "region": c.region, "zone": c.zone,
         "instance_type": o.instance_type, "gpu": o.gpu, "gpus_per_node": o.gpus_per_node,
@@ -76,6 +103,9 @@ def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
         "network": c.network, "distributed": c.distributed,
         "commitment_term": c.commitment_term, "hourly_usd": round(c.hourly_usd, 2),
         "monthly_usd": round(c.monthly_usd, 2), "costs": c.costs.as_dict(),
+        "demand": [st.as_dict() for st in c.spec.steps], "baseline_nodes": c.baseline_nodes,
+        "parts": [part.as_dict() for part in c.parts],
+        "commitment": commitment_doc(c, start),
         "rationale": c.rationale,
         "alternatives": [{
             "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
@@ -85,10 +115,55 @@ def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
     }
 
 
-def render_cluster(c: ClusterDecision) -> list[str]:
+def _demand(c: ClusterDecision) -> str:
+    if not c.spec.has_profile:
+        return f"{c.spec.gpus} x {c.spec.gpu}, {c.spec.hours_per_month:g} h/month"
+    steps = " + ".join(f"{st.gpus} GPUs {st.hours_per_month:g} h" for st in c.spec.steps)
+    return f"{c.spec.gpu}, demand {steps} a month"
+
+
+def render_parts(c: ClusterDecision) -> list[str]:
+    """Baseline / burst: nodes, purchase and hours per block, cost per month."""
+    rows = []
+    for part in c.parts:
+        for b in part.blocks:
+            rows.append([part.part, f"{b.first}-{b.first + b.nodes - 1}" if b.nodes > 1
+                         else str(b.first), str(b.nodes), b.purchase, f"{b.hours_per_month:g}",
+                         _money(b.costs.monthly_usd)])
+    return ["  Demand parts (nodes in order of hours; egress stays with the cluster)"] + [
+        "    " + x for x in _table(rows, ["part", "node", "count", "purchase", "h/month",
+                                          "$/month"])]
+
+
+def render_terms(c: ClusterDecision, start: dt.date) -> list[str]:
+    """What each commitment term would cost over the horizon, and the decision's lock-in."""
+    doc = commitment_doc(c, start)
+    rows = []
+    for t in doc["terms"]:
+        if t["unavailable"]:
+            rows.append([t["term"], "-", "-", "-", "-", "-", t["unavailable"]])
+            continue
+        rows.append([t["term"] + (" *" if t["chosen"] else ""), _mix_dict(t["purchase"]),
+                     _money(t["monthly_usd"]), _money(t["horizon_monthly_usd"]),
+                     _money(t["committed_usd"]), f"{t['lock_in_months']}", t["ends"] or "-"])
+    head = (f"  Commitment terms over a {doc['horizon_months']}-month horizon (* = this plan's "
+            "term; avg = per month over the horizon, months billed after it included)")
+    lock = (f"  Lock-in: {_money(doc['committed_usd'])} committed for {doc['lock_in_months']} "
+            f"months ({doc['starts']} to {doc['ends']})" if doc["lock_in_months"]
+            else "  Lock-in: none (no node at a commitment price)")
+    return [head] + ["    " + x for x in _table(
+        rows, ["term", "purchase", "$/month", "avg $/month", "committed", "months", "ends"])] + [
+        lock]
+
+
+def _mix_dict(p: dict) -> str:
+    return f"R{p['reserved']}/OD{p['on_demand']}/S{p['spot']}"
+
+
+def render_cluster(c: ClusterDecision, start: Optional[dt.date] = None) -> list[str]:
     o = c.offering
-    lines = [f"Cluster {c.name}  (priority {c.spec.priority}, {c.spec.gpus} x {c.spec.gpu}, "
-             f"{c.spec.hours_per_month:g} h/month"
+    start = start or dt.date.today()
+    lines = [f"Cluster {c.name}  (priority {c.spec.priority}, {_demand(c)}"
              + (f", checkpoint every {c.spec.checkpoint_minutes} min" if c.spec.interruptible
                 else ", not interruptible") + ")"]
     lines += ["  " + x for x in _table(
@@ -101,6 +176,10 @@ def render_cluster(c: ClusterDecision) -> list[str]:
     for key, label in _COST_ROWS:
         lines.append(f"    {label:<40} {_money(costs[key]):>16}")
     lines.append(f"    {'total':<40} {_money(costs['monthly_usd']):>16}")
+    if c.spec.has_profile:
+        lines += render_parts(c)
+    if c.terms:
+        lines += render_terms(c, start)
     lines.append(f"  Why: {c.rationale}")
     if c.alternatives:
         lines.append("  Alternatives (ranked by monthly cost)")
