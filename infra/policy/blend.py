@@ -5,8 +5,8 @@ the models in the order reserved -> on-demand -> spot along the nodes (most hour
 node group carries, since an AWS Auto Scaling group fills its on-demand base capacity first (the
 capacity reservation first of all) and puts every node above the base on one market, and the
 GCP node groups start in the same order. With m steps that is at most (m + 1)(m + 2) / 2
-assignments, each priced by the cost model; the cheapest wins (ties: fewer reserved nodes, then
-fewer on-demand nodes, i.e. less lock-in).
+assignments, each priced by the cost model; the cheapest wins (ties within a billionth: fewer
+reserved nodes, then fewer on-demand nodes, i.e. less lock-in).
 
 Why this loses nothing when the nodes are independent (not a gang): a node's reserved cost
 r * 730 does not depend on its hours, its on-demand cost o * h and spot cost s * h * (1 + lambda
@@ -55,10 +55,26 @@ class Blend:
     def monthly_usd(self) -> float:
         return self.costs.monthly_usd
 
-    @property
-    def key(self) -> tuple:
-        p = self.purchase
-        return (self.objective, p.reserved, p.on_demand)
+    def beats(self, other: "Blend") -> bool:
+        """Cheaper, or as cheap (within a billionth: float noise) with less lock-in: fewer
+        reserved nodes, then fewer on-demand nodes."""
+        return better(self.objective, other.objective,
+                      (self.purchase.reserved, self.purchase.on_demand),
+                      (other.purchase.reserved, other.purchase.on_demand))
+
+
+#: relative difference below which two objectives are a tie (sums in different orders).
+TIE = 1e-9
+
+
+def better(a: float, b: float, tie_a=(), tie_b=()) -> bool:
+    """a < b beyond float noise; a tie is decided by ``tie_a < tie_b``."""
+    tol = TIE * max(1.0, abs(a), abs(b))
+    if a < b - tol:
+        return True
+    if a > b + tol:
+        return False
+    return tie_a < tie_b
 
 
 def assignments(allowed: Sequence[frozenset]) -> Iterator[tuple[str, ...]]:
@@ -99,6 +115,6 @@ def cheapest(options: Sequence[Blend], *, spot: Optional[bool] = None) -> Option
     for b in options:
         if spot is not None and b.has_spot != spot:
             continue
-        if best is None or b.key < best.key:
+        if best is None or b.beats(best):
             best = b
     return best

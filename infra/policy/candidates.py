@@ -8,7 +8,7 @@ from typing import Optional
 from infra.catalog import TIER_CLASSES, Catalog
 from infra.model import (COMMITMENT_TERMS, TERM_MONTHS, ClusterSpec, CostBreakdown, NodeBlock,
                          NodeStep, Offering, PurchaseMix, StackSpec, TermOption)
-from infra.policy.blend import Blend, blends, cheapest, objective
+from infra.policy.blend import Blend, better, blends, cheapest, objective
 from infra.policy.costmodel import CostInputs, Rates, blend_costs, rates_of
 from infra.policy.rules import PolicyRules
 from infra.policy.templates import ClusterTemplate, Facts, choose_template, get_template
@@ -313,10 +313,10 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
     shape = Shape(spec=spec, offering=o, steps=steps, nodes=nodes, gang=gang, tcp_gang=tcp_gang,
                   egress=egress, interruptions=ctx.interruptions.get(o.cloud, 0.0))
     best: Optional[Priced] = None
-    for term in ctx.terms:
+    for term in ctx.terms:   # "none", "1y", "3y": on a tie the shorter lock-in wins
         p = price_band(shape, term, rules, ctx.lock_in_factor(o, term))
         if best is None or (p.blend is not None and (
-                best.blend is None or p.blend.key < best.blend.key)):
+                best.blend is None or better(p.blend.objective, best.blend.objective))):
             best = p
     term, rates, basis, compared = best.term, best.rates, best.basis, best.compared
     blend = best.blend
