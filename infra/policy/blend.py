@@ -19,48 +19,47 @@ the claim is restricted to this option set (docs/policy.md, "Demand profiles").
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
+from functools import lru_cache
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 from infra.model import CostBreakdown, NodeStep, PurchaseMix
-from infra.policy.costmodel import CostInputs, blend_costs
+from infra.policy.costmodel import CostInputs, blend_totals, breakdown
 
 #: purchase models in node order (most hours first).
 ORDER = ("reserved", "on_demand", "spot")
 
 
-@dataclass(frozen=True)
-class Blend:
+class Blend(NamedTuple):
     """One assignment: the purchase model of each node step, its monthly costs, and the value
     the choice minimised (the monthly cost, or with ``commitment_term: auto`` its average over
     the horizon, lock-in beyond the horizon included)."""
 
     models: tuple[str, ...]
-    costs: CostBreakdown
+    #: (reserved, on_demand, spot, rework, communication) USD a month (``blend_totals``)
+    totals: tuple
     objective: float
     steps: tuple[NodeStep, ...]
+    #: nodes per purchase model
+    reserved: int = 0
+    on_demand: int = 0
+    spot: int = 0
 
     @property
     def purchase(self) -> PurchaseMix:
-        counts = {m: 0 for m in ORDER}
-        for st, m in zip(self.steps, self.models):
-            counts[m] += st.nodes
-        return PurchaseMix(**counts)
+        return PurchaseMix(self.reserved, self.on_demand, self.spot)
 
     @property
     def has_spot(self) -> bool:
-        return "spot" in self.models
+        return self.spot > 0
 
-    @property
-    def monthly_usd(self) -> float:
-        return self.costs.monthly_usd
+    def costs(self, k: CostInputs) -> CostBreakdown:
+        return breakdown(self.totals, k)
 
     def beats(self, other: "Blend") -> bool:
         """Cheaper, or as cheap (within a billionth: float noise) with less lock-in: fewer
         reserved nodes, then fewer on-demand nodes."""
-        return better(self.objective, other.objective,
-                      (self.purchase.reserved, self.purchase.on_demand),
-                      (other.purchase.reserved, other.purchase.on_demand))
+        return better(self.objective, other.objective, (self.reserved, self.on_demand),
+                      (other.reserved, other.on_demand))
 
 
 #: relative difference below which two objectives are a tie (sums in different orders).
@@ -80,12 +79,19 @@ def better(a: float, b: float, tie_a=(), tie_b=()) -> bool:
 def assignments(allowed: Sequence[frozenset]) -> Iterator[tuple[str, ...]]:
     """Every monotone assignment (reserved steps, then on-demand, then spot) whose step models
     are all in ``allowed[step]``."""
-    m = len(allowed)
+    return iter(_assignments(tuple(allowed)))
+
+
+@lru_cache(maxsize=4096)
+def _assignments(allowed: tuple) -> tuple[tuple[str, ...], ...]:
+    # few distinct inputs (step count x band x priced models): computed once each
+    m, out = len(allowed), []
     for a in range(m + 1):
         for b in range(a, m + 1):
             seq = ("reserved",) * a + ("on_demand",) * (b - a) + ("spot",) * (m - b)
             if all(x in allowed[j] for j, x in enumerate(seq)):
-                yield seq
+                out.append(seq)
+    return tuple(out)
 
 
 def blocks_of(steps: Sequence[NodeStep], models: Sequence[str]) -> tuple:
@@ -103,9 +109,25 @@ def blends(steps: Sequence[NodeStep], allowed: Sequence[frozenset], k: CostInput
            lock_in_factor: float = 1.0) -> list[Blend]:
     """Every assignment of the option set, priced."""
     out = []
-    for seq in assignments(allowed):
-        costs = blend_costs(blocks_of(steps, seq), k)[0]
-        out.append(Blend(seq, costs, objective(costs, lock_in_factor), tuple(steps)))
+    steps = tuple(steps)
+    egress = k.egress_usd
+    for seq in _assignments(tuple(allowed)):
+        blocks, r, o, sp = [], 0, 0, 0
+        for st, m in zip(steps, seq):
+            n = st.nodes
+            blocks.append((n, st.hours_per_month, m))
+            if m == "reserved":
+                r += n
+            elif m == "on_demand":
+                o += n
+            else:
+                sp += n
+        totals = blend_totals(blocks, k)
+        # the monthly_usd of the breakdown, summed in its order
+        value = totals[0] + totals[1] + totals[2] + totals[3] + egress + totals[4]
+        if lock_in_factor != 1.0:
+            value += totals[0] * (lock_in_factor - 1.0)
+        out.append(Blend(seq, totals, value, steps, r, o, sp))
     return out
 
 

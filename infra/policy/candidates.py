@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from infra.catalog import TIER_CLASSES, Catalog
 from infra.model import (COMMITMENT_TERMS, TERM_MONTHS, ClusterSpec, CostBreakdown, NodeBlock,
@@ -36,15 +36,14 @@ class Candidate:
     term: str = "1y"
     #: hourly rate of a reserved node (commitment, or on-demand for a plain reservation).
     reserved_rate: Optional[float] = None
-    #: the nodes by demand step and purchase model, with their costs.
-    blocks: tuple[NodeBlock, ...] = ()
+    #: the nodes as (node step, first node, nodes, purchase model) runs
+    #: (``Context.blocks_of`` turns them into NodeBlocks with their cost shares).
+    layout: tuple = ()
     #: what the choice minimises: monthly_usd, or with commitment_term auto the average per
     #: month over the horizon (lock-in beyond it included).
     objective_usd: Optional[float] = None
     #: months billed / horizon of the reserved part (1.0 = no lock-in beyond the horizon).
     lock_in_factor: float = 1.0
-    #: what pricing it again under another term needs (``term_options``).
-    shape: Optional["Shape"] = None
 
     @property
     def feasible(self) -> bool:
@@ -106,6 +105,45 @@ class Context:
     interruptions: dict = field(default_factory=dict)
     by_gpu: dict = field(default_factory=dict)
     _gravity: dict = field(default_factory=dict)
+    _steps: dict = field(default_factory=dict)
+    _spot: dict = field(default_factory=dict)
+
+    def shape_of(self, spec: ClusterSpec, c: Candidate) -> "Shape":
+        """What pricing a candidate again needs (decisions, alternatives, term options); kept
+        off the candidates, of which a plan holds tens of thousands."""
+        gang = c.distributed and c.nodes > 1
+        return Shape(spec=spec, offering=c.offering,
+                     steps=self.node_steps(spec, c.offering.gpus_per_node), nodes=c.nodes,
+                     gang=gang, tcp_gang=gang and c.network == "none",
+                     egress=c.costs.egress_usd if c.costs is not None else 0.0,
+                     interruptions=self.interruptions.get(c.offering.cloud, 0.0))
+
+    def inputs_of(self, spec: ClusterSpec, c: Candidate, spot: Optional[float] = None
+                  ) -> CostInputs:
+        """The cost-model inputs the candidate was priced with (``spot``: another spot rate)."""
+        o = c.offering
+        rates = Rates(c.reserved_rate, o.on_demand_usd,
+                      self.spot_rate(o) if spot is None else spot)
+        return self.shape_of(spec, c).inputs(rates, self.rules)
+
+    def blocks_of(self, spec: ClusterSpec, c: Candidate) -> tuple[NodeBlock, ...]:
+        """The candidate's nodes by demand step and purchase model, with their cost shares."""
+        return node_blocks(c.layout, self.inputs_of(spec, c))
+
+    def spot_rate(self, offering: Offering) -> Optional[float]:
+        """``offering.cheapest_spot_usd`` memoised (a zone search; every cluster asks)."""
+        hit = self._spot.get(id(offering))
+        if hit is None or hit[0] is not offering:
+            hit = self._spot[id(offering)] = (offering, offering.cheapest_spot_usd)
+        return hit[1]
+
+    def node_steps(self, spec: ClusterSpec, gpus_per_node: int) -> tuple[NodeStep, ...]:
+        """``spec.node_steps`` memoised per cluster and node size (every candidate asks)."""
+        key = (spec.index, spec.name, gpus_per_node)
+        hit = self._steps.get(key)
+        if hit is None or hit[0] is not spec:
+            hit = self._steps[key] = (spec, spec.node_steps(gpus_per_node))
+        return hit[1]
 
     @property
     def terms(self) -> tuple[str, ...]:
@@ -174,14 +212,24 @@ def allowed_models(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules,
     reserved or on-demand (never spot); in the spot band (interruptible, priority below
     ``spot_below_priority``) every model; otherwise reserved or on-demand.
     """
-    priced = frozenset(m for m in ("reserved", "on_demand", "spot") if rates.of(m) is not None)
+    priced = _PRICED[(rates.reserved is not None, rates.on_demand is not None,
+                      rates.spot is not None)]
     if spec.priority > rules.reserved_above_priority:
-        burst = frozenset({"reserved", "on_demand"}) & priced
-        base = frozenset({"reserved"}) & priced if guaranteed_baseline else burst
+        burst = _STEADY & priced
+        base = _RESERVED & priced if guaranteed_baseline else burst
         return [base if st.step == 0 else burst for st in steps]
     spot_band = spec.interruptible and spec.priority < rules.spot_below_priority
-    band = frozenset(("reserved", "on_demand", "spot") if spot_band else ("reserved", "on_demand"))
-    return [band & priced for _ in steps]
+    band = (_ALL if spot_band else _STEADY) & priced
+    return [band] * len(steps)
+
+
+_ALL = frozenset(("reserved", "on_demand", "spot"))
+_STEADY = frozenset(("reserved", "on_demand"))
+_RESERVED = frozenset(("reserved",))
+#: (reserved, on-demand, spot priced) -> the priced models
+_PRICED = {(r, o, s): frozenset(m for m, ok in zip(("reserved", "on_demand", "spot"), (r, o, s))
+                                if ok)
+           for r in (False, True) for o in (False, True) for s in (False, True)}
 
 
 def band_blend(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules, k: CostInputs,
@@ -195,7 +243,13 @@ def band_blend(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules, k: Co
                                lock_in_factor))
         return best, "guaranteed", None
     options = blends(steps, allowed_models(spec, steps, rates, rules), k, lock_in_factor)
-    steady = cheapest(options, spot=False)
+    steady = with_spot = None
+    for b in options:   # one pass: the cheapest with and without spot
+        if b.has_spot:
+            if with_spot is None or b.beats(with_spot):
+                with_spot = b
+        elif steady is None or b.beats(steady):
+            steady = b
     spot_band = spec.interruptible and spec.priority < rules.spot_below_priority
     if not spot_band or rates.spot is None:
         if steady is None:
@@ -212,18 +266,16 @@ def band_blend(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules, k: Co
             basis = ("break_even_reserved" if steady.models[0] == "reserved"
                      else "break_even_on_demand")
         return steady, basis, None
-    with_spot = cheapest(options, spot=True)
     if steady is None:
         return with_spot, "spot", None
-    best = cheapest(options)
+    best = with_spot if with_spot is not None and with_spot.beats(steady) else steady
     if best.has_spot:
         return best, "spot", steady.objective
     # Spot is the band's default, but with the expected rework it costs more.
     return best, "spot_overridden", with_spot.objective
 
 
-@dataclass(frozen=True)
-class Priced:
+class Priced(NamedTuple):
     """The purchase of one candidate under one commitment term, templates applied."""
 
     term: str
@@ -231,40 +283,55 @@ class Priced:
     blend: Optional[Blend]
     basis: str
     compared: Optional[float]
-    blocks: tuple[NodeBlock, ...] = ()
+    #: the nodes as (step, first node, nodes, model) runs, after the template's rules.
+    layout: tuple = ()
     costs: Optional[CostBreakdown] = None
     objective: float = 0.0
     lock_in_factor: float = 1.0
+    inputs: Optional[CostInputs] = None
 
     @property
     def purchase(self) -> Optional[PurchaseMix]:
-        if not self.blocks:
-            return None
-        counts = {"reserved": 0, "on_demand": 0, "spot": 0}
-        for b in self.blocks:
-            counts[b.purchase] += b.nodes
-        return PurchaseMix(**counts)
+        return layout_purchase(self.layout)
 
 
-def finish(steps, blend_models: Optional[tuple], k: CostInputs, *, spot_all: bool = False,
-           cache_on_demand: bool = False) -> tuple[tuple[NodeBlock, ...], CostBreakdown]:
-    """Blocks and costs of a step assignment after the template's rules: ``spot_all`` = every
+def layout_purchase(layout) -> Optional[PurchaseMix]:
+    if not layout:
+        return None
+    counts = {"reserved": 0, "on_demand": 0, "spot": 0}
+    for _, _, n, m in layout:
+        counts[m] += n
+    return PurchaseMix(**counts)
+
+
+def node_blocks(layout, k: Optional[CostInputs]) -> tuple[NodeBlock, ...]:
+    """The layout's blocks with their cost shares (``blend_costs(per_block=True)``)."""
+    if not layout:
+        return ()
+    _, shares = blend_costs(tuple((n, st.hours_per_month, m) for st, _, n, m in layout), k,
+                            per_block=True)
+    return tuple(NodeBlock(first=first, nodes=n, hours_per_month=st.hours_per_month, purchase=m,
+                           part=st.part, step=st.step, costs=c)
+                 for (st, first, n, m), c in zip(layout, shares))
+
+
+def finish(steps, blend: Optional[Blend], k: CostInputs, *, spot_all: bool = False,
+           cache_on_demand: bool = False) -> tuple[tuple, CostBreakdown]:
+    """Layout and costs of a step assignment after the template's rules: ``spot_all`` = every
     node spot (a template that forces spot); ``cache_on_demand`` = node 1 (the cache node, up
     whenever the cluster is) runs on-demand instead of spot."""
-    models = ["spot"] * len(steps) if spot_all else list(blend_models)
-    raw: list[tuple[NodeStep, int, int, str]] = []   # (step, first, nodes, model)
-    for st, m in zip(steps, models):
-        raw.append((st, st.first, st.nodes, m))
-    if cache_on_demand and raw and raw[0][3] == "spot":
-        st, first, n, _ = raw[0]
-        raw[0:1] = [(st, first, 1, "on_demand")] + ([(st, first + 1, n - 1, "spot")] if n > 1
-                                                     else [])
-    blocks = tuple((n, st.hours_per_month, m) for st, _, n, m in raw)
-    total, shares = blend_costs(blocks, k, per_block=True)
-    out = tuple(NodeBlock(first=first, nodes=n, hours_per_month=st.hours_per_month, purchase=m,
-                          part=st.part, step=st.step, costs=c)
-                for (st, first, n, m), c in zip(raw, shares))
-    return out, total
+    models = ["spot"] * len(steps) if spot_all else list(blend.models)
+    layout = [(st, st.first, st.nodes, m) for st, m in zip(steps, models)]
+    changed = spot_all
+    if cache_on_demand and layout and layout[0][3] == "spot":
+        st, first, n, _ = layout[0]
+        layout[0:1] = [(st, first, 1, "on_demand")] + (
+            [(st, first + 1, n - 1, "spot")] if n > 1 else [])
+        changed = True
+    if not changed and blend is not None:
+        return tuple(layout), blend.costs(k)
+    total, _ = blend_costs(tuple((n, st.hours_per_month, m) for st, _, n, m in layout), k)
+    return tuple(layout), total
 
 
 def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
@@ -273,7 +340,7 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
     rules, stack = ctx.rules, ctx.stack
     cspec = stack.clouds[o.cloud]
     nodes = -(-spec.gpus // o.gpus_per_node)
-    steps = spec.node_steps(o.gpus_per_node)
+    steps = ctx.node_steps(spec, o.gpus_per_node)
     gpus = nodes * o.gpus_per_node
     distributed = spec.distributed if spec.distributed is not None else nodes > 1
     gang = distributed and nodes > 1
@@ -310,11 +377,11 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
     if why:
         reject(why)
 
-    shape = Shape(spec=spec, offering=o, steps=steps, nodes=nodes, gang=gang, tcp_gang=tcp_gang,
-                  egress=egress, interruptions=ctx.interruptions.get(o.cloud, 0.0))
+    shape = Shape(spec, o, steps, nodes, gang, tcp_gang, egress,
+                  ctx.interruptions.get(o.cloud, 0.0))
     best: Optional[Priced] = None
     for term in ctx.terms:   # "none", "1y", "3y": on a tie the shorter lock-in wins
-        p = price_band(shape, term, rules, ctx.lock_in_factor(o, term))
+        p = price_band(shape, term, rules, ctx.lock_in_factor(o, term), ctx.spot_rate(o))
         if best is None or (p.blend is not None and (
                 best.blend is None or better(p.blend.objective, best.blend.objective))):
             best = p
@@ -339,7 +406,7 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
     if priced.basis == "no_spot_for_template":
         reject("no price (no spot price)")
         priced = apply_template(shape, best, None, rules, spot_allowed)
-    if not priced.blocks:
+    if not priced.layout:
         which = "1y or 3y" if rules.commitment_term == "auto" else term
         reject({"no_commit_guaranteed": f"no price (no {which} commitment price; priority "
                 f"{spec.priority} > {rules.reserved_above_priority} needs guaranteed capacity)",
@@ -348,12 +415,11 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
                      network=network, purchase=priced.purchase, costs=priced.costs,
                      template=tmpl.name, basis=priced.basis, rejected=reason,
                      compared_usd=priced.compared, term=term, reserved_rate=rates.reserved,
-                     blocks=priced.blocks, objective_usd=priced.objective,
-                     lock_in_factor=priced.lock_in_factor, shape=shape)
+                     layout=priced.layout, objective_usd=priced.objective,
+                     lock_in_factor=priced.lock_in_factor)
 
 
-@dataclass(frozen=True)
-class Shape:
+class Shape(NamedTuple):
     """What pricing a candidate needs besides the term: the cluster, the offering, its node
     steps and the cost-model flags."""
 
@@ -367,21 +433,25 @@ class Shape:
     interruptions: float
 
     def inputs(self, rates: Rates, rules: PolicyRules) -> CostInputs:
-        return CostInputs(rates=rates, gang=self.gang, tcp_gang=self.tcp_gang,
-                          interruptions_per_hour=self.interruptions,
-                          checkpoint_minutes=self.spec.checkpoint_minutes,
-                          restart_minutes=rules.spot_restart_minutes,
-                          communication_share=rules.tcp_communication_share,
-                          egress_usd=self.egress)
+        # positional: (rates, gang, tcp_gang, interruptions_per_hour, checkpoint_minutes,
+        # restart_minutes, communication_share, egress_usd)
+        return CostInputs(rates, self.gang, self.tcp_gang, self.interruptions,
+                          self.spec.checkpoint_minutes, rules.spot_restart_minutes,
+                          rules.tcp_communication_share, self.egress)
 
 
-def price_band(shape: Shape, term: str, rules: PolicyRules, lock_in_factor: float) -> Priced:
-    """The band's cheapest blend under one commitment term (no template applied yet)."""
-    rates = rates_of(shape.offering, rules, term)
+def price_band(shape: Shape, term: str, rules: PolicyRules, lock_in_factor: float,
+               spot_rate: Optional[float] = None) -> Priced:
+    """The band's cheapest blend under one commitment term (no template applied yet).
+    ``spot_rate``: the offering's spot rate when the caller has it (``Context.spot_rate``)."""
+    o = shape.offering
+    rates = (rates_of(o, rules, term) if spot_rate is None else
+             Rates(o.reservation_rate(term, rules.reserve_at_on_demand_rate), o.on_demand_usd,
+                   spot_rate))
     k = shape.inputs(rates, rules)
     blend, basis, compared = band_blend(shape.spec, shape.steps, rates, rules, k, lock_in_factor)
     return Priced(term=term, rates=rates, blend=blend, basis=basis, compared=compared,
-                  lock_in_factor=lock_in_factor)
+                  lock_in_factor=lock_in_factor, inputs=k)
 
 
 def apply_template(shape: Shape, p: Priced, tmpl: Optional[ClusterTemplate],
@@ -402,33 +472,32 @@ def apply_template(shape: Shape, p: Priced, tmpl: Optional[ClusterTemplate],
         return p
     cache = (tmpl is not None and tmpl.cache_node == "on_demand" and shape.nodes >= 2
              and rates.on_demand is not None)
-    k = shape.inputs(rates, rules)
-    blocks, costs = finish(shape.steps, blend.models if blend is not None else None, k,
-                           spot_all=spot_all, cache_on_demand=cache)
-    if cache and blocks[0].purchase == "on_demand" and (
+    k = p.inputs or shape.inputs(rates, rules)
+    layout, costs = finish(shape.steps, blend, k, spot_all=spot_all, cache_on_demand=cache)
+    if cache and layout[0][3] == "on_demand" and (
             spot_all or (blend is not None and blend.models[0] == "spot")):
         basis = basis + "+cache"
     return Priced(term=p.term, rates=rates, blend=blend, basis=basis, compared=compared,
-                  blocks=blocks, costs=costs, objective=objective(costs, p.lock_in_factor),
-                  lock_in_factor=p.lock_in_factor)
+                  layout=layout, costs=costs, objective=objective(costs, p.lock_in_factor),
+                  lock_in_factor=p.lock_in_factor, inputs=k)
 
 
-def term_options(c: Candidate, ctx: Context) -> tuple[TermOption, ...]:
+def term_options(spec: ClusterSpec, c: Candidate, ctx: Context) -> tuple[TermOption, ...]:
     """What each commitment term would cost the candidate over the horizon: per term the blend
     that is cheapest over ``commitment_horizon_months`` (what ``auto`` compares), its monthly
     bill, its average per month over the horizon and what one purchase of the term commits."""
     rules, o = ctx.rules, c.offering
-    spec = c.shape.spec
+    shape = ctx.shape_of(spec, c)
     spot_allowed = spec.interruptible and spec.priority <= rules.reserved_above_priority
     tmpl = get_template(c.template) if c.template else None
     out = []
     for term in COMMITMENT_TERMS:
         factor = ctx.lock_in_factor(o, term, horizon=True)
-        p = price_band(c.shape, term, rules, factor)
-        q = apply_template(c.shape, p, tmpl, rules, spot_allowed)
+        p = price_band(shape, term, rules, factor, ctx.spot_rate(o))
+        q = apply_template(shape, p, tmpl, rules, spot_allowed)
         if q.basis == "no_spot_for_template":
-            q = apply_template(c.shape, p, None, rules, spot_allowed)
-        if not q.blocks:
+            q = apply_template(shape, p, None, rules, spot_allowed)
+        if not q.layout:
             why = ("no commitment price for guaranteed capacity" if p.basis ==
                    "no_commit_guaranteed" else "no price")
             out.append(TermOption(term, PurchaseMix(), 0.0, 0.0, 0.0, 0, unavailable=why))

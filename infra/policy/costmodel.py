@@ -33,8 +33,7 @@ the totals (egress stays with the cluster).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from infra.model import HOURS_PER_MONTH, CostBreakdown, PurchaseMix
 
@@ -42,8 +41,7 @@ from infra.model import HOURS_PER_MONTH, CostBreakdown, PurchaseMix
 Block = tuple[int, float, str]
 
 
-@dataclass(frozen=True)
-class Rates:
+class Rates(NamedTuple):
     """Hourly per-node prices of one offering (None = the provider has no such price)."""
 
     reserved: Optional[float]
@@ -61,9 +59,9 @@ def hourly_usd(mix: PurchaseMix, rates: Rates) -> float:
             + (mix.spot * rates.spot if mix.spot else 0.0))
 
 
-@dataclass(frozen=True)
-class CostInputs:
-    """Everything but the purchase that the cost of a cluster on an offering depends on."""
+class CostInputs(NamedTuple):
+    """Everything but the purchase that the cost of a cluster on an offering depends on.
+    (Immutable tuples: the policy builds a few per candidate, tens of thousands per plan.)"""
 
     rates: Rates
     gang: bool
@@ -84,7 +82,33 @@ def blend_costs(blocks: Sequence[Block], k: CostInputs,
                 per_block: bool = False) -> tuple[CostBreakdown, tuple[CostBreakdown, ...]]:
     """Monthly breakdown of a cluster whose nodes are ``blocks`` (node order, hours
     non-increasing), and - with ``per_block`` - each block's share (module docstring)."""
+    total = breakdown(blend_totals(blocks, k), k)
+    if not per_block:
+        return total, ()
+    return total, block_shares(blocks, k)
+
+
+def breakdown(totals: tuple, k: CostInputs) -> CostBreakdown:
+    """A ``blend_totals`` tuple as a CostBreakdown (egress from the inputs)."""
+    reserved, on_demand, spot, rework, comm = totals
+    return CostBreakdown(reserved_usd=reserved, on_demand_usd=on_demand, spot_usd=spot,
+                         spot_rework_usd=rework, egress_usd=k.egress_usd,
+                         communication_usd=comm)
+
+
+def blend_totals(blocks: Sequence[Block], k: CostInputs) -> tuple:
+    """(reserved, on_demand, spot, rework, communication) USD a month: the formulas of the
+    module docstring, as a plain tuple (the policy prices thousands of blends)."""
     r = k.rates
+    if len(blocks) == 1 and not k.gang:
+        n, h, m = blocks[0]
+        rate = r.of(m)
+        if m == "reserved":
+            return (n * rate * HOURS_PER_MONTH, 0.0, 0.0, 0.0, 0.0)
+        if m == "on_demand":
+            return (0.0, n * rate * h, 0.0, 0.0, 0.0)
+        return (0.0, 0.0, n * rate * h,
+                k.interruptions_per_hour * h * n * k.lost_hours * rate, 0.0)
     reserved = on_demand = spot = 0.0
     for n, h, m in blocks:
         if m == "reserved":
@@ -120,11 +144,15 @@ def blend_costs(blocks: Sequence[Block], k: CostInputs,
     share = k.communication_share if k.tcp_gang else 0.0
     if share > 0:
         comm = (on_demand + spot + rework) * share / (1.0 - share)
-    total = CostBreakdown(reserved_usd=reserved, on_demand_usd=on_demand, spot_usd=spot,
-                          spot_rework_usd=rework, egress_usd=k.egress_usd,
-                          communication_usd=comm)
-    if not per_block:
-        return total, ()
+    return (reserved, on_demand, spot, rework, comm)
+
+
+def block_shares(blocks: Sequence[Block], k: CostInputs) -> tuple[CostBreakdown, ...]:
+    """Each block's share of the totals: rework to the interrupted spot nodes (in a gang, for
+    every node they stall), communication pro rata; no egress."""
+    r = k.rates
+    lam, lost = k.interruptions_per_hour, k.lost_hours
+    share = k.communication_share if k.tcp_gang else 0.0
     parts = []
     for n, h, m in blocks:
         rate = r.of(m)
@@ -141,7 +169,7 @@ def blend_costs(blocks: Sequence[Block], k: CostInputs,
         cm = (od + sp + rw) * share / (1.0 - share) if share > 0 else 0.0
         parts.append(CostBreakdown(reserved_usd=res, on_demand_usd=od, spot_usd=sp,
                                    spot_rework_usd=rw, communication_usd=cm))
-    return total, tuple(parts)
+    return tuple(parts)
 
 
 def mix_blocks(mix: PurchaseMix, hours: float) -> tuple[Block, ...]:

@@ -118,16 +118,17 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
     decisions = []
     for i, spec in enumerate(stack.clusters):
         c = chosen[i]
+        blocks = ctx.blocks_of(spec, c)
         months, committed = lock_in(c.offering, c.term, c.costs)
         decisions.append(ClusterDecision(
             spec=spec, offering=c.offering, nodes=c.nodes, purchase=c.purchase,
             network=c.network, template=c.template, hourly_usd=c.hourly_usd, costs=c.costs,
-            rationale=_rationale(spec, c, feasible[i], rules, stack, i in displaced),
+            rationale=_rationale(spec, c, feasible[i], rules, stack, i in displaced, blocks),
             alternatives=_alternatives(spec, c, all_cands[i], rules, ctx,
                                        shared_users if i in displaced else None),
             zone=chosen_zone(c),
-            commitment_term=c.term, distributed=c.distributed, blocks=c.blocks,
-            terms=term_options(c, ctx),
+            commitment_term=c.term, distributed=c.distributed, blocks=blocks,
+            terms=term_options(spec, c, ctx),
             commitment_horizon_months=rules.commitment_horizon_months,
             committed_usd=committed, lock_in_months=months))
     return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
@@ -215,7 +216,7 @@ def _quota_users(stack: StackSpec, chosen: list[Candidate]) -> dict:
 
 
 # ---- explanations ---------------------------------------------------------------------------
-def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
+def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, blocks=()) -> str:
     term, p, n, h = c.term, spec.priority, c.nodes, spec.hours_per_month
     o = c.offering
     rates = rates_of(o, rules, term)
@@ -223,7 +224,7 @@ def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
     u = h / HOURS_PER_MONTH
     basis = c.basis.removesuffix("+cache")
     if spec.has_profile:
-        text = _profile_text(spec, c, rules, rates)
+        text = _profile_text(spec, c, rules, rates, blocks)
     elif basis == "guaranteed":
         how = (f"{term} commitment" if o.price("reserved", term) is not None else
                f"capacity reservation at the on-demand rate: no {term} commitment price in the catalog"
@@ -270,11 +271,11 @@ def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
 _MODEL_WORD = {"reserved": "reserved", "on_demand": "on-demand", "spot": "spot"}
 
 
-def _profile_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, rates) -> str:
+def _profile_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, rates, blocks) -> str:
     """The blend of a multi-step demand: per block what it is and why, with the break-even."""
     be = break_even_utilization(rates)
     parts = []
-    for b in c.blocks:
+    for b in blocks:
         u = b.hours_per_month / HOURS_PER_MONTH
         what = f"{b.nodes} {b.part} node{'s' if b.nodes != 1 else ''} x {b.hours_per_month:g} h"
         if b.purchase == "reserved":
@@ -325,7 +326,7 @@ def _template_text(spec: ClusterSpec, c: Candidate, stack: StackSpec) -> str:
 
 
 def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: PolicyRules,
-               stack: StackSpec, displaced: bool) -> str:
+               stack: StackSpec, displaced: bool, blocks=()) -> str:
     o = c.offering
     head = f"{_where(c)} ({c.nodes} x {o.gpus_per_node} {o.gpu})"
     others = [x for x in ok if x is not c]
@@ -342,7 +343,7 @@ def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: Poli
         ds = stack.storage_by_name(spec.dataset)
         gravity = (f" (including {_money(c.costs.egress_usd)}/month to move and stage dataset "
                    f"{ds.name} from {ds.home})")
-    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules)} "
+    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules, blocks)} "
             f"{_template_text(spec, c, stack)}")
 
 
@@ -399,8 +400,8 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
     # on one model (each node keeping the hours of its demand step).
     o, n = chosen.offering, chosen.nodes
     rates = rates_of(o, rules, chosen.term)
-    k = chosen.shape.inputs(rates, rules)
-    steps = chosen.shape.steps
+    k = ctx.inputs_of(spec, chosen)
+    steps = ctx.node_steps(spec, o.gpus_per_node)
     for model in ("spot", "on_demand", "reserved"):
         mix = PurchaseMix(**{model: n})
         if mix == chosen.purchase or rates.of(model) is None:
@@ -413,11 +414,11 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
     # The chosen offering's spot in its other zones (alternatives that differ only by zone).
     if chosen.purchase.spot and len(o.zone_spot_usd) > 1:
         zone = chosen_zone(chosen)
-        blocks = tuple((b.nodes, b.hours_per_month, b.purchase) for b in chosen.blocks)
+        blocks = tuple((n, st.hours_per_month, m) for st, _, n, m in chosen.layout)
         for z, usd in o.zone_spot_usd:
             if z == zone:
                 continue
-            zk = chosen.shape.inputs(rates.__class__(rates.reserved, rates.on_demand, usd), rules)
+            zk = ctx.inputs_of(spec, chosen, spot=usd)
             cost = blend_costs(blocks, zk)[0].monthly_usd
             alts.append(((False, cost), Alternative(
                 o.cloud, o.region, o.instance_type, chosen.purchase, cost,
