@@ -240,3 +240,30 @@ def test_prod_plans_committed_baselines_with_bursts_on_both_clouds():
     assert [v["policy"] for v in plan["violations"]] == ["budget-headroom"]
     assert plan["violations"][0]["level"] == "advisory" and plan["conformance"] == []
     assert plan["totals"]["monthly_usd"] < plan["budget"]["monthly_usd"]
+
+
+def test_the_worked_example_in_docs_policy_md():
+    """docs/policy.md "Worked example": prod's pretrain, by the formulas, from the catalog."""
+    import dataclasses
+    from pathlib import Path
+
+    from infra.policy import decide
+
+    run = program_run("prod")
+    env, catalog = run.result.decision, run.result.catalog
+    c = env.cluster("pretrain")
+    o = catalog.offering("gcp", "europe-west4", "a3-highgpu-8g")
+    assert (c.offering.key, c.baseline_nodes, c.nodes) == (o.key, 4, 8)
+    assert c.costs.reserved_usd == pytest.approx(4 * o.commit_1y_usd * 730)
+    assert c.costs.on_demand_usd == pytest.approx(4 * o.on_demand_usd * 200)
+    flat = dataclasses.replace(env.stack, clusters=(dataclasses.replace(c.spec, demand=()),),
+                               budget_monthly_usd=1e9)
+    whole = decide(flat, catalog).clusters[0]
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "policy.md").read_text()
+    for amount in (c.costs.reserved_usd, c.costs.on_demand_usd, c.monthly_usd,
+                   whole.monthly_usd, round(whole.monthly_usd, 2) - round(c.monthly_usd, 2),
+                   c.committed_usd, 12 * whole.costs.reserved_usd):
+        assert f"${amount:,.2f}" in doc, amount
+    sweeps = env.cluster("eval-sweeps")
+    for amount in (sweeps.monthly_usd,):
+        assert f"${amount:,.2f}" in doc
