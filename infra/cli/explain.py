@@ -13,9 +13,10 @@ from infra.model import ClusterDecision, EnvironmentDecision
 DESCRIPTION = """\
 Explain the policy's decision for a stack: per cluster the chosen cloud, region, zone,
 instance type, nodes, purchase mix, network and template, the monthly cost broken down by the
-cost model (reserved, on-demand, spot, spot rework, data gravity, communication), the rationale,
-and the ranked alternatives with the reason each lost. Offline: reads the stack file and the
-price catalog only."""
+cost model (reserved, on-demand, spot, spot rework, data gravity, communication), for a demand
+profile the baseline and burst parts, what each commitment term (none, 1y, 3y) would cost over
+the commitment horizon and the lock-in, the rationale, and the ranked alternatives with the
+reason each lost. Offline: reads the stack file and the price catalog only."""
 
 EPILOG = """\
 examples:
