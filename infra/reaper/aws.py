@@ -42,15 +42,17 @@ _RETRY_CODES = frozenset({
 })
 
 
-def clients(region: str, session: Any = None) -> dict:
-    """The boto3 clients the adaptor needs, for one region (AWS_ENDPOINT_URL is honoured)."""
+def clients(region: str, session: Any = None, endpoint_url: Optional[str] = None) -> dict:
+    """The boto3 clients the adaptor needs, for one region (AWS_ENDPOINT_URL is honoured;
+    ``endpoint_url`` overrides it, e.g. for an emulator behind a proxy)."""
     import boto3
     from botocore.config import Config
 
     session = session or boto3.session.Session()
     cfg = Config(region_name=region, retries={"total_max_attempts": 1, "mode": "standard"},
                  connect_timeout=10, read_timeout=30, max_pool_connections=20)
-    return {name: session.client(name, config=cfg)
+    extra = {"endpoint_url": endpoint_url} if endpoint_url else {}
+    return {name: session.client(name, config=cfg, **extra)
             for name in ("autoscaling", "ec2", "cloudwatch")}  # ec2: capacity reservations only
 
 
@@ -105,8 +107,9 @@ class AwsReaper:
         self._odcr: Optional[dict] = None  # (environment, cluster) -> reservations, per run
 
     @classmethod
-    def for_region(cls, region: str, session: Any = None, **kw: Any) -> "AwsReaper":
-        return cls(region=region, **clients(region, session), **kw)
+    def for_region(cls, region: str, session: Any = None, endpoint_url: Optional[str] = None,
+                   **kw: Any) -> "AwsReaper":
+        return cls(region=region, **clients(region, session, endpoint_url), **kw)
 
     # ---- the one boundary to botocore ---------------------------------------------------
     def _call(self, client: Any, op: str, *, expect: tuple = (),

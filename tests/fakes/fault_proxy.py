@@ -92,6 +92,8 @@ class Rule:
     #: regex searched in the operation (``"DescribeAutoScalingGroups"``, ``"/timeSeries"``).
     match: str
     reply: Optional[str] = None
+    #: regex searched in the request body (e.g. one ASG's name), or None for any body.
+    body: Optional[str] = None
     status: int = 502
     style: str = "nginx"
     #: how many matching requests it applies to (None = all).
@@ -133,6 +135,9 @@ class FaultProxy:
         with self.lock:
             for rule in self.rules:
                 if not re.search(rule.match, seen.operation):
+                    continue
+                if rule.body is not None and not re.search(
+                        rule.body, seen.body.decode("utf-8", "replace")):
                     continue
                 rule.seen += 1
                 if rule.seen <= rule.skip:
