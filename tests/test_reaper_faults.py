@@ -111,7 +111,7 @@ TRANSIENT = [
     ("UpdateAutoScalingGroup", "html", {"style": "doctype", "status": 503}),
     ("UpdateAutoScalingGroup", "non-json-200", {}),
     ("CreateOrUpdateTags", "throttle", {}),
-    ("DescribeTags", "non-json-200", {}),
+    ("DeleteTags", "non-json-200", {}),
 ]
 
 

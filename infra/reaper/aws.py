@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from infra.costing import tags
 from infra.errors import CloudError
-from infra.reaper.claims import Claim
+from infra.reaper.claims import Claim, expired, token_of
 from infra.reaper.decision import ClusterRef, Membership, Node
 from infra.reaper.engine import Reservation
 from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
@@ -362,34 +362,45 @@ class AwsReaper:
         return ("aws", self.region, ref.groups)
 
     def claims(self) -> list[Claim]:
-        """Every claim tag on any ASG of the region (one paged DescribeTags)."""
+        """Every claim tag on any gpulease ASG of the region, all environments (the discovery
+        listing again: claim keys carry the run token, and DescribeTags filters exact keys)."""
         out, token = [], None
         while True:
-            page = self._call(self.autoscaling, "describe_tags", expect=("Tags",),
-                              Filters=[{"Name": "key", "Values": [tags.CLAIM]}],
+            page = self._call(self.autoscaling, "describe_auto_scaling_groups", MaxRecords=100,
+                              Filters=[{"Name": "tag-key", "Values": [tags.CLUSTER]}],
+                              expect=("AutoScalingGroups",),
                               **({"NextToken": token} if token else {}))
             try:
-                out += [Claim(key=("aws", self.region, (str(t["ResourceId"]),)),
-                              value=str(t.get("Value", ""))) for t in page["Tags"]
-                        if t.get("Key") == tags.CLAIM]
+                for g in page["AutoScalingGroups"]:
+                    for t in g.get("Tags", []):
+                        run = token_of(t["Key"])
+                        if run:
+                            out.append(Claim(key=("aws", self.region,
+                                                  (str(g["AutoScalingGroupName"]),)),
+                                             token=run, value=str(t.get("Value", ""))))
             except (KeyError, TypeError) as exc:
-                raise MalformedResponse("aws", f"{self.region} autoscaling.describe_tags",
-                                        f"a tag lacks {exc}") from None
+                raise MalformedResponse("aws", f"{self.region} autoscaling."
+                                        "describe_auto_scaling_groups",
+                                        f"a group entry lacks {exc}") from None
             token = page.get("NextToken")
             if not token:
                 return out
 
-    def claim(self, ref: ClusterRef, value: str) -> None:
+    def claim(self, ref: ClusterRef, key: str, value: str, *, now: float) -> None:
+        """Write this run's claim; drop expired claims of any run on the same group (an ASG
+        holds at most 50 tags)."""
+        stale = [k for k, v in ref.tags.items() if token_of(k) and k != key and expired(v, now)]
         for asg in ref.groups:
             self._call(self.autoscaling, "create_or_update_tags",
-                       Tags=[self._tag(asg, tags.CLAIM, value)])
+                       Tags=[self._tag(asg, key, value)])
+            if stale:
+                self._call(self.autoscaling, "delete_tags",
+                           Tags=[self._tag(asg, k, None) for k in stale])
 
-    def release(self, ref: ClusterRef, value: str) -> None:
-        """Withdraw this run's claim only: "If you specify a value and the value is incorrect,
-        the tag is not deleted" (EC2 Auto Scaling User Guide, Delete tags)."""
+    def release(self, ref: ClusterRef, key: str) -> None:
+        """Delete this run's claim (its key is the run's own: nobody else's claim is touched)."""
         for asg in ref.groups:
             try:
-                self._call(self.autoscaling, "delete_tags",
-                           Tags=[self._tag(asg, tags.CLAIM, value)])
+                self._call(self.autoscaling, "delete_tags", Tags=[self._tag(asg, key, None)])
             except GroupGone:
                 continue

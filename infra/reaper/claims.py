@@ -1,31 +1,37 @@
 """Claims: how concurrent reapers (the scheduled function, a person's CLI) share --max-actions.
 
-No cloud offers the reaper a lock it already has permission for, so the cap is kept with a
-claim tag/label on the clusters themselves and a write-settle-read-count protocol:
+No cloud offers the reaper a lock it already has permission for, so the cap is kept with claim
+tags/labels on the clusters themselves and a write-settle-read-count protocol:
 
-1. before tearing clusters down, a reaper writes ``gpulease-reaper-claim=<expires>-<token>``
-   on each (AWS: ASG tag; GCP: label on each instance), ``expires = now + LEASE_S``;
+1. before tearing clusters down, a run writes its own claim on each: key
+   ``gpulease-reaper-claim-<run token>``, value ``<expires epoch>`` (``now + LEASE_S``); AWS: an
+   ASG tag, GCP: a label on each instance. Every run has its own key, so claims never
+   overwrite each other;
 2. it waits ``SETTLE_S`` and reads every claim in the regions/projects it covers;
-3. clusters whose live claim belongs to another run count against the cap; it keeps at most
-   ``cap - others`` of its own claims, in its own order, and withdraws the rest (a conditional
-   delete: AWS DeleteTags with the value, GCP setLabels with the label fingerprint);
+3. clusters with a live claim of another run count against the cap (and are never its own);
+   it keeps at most ``cap - others`` of its claimed clusters, in its own order, and deletes
+   its claim on the rest;
 4. it acts only on clusters it kept; kept claims stay until they expire.
 
-Why the total stays within the cap: take the reaper whose read came last. Every claim another
-reaper kept was written before that reaper's own read, hence before the last read, and is never
-withdrawn before it expires: the last reader saw all of them and kept at most ``cap`` minus
-their number. Failure modes (docs/reaper.md): clocks off by more than ``CLOCK_SKEW_S``; a tag
-store slower to show a write than ``SETTLE_S``; two reapers that see each other's claims both
-withdraw (nothing is torn down until the next run — the safe side).
+Why the total stays within the cap: take the run whose read came last. Every claim another run
+kept was written before that run's own read, hence before the last read, and is never removed
+or overwritten before it expires: the last reader saw all of them, counted them as others and
+kept at most ``cap`` minus their number, none of them shared. (A single claim key overwritten
+by the next writer breaks this: tests/test_reaper_concurrency.py's model check finds the
+counter-example.) Failure modes (docs/reaper.md): clocks off by more than ``CLOCK_SKEW_S``; a
+tag store slower to show a write than ``SETTLE_S``; two runs that see each other's claims both
+stand down (nothing is torn down until the next run — the safe side).
 
 Pure Python, no SDK imports (shipped in the scheduled functions' archives).
 """
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Optional, Sequence
 
+from infra.costing import tags
 from infra.reaper.decision import CLOCK_SKEW_S
 
 #: how long a claim counts (10 min): longer than a reaper run (the Lambda's timeout is 300 s),
@@ -34,7 +40,9 @@ from infra.reaper.decision import CLOCK_SKEW_S
 LEASE_S = 600
 #: wait between writing claims and reading them back, so a concurrent reaper's writes are seen.
 SETTLE_S = 2.0
-_VALUE = re.compile(r"([0-9]{10,12})-([a-z0-9]{1,40})")
+PREFIX = f"{tags.CLAIM}-"
+_TOKEN = re.compile(r"[a-z0-9]{1,40}")
+_EXPIRES = re.compile(r"[0-9]{10,12}")
 
 
 @dataclass(frozen=True)
@@ -42,24 +50,34 @@ class Claim:
     """One claim as read from the cloud. ``key`` is the adaptor's cluster key."""
 
     key: Hashable
+    token: str
     value: str
 
 
-def token(run_id: str) -> str:
-    """A label-safe run token ([a-z0-9], at most 20 chars) from the audit run id."""
-    t = re.sub(r"[^a-z0-9]", "", run_id.lower())[:20]
-    return t or "run"
+def new_token() -> str:
+    """A fresh run token: 12 random hex chars. Random, not pid + time: two Lambda containers
+    (pids are small and alike there) starting in the same second must not share a token."""
+    return secrets.token_hex(6)
 
 
-def value(run_token: str, now: float) -> str:
-    """The claim value a run writes at ``now``."""
-    return f"{int(now) + LEASE_S}-{run_token}"
+def tag_key(run_token: str) -> str:
+    """The tag/label key a run claims with (a valid GCP label key, at most 63 chars)."""
+    if not _TOKEN.fullmatch(run_token):
+        raise ValueError(f"run token {run_token!r} is not [a-z0-9]{{1,40}}")
+    return PREFIX + run_token
 
 
-def parse(raw: object) -> Optional[tuple[int, str]]:
-    """(expires epoch, token), or None for anything that is not a claim value."""
-    m = _VALUE.fullmatch(str(raw)) if raw is not None else None
-    return (int(m.group(1)), m.group(2)) if m else None
+def token_of(key: object) -> Optional[str]:
+    """The run token of a claim tag key, or None when ``key`` is not a claim key."""
+    k = str(key)
+    if not k.startswith(PREFIX) or not _TOKEN.fullmatch(k[len(PREFIX):]):
+        return None
+    return k[len(PREFIX):]
+
+
+def value(now: float) -> str:
+    """The claim value a run writes at ``now``: when it expires."""
+    return str(int(now) + LEASE_S)
 
 
 def live(raw: object, now: float) -> bool:
@@ -68,8 +86,15 @@ def live(raw: object, now: float) -> bool:
     A claim that expires further ahead than a lease plus the skew was not written by a reaper
     with a sane clock (or was hand-edited): it is ignored rather than blocking every reaper.
     """
-    p = parse(raw)
-    return p is not None and now - CLOCK_SKEW_S < p[0] <= now + LEASE_S + CLOCK_SKEW_S
+    text = str(raw) if raw is not None else ""
+    if not _EXPIRES.fullmatch(text):
+        return False
+    return now - CLOCK_SKEW_S < int(text) <= now + LEASE_S + CLOCK_SKEW_S
+
+
+def expired(raw: object, now: float) -> bool:
+    """Safe to delete: not live and not in the future (garbage values included)."""
+    return not live(raw, now)
 
 
 @dataclass(frozen=True)
@@ -77,7 +102,7 @@ class Tally:
     """Who holds which cluster, from one read of the claims."""
 
     mine: frozenset
-    #: cluster key -> the other run's token (a cluster with claims by several runs counts once).
+    #: cluster key -> another run's token (a cluster claimed by several runs counts once).
     others: dict
 
     def other_runs(self) -> str:
@@ -91,11 +116,10 @@ def tally(claims: Iterable[Claim], *, run_token: str, now: float) -> Tally:
     for c in claims:
         if not live(c.value, now):
             continue
-        who = parse(c.value)[1]
-        if who == run_token:
+        if c.token == run_token:
             mine.add(c.key)
         else:
-            others.setdefault(c.key, who)
+            others.setdefault(c.key, c.token)
     # A cluster another run also claims is theirs: two runs never both count it as their own.
     return Tally(mine=frozenset(mine - set(others)), others=others)
 
@@ -109,7 +133,7 @@ def settle(order: Sequence[Hashable], t: Tally, *, cap: int) -> tuple[list, dict
         if key in t.others:
             lost[key] = f"another reaper (run {t.others[key]}) claimed it at the same time"
         elif key not in t.mine:
-            lost[key] = "its claim was not found when read back (overwritten or not yet visible)"
+            lost[key] = "its claim was not found when read back (not yet visible?)"
         elif len(kept) < allowed:
             kept.append(key)
         else:

@@ -69,7 +69,7 @@ def role_policy(environment: str, log_group_arn: str) -> dict:
          "Action": ["autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags"],
          "Condition": {"StringEquals": {
              f"autoscaling:ResourceTag/{tags.ENVIRONMENT}": environment},
-             "ForAllValues:StringEquals": {"aws:TagKeys": [tags.IDLE_SINCE, tags.CLAIM]}}},
+             "ForAllValues:StringLike": {"aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*"]}}},
         {"Sid": "Logs", "Effect": "Allow", "Resource": f"{log_group_arn}:*",
          "Action": ["logs:CreateLogStream", "logs:PutLogEvents"]},
     ]}

@@ -62,9 +62,9 @@ class Adaptor(Protocol):
 
     def claims(self) -> list[cl.Claim]: ...
 
-    def claim(self, ref: d.ClusterRef, value: str) -> None: ...
+    def claim(self, ref: d.ClusterRef, key: str, value: str, *, now: float) -> None: ...
 
-    def release(self, ref: d.ClusterRef, value: str) -> None: ...
+    def release(self, ref: d.ClusterRef, key: str) -> None: ...
 
 
 #: hourly reserved price of one node: (cloud, region, instance_type) -> USD or None.
@@ -218,7 +218,7 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
         audit: Optional[AuditLog] = None, now: Optional[float] = None,
         pricer: Optional[Pricer] = None, destroyer: Optional[Destroyer] = None,
         clock: Callable[[], float] = time.time, settle_s: float = cl.SETTLE_S,
-        sleep: Callable[[float], None] = time.sleep) -> Report:
+        sleep: Callable[[float], None] = time.sleep, run_token: Optional[str] = None) -> Report:
     """Run the reaper once. ``environments=None`` means every environment (``--all``).
 
     With ``apply``, teardowns go through: the utilization re-check, the claim protocol shared
@@ -230,9 +230,9 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
     report = Report(apply=apply)
     r = _Run(report=report, audit=audit, apply=apply, policy=policy,
              now=(lambda: now) if now is not None else clock, pricer=pricer,
-             destroyer=destroyer, token=cl.token(audit.run_id))
+             destroyer=destroyer, token=run_token or cl.new_token())
     audit.write("run-start", apply=apply, environments=sorted(envs) if envs else "all",
-                policy=asdict(policy), max_actions=max_actions,
+                policy=asdict(policy), max_actions=max_actions, claim_token=r.token,
                 adaptors=[f"{a.cloud}:{a.label}" for a in adaptors])
 
     planned: list[tuple[Adaptor, d.ClusterRef, d.Verdict]] = []
@@ -403,13 +403,17 @@ def _claim(due, adaptors, r: _Run, *, max_actions: int, settle_s: float, sleep) 
 
     t = r.now()
     before, failed = read_all()
-    budget = max(0, max_actions - len(cl.tally(before, run_token=r.token, now=t).others))
-    value = cl.value(r.token, t)
-    written = []
     pre = cl.tally(before, run_token=r.token, now=t)
+    budget = max(0, max_actions - len(pre.others))
+    key, value = cl.tag_key(r.token), cl.value(t)
+    written = []
     for idx, ad, ref, v in due:
         if id(ad) in failed:
             r.put(idx, _error(ref, failed[id(ad)], v.action), "action", ok=False)
+            continue
+        if ad.claim_key(ref) in pre.others:
+            r.put(idx, _skip(ref, v, f"another reaper (run {pre.others[ad.claim_key(ref)]}) "
+                             "is tearing it down"), "skipped")
             continue
         if len(written) >= budget:
             r.put(idx, _skip(ref, v, f"the teardown cap of {max_actions} is in use by other "
@@ -417,9 +421,9 @@ def _claim(due, adaptors, r: _Run, *, max_actions: int, settle_s: float, sleep) 
                              f"{pre.other_runs()} within the last {cl.LEASE_S // 60} min"),
                   "skipped")
             continue
-        _, exc = _safely(ad.cloud, "claim", ad.claim, ref, value)
+        _, exc = _safely(ad.cloud, "claim", ad.claim, ref, key, value, now=t)
         if exc is not None:
-            _safely(ad.cloud, "release claim", ad.release, ref, value)
+            _safely(ad.cloud, "release claim", ad.release, ref, key)
             if isinstance(exc, GroupGone):
                 r.put(idx, _skip(ref, v, f"deleted during the run ({exc}): nothing to scale"),
                       "action", ok=True)
@@ -427,7 +431,7 @@ def _claim(due, adaptors, r: _Run, *, max_actions: int, settle_s: float, sleep) 
                 r.put(idx, _error(ref, exc, v.action), "action", ok=False)
             continue
         written.append((idx, ad, ref, v))
-        r.audit.write("claim", value=value, **_outcome(ref, v).as_json())
+        r.audit.write("claim", claim=key, expires=value, **_outcome(ref, v).as_json())
     if not written:
         return []
     if settle_s > 0:
@@ -439,16 +443,16 @@ def _claim(due, adaptors, r: _Run, *, max_actions: int, settle_s: float, sleep) 
     kept = set(kept)
     out = []
     for idx, ad, ref, v in written:
-        key = ad.claim_key(ref)
+        ck = ad.claim_key(ref)
         if id(ad) in failed:
-            _safely(ad.cloud, "release claim", ad.release, ref, value)
+            _safely(ad.cloud, "release claim", ad.release, ref, key)
             r.put(idx, _error(ref, failed[id(ad)], v.action), "action", ok=False)
-        elif key in kept:
+        elif ck in kept:
             out.append((idx, ad, ref, v))
         else:
-            _safely(ad.cloud, "release claim", ad.release, ref, value)
-            r.put(idx, _skip(ref, v, f"not torn down: {lost.get(key, 'claim lost')}"), "skipped",
-                  released=value)
+            _safely(ad.cloud, "release claim", ad.release, ref, key)
+            r.put(idx, _skip(ref, v, f"not torn down: {lost.get(ck, 'claim lost')}"), "skipped",
+                  released=key)
     return out
 
 
@@ -466,6 +470,8 @@ def _act(due, adaptors, r: _Run, *, destroy_sets: dict) -> None:
                 gone=ref.groups)))
             if change is not None:
                 state, why = change
+                # nothing done: the claim must not hold the shared cap for nothing
+                _safely(ad.cloud, "release claim", ad.release, ref, cl.tag_key(r.token))
                 r.put(idx, _skip(ref, v, why, state=state), "membership", changed=True)
                 continue
             ready.append((idx, ad, ref, v))
@@ -477,11 +483,14 @@ def _act(due, adaptors, r: _Run, *, destroy_sets: dict) -> None:
         for idx, ad, ref, v in list(ready):
             if have.get(ref.environment) != destroy_sets.get(ref.environment):
                 ready.remove((idx, ad, ref, v))
+                _safely(ad.cloud, "release claim", ad.release, ref, cl.tag_key(r.token))
                 r.put(idx, _skip(ref, v, f"another cluster of environment {ref.environment} "
                                  "changed, hit the cap or could not be claimed: nothing "
                                  "destroyed"), "skipped")
     for idx, ad, ref, v in ready:
         o = _teardown(ad, ref, v, r)
+        if o.state == d.SKIPPED:  # deleted under our hands: nothing was torn down
+            _safely(ad.cloud, "release claim", ad.release, ref, cl.tag_key(r.token))
         r.put(idx, o, "action", ok=o.state != d.ERROR)
 
 

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 from infra.costing import tags
 from infra.errors import CloudError
-from infra.reaper.claims import Claim
+from infra.reaper.claims import Claim, expired, token_of
 from infra.reaper.decision import ClusterRef, Membership, Node
 from infra.reaper.engine import Reservation
 from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
@@ -358,24 +358,29 @@ class GcpReaper:
         return {i: tuple(sorted(v)) for i, v in out.items()}
 
     # ---- actions ------------------------------------------------------------------------
-    def _set_label(self, node_id: str, key: str, value: Optional[str],
-                   only_if: Optional[str] = None) -> bool:
-        """Set (or with ``value=None`` remove) one label with the fingerprint precondition.
+    def _set_label(self, node_id: str, key: str, value: Optional[str]) -> bool:
+        """Set (or with ``value=None`` remove) one label; False when the instance is gone."""
+        def edit(labels: dict) -> Optional[dict]:
+            if value is None:
+                if key not in labels:
+                    return None
+                return {k: v for k, v in labels.items() if k != key}
+            return {**labels, key: tags.label_value(value)}
+        return self._edit_labels(node_id, edit)
 
-        ``only_if``: remove only while the label still holds that value (compare-and-delete).
-        Returns False when the instance no longer exists.
+    def _edit_labels(self, node_id: str, edit: Any) -> bool:
+        """Apply ``edit(labels) -> new labels | None`` under the label fingerprint precondition.
+
+        A 412 (labels changed since read) re-reads the instance once and re-applies ``edit``
+        to the fresh labels. Returns False when the instance no longer exists.
         """
         from google.cloud import compute_v1
 
         inst = self._known[node_id]
         for attempt in range(2):
-            labels = dict(inst.labels)
-            if value is None:
-                if key not in labels or (only_if is not None and labels[key] != only_if):
-                    return True
-                labels.pop(key)
-            else:
-                labels[key] = tags.label_value(value)
+            labels = edit(dict(inst.labels))
+            if labels is None:
+                return True
             body = compute_v1.InstancesSetLabelsRequest(labels=labels,
                                                         label_fingerprint=inst.fingerprint)
             try:
@@ -389,7 +394,6 @@ class GcpReaper:
             except CloudError as exc:
                 if "404" in str(exc) or "not found" in str(exc).lower():
                     return False
-                # 412: labels changed since we read them (fingerprint); re-read once and retry.
                 if attempt or ("412" not in str(exc) and "Precondition" not in str(exc)):
                     raise
                 try:
@@ -404,9 +408,8 @@ class GcpReaper:
                 self._known[node_id] = inst
         return True
 
-    def _each_node(self, ref: ClusterRef, key: str, value: Optional[str],
-                   only_if: Optional[str] = None) -> None:
-        present = [self._set_label(n.id, key, value, only_if) for n in ref.nodes]
+    def _each_node(self, ref: ClusterRef, key: str, value: Optional[str]) -> None:
+        present = [self._set_label(n.id, key, value) for n in ref.nodes]
         if ref.nodes and not any(present):
             raise GroupGone("gcp", f"{self.project} compute.instances.setLabels",
                             f"every instance of cluster {ref.cluster} is gone")
@@ -484,21 +487,33 @@ class GcpReaper:
         return ("gcp", self.project, ref.environment, ref.cluster)
 
     def claims(self) -> list[Claim]:
-        """Every claim label on any instance of the project (one aggregated list)."""
+        """Every claim label on any gpulease instance of the project (one aggregated list)."""
         out = []
-        for _, inst in self._list(tags.CLAIM):
+        for _, inst in self._list(tags.CLUSTER):
             labels = dict(inst.labels)
-            out.append(Claim(key=("gcp", self.project, labels.get(tags.ENVIRONMENT),
-                                  labels.get(tags.CLUSTER)), value=labels[tags.CLAIM]))
+            for k, v in labels.items():
+                run = token_of(k)
+                if run:
+                    out.append(Claim(key=("gcp", self.project, labels.get(tags.ENVIRONMENT),
+                                          labels.get(tags.CLUSTER)), token=run, value=v))
         return out
 
-    def claim(self, ref: ClusterRef, value: str) -> None:
-        self._each_node(ref, tags.CLAIM, value)
+    def claim(self, ref: ClusterRef, key: str, value: str, *, now: float) -> None:
+        """Label every instance with this run's claim, dropping expired claims of any run
+        (an instance holds at most 64 labels)."""
+        def edit(labels: dict) -> dict:
+            kept = {k: v for k, v in labels.items()
+                    if not (token_of(k) and k != key and expired(v, now))}
+            return {**kept, key: tags.label_value(value)}
+        present = [self._edit_labels(n.id, edit) for n in ref.nodes]
+        if ref.nodes and not any(present):
+            raise GroupGone("gcp", f"{self.project} compute.instances.setLabels",
+                            f"every instance of cluster {ref.cluster} is gone")
 
-    def release(self, ref: ClusterRef, value: str) -> None:
-        """Withdraw this run's claim only: compare-and-delete under the label fingerprint."""
+    def release(self, ref: ClusterRef, key: str) -> None:
+        """Remove this run's claim label (its own key: nobody else's claim is touched)."""
         try:
-            self._each_node(ref, tags.CLAIM, None, only_if=tags.label_value(value))
+            self._each_node(ref, key, None)
         except GroupGone:
             pass
 
