@@ -139,7 +139,7 @@ def test_persistent_html_on_one_resize_is_a_per_cluster_error(site):
                    style="doctype", status=503)
     report = reap(r, T0 + 75 * 60)
     out = by_cluster(report)
-    assert out["alpha"].state == d.ERROR and "503" in out["alpha"].reason
+    assert out["alpha"].state == d.ERROR and "503" in out["alpha"].reason, out["alpha"]
     assert out["beta"].state == d.REAPED and report.exit_code == 1
     assert site.size("alpha") == 2 and site.size("beta") == 0
 
