@@ -303,3 +303,22 @@ def test_mark_in_the_far_future_is_replaced(world):
     assert (o.state, o.action, o.applied) == (d.MARKED, d.MARK, True)
     assert "in the future" in o.reason
     assert world.group_tags(asg)[tags.IDLE_SINCE] == tags.timestamp_label(t0 + 40 * 60)
+
+
+def test_a_bug_in_one_adaptor_is_a_per_cluster_error_not_a_traceback(world, monkeypatch,
+                                                                     tmp_path):
+    """Defence in depth: an exception that is not a CloudError (a gpulease bug) is reported
+    per cluster, the audit record is written, and the other region still runs."""
+    _, _, t0 = world.idle("dev", "sandbox")
+    east = world.reaper(REGION, direct=True)
+    reap(east, t0 + 40 * 60)
+
+    def broken(refs):
+        raise KeyError("a bug")
+    monkeypatch.setattr(east, "members", broken)
+    log = tmp_path / "a.jsonl"
+    with AuditLog(str(log)) as audit:
+        report = reap([east, world.reaper(OTHER, direct=True)], t0 + 75 * 60, audit=audit)
+    o = by_cluster(report)["sandbox"]
+    assert o.state == d.ERROR and "internal error KeyError" in o.reason
+    assert report.exit_code == 1 and events(log)[-1]["event"] == "run-end"

@@ -296,13 +296,20 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
         for idx, ad, ref, v in teardowns:
             report.outcomes[idx] = _outcome(ref, v, reservations=_reservations(ad, ref, r))
     elif teardowns:
-        due = _recheck(teardowns, adaptors, r)
-        due = _claim(due, adaptors, r, max_actions=max_actions, settle_s=settle_s, sleep=sleep)
         destroy_sets: dict = {}
         for _, ref, v in planned:
             if v.action == d.DESTROY:
                 destroy_sets.setdefault(ref.environment, set()).add(ref.key)
-        _act(due, adaptors, r, destroy_sets=destroy_sets)
+        try:
+            due = _recheck(teardowns, adaptors, r)
+            due = _claim(due, adaptors, r, max_actions=max_actions, settle_s=settle_s,
+                         sleep=sleep)
+            _act(due, adaptors, r, destroy_sets=destroy_sets)
+        except Exception as exc:  # noqa: BLE001 - a bug: report it per cluster, never a traceback
+            err = _internal("reaper", "teardown", exc)
+            for idx, _, ref, v in teardowns:
+                if report.outcomes[idx] is None:
+                    r.put(idx, _error(ref, err, v.action), "error")
     audit.write("run-end", apply=apply, clusters=len(report.outcomes),
                 teardowns=sum(1 for o in report.outcomes if o.state == d.REAPED),
                 failed=report.failed)
