@@ -318,7 +318,7 @@ def test_a_reaper_right_after_another_finds_the_cap_in_use(aws):
     assert len(reaped([third])) == 2
 
 
-# ---- 3. the same race on GCP ----------------------------------------------------------------------
+# ---- 3. the same race on GCP ---------------------------------------------------------------
 def test_worst_interleaving_on_gcp_never_exceeds_the_cap():
     fake = FakeGcp(project="acme-ml")
     url = fake.start()

@@ -129,7 +129,7 @@ def test_transient_faults_are_retried_and_the_teardown_completes(world, op, kind
     assert world.group(asg)["DesiredCapacity"] == 0
 
 
-# ---- persistent faults: per-cluster error, the others handled, audit written ----------------------
+# ---- persistent faults: per-cluster error, the others handled, audit written ---------------
 @pytest.mark.parametrize("kind,kw", [("html", {"style": "doctype", "status": 503}),
                                      ("html", {"style": "nginx", "status": 502}),
                                      ("non-json-200", {})])

@@ -85,10 +85,12 @@ def _describe(exc: BaseException) -> str:
 
 
 def _gone(exc: BaseException) -> bool:
-    """Auto Scaling answers ValidationError "AutoScalingGroup name not found" for a missing group."""
+    """Auto Scaling answers ValidationError "AutoScalingGroup name not found" for a missing
+    group."""
     resp = getattr(exc, "response", None) or {}
     err = resp.get("Error", {})
-    return err.get("Code") == "ValidationError" and "not found" in str(err.get("Message", "")).lower()
+    message = str(err.get("Message", "")).lower()
+    return err.get("Code") == "ValidationError" and "not found" in message
 
 
 class AwsReaper:

@@ -1,4 +1,4 @@
-"""A local fault-injecting HTTP proxy for the reaper's fault tests, in front of moto's server or the GCP fake.
+"""A local fault-injecting HTTP proxy in front of moto's server or the GCP fake, for reaper tests.
 
 It forwards every request to its upstream unchanged and, when a rule matches, answers instead
 with what gateways, proxies and throttled APIs really send (or runs a hook that changes the
@@ -30,13 +30,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Optional
 from urllib.parse import parse_qs, urlparse
 
-NGINX_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>"
-             b"502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
-DOCTYPE_503 = (b"<!doctype html>\n<html lang=en>\n<title>503 Service Unavailable</title>\n<h1>Service "
-               b"Unavailable</h1>\n<p>The server is temporarily unable to service your request."
-               b"</p>\n")
-PORTAL_200 = (b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><form action=\"/login\">"
-              b"Please sign in to continue</form></body></html>\n")
+NGINX_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center>"
+             b"<h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n"
+             b"</html>\r\n")
+DOCTYPE_503 = (b"<!doctype html>\n<html lang=en>\n<title>503 Service Unavailable</title>\n"
+               b"<h1>Service Unavailable</h1>\n<p>The server is temporarily unable to service "
+               b"your request.</p>\n")
+PORTAL_200 = (b"<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>"
+              b"<form action=\"/login\">Please sign in to continue</form></body></html>\n")
 _HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
         "transfer-encoding", "upgrade", "content-length"}
 
@@ -173,7 +174,8 @@ class FaultProxy:
                b"</Error><RequestId>f00d-proxy</RequestId></ErrorResponse>")
         if "/ec2/aws4_request" in seen.headers.get("authorization", ""):  # EC2's own error shape
             xml = (b"<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request "
-                   b"limit exceeded.</Message></Error></Errors><RequestID>f00d</RequestID></Response>")
+                   b"limit exceeded.</Message></Error></Errors><RequestID>f00d</RequestID>"
+                   b"</Response>")
         return 400, {"Content-Type": "text/xml"}, xml
 
     def _forward(self, seen: Seen) -> tuple[int, dict, bytes]:
