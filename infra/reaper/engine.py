@@ -352,7 +352,8 @@ def _reservations(ad: Adaptor, ref: d.ClusterRef, r: _Run) -> tuple:
     if exc is not None:
         return (Reservation(id="?", instance_type="?", count=0, region=ref.region,
                             note=f"could not list reservations: {exc}"),)
-    return _price(found, ref.cloud, r.pricer)
+    priced, exc = _safely(ref.cloud, "price reservations", _price, found, ref.cloud, r.pricer)
+    return priced if exc is None else _price(found, ref.cloud, None)
 
 
 def _by_adaptor(items, adaptors):
