@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from infra.costing import tags
+from infra.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
 
 # ---- states and actions (the `--json` vocabulary) ---------------------------------------------
 BUSY = "busy"
@@ -38,10 +39,10 @@ SKIPPED = "skipped"
 ERROR = "error"
 STATES = (BUSY, IDLE, INSUFFICIENT, MARKED, REAPED, SKIPPED, ERROR)
 
-#: the longest idle window accepted from a tag or --idle-minutes (7 days). CloudWatch keeps
-#: 60-second datapoints for 15 days ("Amazon CloudWatch concepts", Metrics retention) and the
-#: reaper reads a window in one sweep; anything longer is a typo or garbage (issue 14: 1e12).
-MAX_IDLE_MINUTES = 7 * 24 * 60
+# MAX_IDLE_MINUTES (imported above, one constant in infra.model): the longest idle window
+# accepted from a tag, --idle-minutes or the stack config (7 days). CloudWatch keeps 60-second
+# datapoints for 15 days ("Amazon CloudWatch concepts", Metrics retention) and the reaper reads
+# a window in one sweep; anything longer is a typo or garbage (issue 14: 1e12).
 #: the longest grace period accepted (7 days), for the same reason: a mark is re-checked against
 #: the data since it was set.
 MAX_GRACE_MINUTES = 7 * 24 * 60
