@@ -23,3 +23,23 @@ def test_config_reference_lists_every_key():
     for key in ("gpulease:clusters[].checkpoint_minutes", "gpulease:clouds.gcp.project",
                 "gpulease:policy.commitment_term", "gpulease:reaper.grace_minutes"):
         assert f"`{key}`" in text
+
+
+def _declared_types() -> set[str]:
+    """Every resource type the shipped stacks and the conformance stress stacks declare."""
+    from infra.planner.plan import run
+    from tests.conftest import SHIPPED_STACKS, program_run
+    from tests.test_conformance import _stress_stack
+
+    types = {r.type for s in SHIPPED_STACKS for r in program_run(s).custom}
+    for blocks in (False, True):
+        doc = _stress_stack("stress", "gpulease", lambda c, m, d, i: f"{c}-{m}-{i}",
+                            {"aws": "d1", "gcp": "d2"}, capacity_blocks=blocks)
+        types |= {r.type for r in run(doc["config"], stack="stress").custom}
+    return types
+
+
+def test_deploy_doc_lists_every_resource_type_the_program_declares():
+    text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    missing = sorted(t for t in _declared_types() if f"`{t}`" not in text)
+    assert missing == [], f"docs/deploy.md: add the permissions for {missing}"

@@ -274,7 +274,7 @@ def run_import(args: argparse.Namespace, *, now: Optional[dt.datetime] = None) -
     base = load_catalog(args.base)
     out_path, version = resolve_out(args.out, now.date(), avoid=(base.version,))
     check_writable(out_path, force=args.force)
-    with ui.steps(f"importing {directory}") as steps:
+    with ui.steps(f"importing {directory}", piped_lines=not args.json) as steps:
         steps.step("reading SkyPilot's CSVs")
         result = import_skypilot(directory, base, version=version, now=now)
         steps.step("checking the new catalog")

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([Finding("--diff-all", "needs --diff STACK|PLAN.json")])
     label = args.stack or args.config
     diff = None
-    with ui.steps(f"planning {label}") as steps:
+    with ui.steps(f"planning {label}", piped_lines=not args.json) as steps:
         plan, prun = make_plan(args, steps=steps)
         if args.diff:
             from infra.planner.diff import diff_plans

@@ -323,13 +323,14 @@ def mark_reason_given() -> None:
 class Steps:
     """The steps of a long command, on stderr. On a terminal: one spinner line showing the
     current step and the elapsed time, erased at the end. Otherwise: one plain line per step,
-    "<title>: <step>". Nothing goes to stdout, so `--json` output stays clean."""
+    "<title>: <step>", unless ``piped_lines`` is False (`--json`: a script reading stderr sees
+    only warnings and errors). Nothing goes to stdout, so `--json` output stays clean."""
 
-    def __init__(self, title: str, *, enabled: bool = True):
+    def __init__(self, title: str, *, enabled: bool = True, piped_lines: bool = True):
         self.title = title
-        self.enabled = enabled
         self.stream = sys.stderr
         self.live = enabled and is_tty(self.stream) and os.environ.get("TERM", "") != "dumb"
+        self.enabled = enabled and (self.live or piped_lines)
         self.t0 = time.monotonic()
         self._progress = None
         self._task = None
@@ -358,7 +359,9 @@ class Steps:
             print(f"{self.title}: {message}", file=self.stream, flush=True)
 
     def note(self, message: str) -> None:
-        """A line that stays (written files, warnings), printed above the spinner."""
+        """A line that stays (written files), printed above the spinner; quiet like the steps."""
+        if not self.enabled:
+            return
         if self._progress is not None:
             self._progress.console.print(message, markup=False, highlight=False)
         else:
@@ -375,7 +378,7 @@ class Steps:
 
 
 @contextmanager
-def steps(title: str, *, enabled: bool = True) -> Iterator[Steps]:
-    s = Steps(title, enabled=enabled)
+def steps(title: str, *, enabled: bool = True, piped_lines: bool = True) -> Iterator[Steps]:
+    s = Steps(title, enabled=enabled, piped_lines=piped_lines)
     with s:
         yield s
