@@ -230,7 +230,8 @@ class Out:
                     if isinstance(item, str) else item
                 if indent:
                     r = Padding(r, (0, 0, 0, indent), expand=False)
-                con.print(r, width=self._fit(con, r))
+                con.width = self._fit(con, r)  # print(width=) cannot exceed the console's
+                con.print(r)
         out = _TRAILING.sub(r"\1", cap.get())
         self.stream.write(out)
         self.stream.flush()
@@ -248,12 +249,14 @@ class Out:
     def _fit(self, con, renderable) -> int:
         """On a terminal, a table never shrinks below what its unwrappable columns need:
         better a line the terminal wraps than a cut price."""
+        width = self._width()
         if not self.tty:
-            return PIPE_WIDTH
+            return width
         from rich.measure import Measurement
 
-        m = Measurement.get(con, con.options, renderable)
-        return max(con.width, m.minimum)
+        # measured without the terminal's limit (Measurement.get clamps to max_width)
+        m = Measurement.get(con, con.options.update_width(PIPE_WIDTH), renderable)
+        return max(width, m.minimum)
 
 
 class _Sink:
