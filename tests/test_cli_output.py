@@ -46,7 +46,8 @@ def plain_env(monkeypatch):
      ["europe-west1", "europe-west4", "europe-west10", "us-east-1"]),
     (["p5.48xlarge", "p4d.24xlarge", "p5en.48xlarge", "p4de.24xlarge"],
      ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5en.48xlarge"]),
-    (["2026.12.03.10", "2026.12.03.2", "2026.12.03"], ["2026.12.03", "2026.12.03.2", "2026.12.03.10"]),
+    (["2026.12.03.10", "2026.12.03.2", "2026.12.03"],
+     ["2026.12.03", "2026.12.03.2", "2026.12.03.10"]),
 ])
 def test_natural_sort(items, expected):
     assert ui.natural_sorted(items) == expected
@@ -435,3 +436,36 @@ def test_top_level_help_lists_every_command_without_importing_them():
     for name, summary in COMMANDS.items():
         assert re.search(rf"^\s+{name}\s+{re.escape(summary[:30])}", text, re.M), name
     assert "every non-zero exit prints its reason on stderr" in text
+
+
+# ---- docs/cli.md -------------------------------------------------------------------------------
+def test_cli_reference_is_generated_from_the_parsers():
+    from infra.cli.reference import render_markdown
+
+    current = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert current == render_markdown(), (
+        "docs/cli.md is stale: run `python -m infra.cli.reference > docs/cli.md`")
+
+
+def _example_commands() -> list[list[str]]:
+    import shlex
+
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    found = []
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:[A-Z_]+=\S+\s+)?(gpulease (?:plan|explain|catalog|render|reap)\b"
+                     r"[^#|>]*)", line)
+        if m and "[" not in m.group(1) and "COMMAND" not in m.group(1):
+            command = re.split(r"\s{2,}", m.group(1).strip())[0]   # drop the description
+            found.append(shlex.split(command.rstrip(")`")))
+    return found
+
+
+def test_every_documented_example_parses():
+    """Each `gpulease ...` line of docs/cli.md (the examples of every --help included) names
+    real commands and flags with valid values: a renamed flag cannot leave a dead example."""
+    examples = _example_commands()
+    assert len(examples) > 25
+    for argv in examples:
+        args = build_parser(argv[1:]).parse_args(argv[1:])
+        assert getattr(args, "func", None), argv

@@ -73,7 +73,8 @@ def test_diff_against_a_saved_plan_and_fail_on_increase(capsys, tmp_path):
     hidden = doc["diff"]["zero_cost_changes"]
     assert hidden > 50 and f"{hidden} added or removed resources at $0.00/month not listed" in text
     assert "+$0.00" not in text
-    assert text.rstrip().splitlines()[-1] == "why: gpulease explain --stack prod [--cluster pretrain]"
+    assert text.rstrip().splitlines()[-1] == \
+        "why: gpulease explain --stack prod [--cluster pretrain]"
     assert "planning prod: planning staging to compare with" in cap.err   # progress: stderr
     assert "planning prod:" not in text
 

@@ -28,14 +28,14 @@ COMMANDS = {
 
 EPILOG = """\
 examples:
-  gpulease plan --stack dev                 offline cost-tagged plan of stacks/Pulumi.dev.yaml
-  gpulease plan --stack prod --json         the same plan as one JSON document
-  gpulease plan --stack prod --diff staging what prod costs more than staging, per resource
-  gpulease explain --stack prod             why each cluster runs where it runs
-  gpulease catalog list --gpu H100          GPU offerings and prices
-  gpulease catalog refresh --cloud aws      new price file from the AWS pricing APIs
-  gpulease render --stack dev --cluster sandbox --out boot/   what a node boots with
-  gpulease reap --all                       dry-run: which clusters are idle
+  gpulease plan --stack dev                  offline cost-tagged plan of stacks/Pulumi.dev.yaml
+  gpulease plan --stack prod --json          the same plan as one JSON document
+  gpulease plan --stack prod --diff staging  what prod costs more than staging, per resource
+  gpulease explain --stack prod              why each cluster runs where it runs
+  gpulease catalog list --gpu H100           GPU offerings and prices
+  gpulease catalog refresh --cloud aws       new price file from the AWS pricing APIs
+  gpulease render --stack dev --cluster sandbox --out boot/    what a node boots with
+  gpulease reap --all                        dry-run: which clusters are idle
 
 `gpulease COMMAND --help` explains each command, with examples and its exit codes.
 

@@ -26,8 +26,11 @@ examples:
   gpulease catalog versions
   gpulease catalog refresh --cloud aws --region us-east-1 --region us-west-2
   gpulease catalog refresh --out ./catalogs/          # new versioned file in ./catalogs/
-  gpulease catalog import skypilot ~/.sky/catalogs/v8 --out ./catalogs/
-  gpulease plan --stack dev --catalog ~/.local/share/gpulease/catalogs/2026.12.09.json
+  gpulease catalog import skypilot tests/fixtures/skypilot/good --out /tmp/catalogs/
+  gpulease plan --stack dev --catalog infra/catalog/data/2026.12.03.json
+
+`refresh` calls the clouds' pricing APIs (credentials or local emulators needed); the
+others run offline.
 
 exit codes: 0 ok · 1 nothing could be refreshed · 2 bad arguments (did-you-mean
             suggestions for --gpu/--cloud/--region) or refusing to overwrite a file"""

@@ -24,9 +24,10 @@ EPILOG = """\
 examples:
   gpulease explain --stack prod
   gpulease explain --stack prod --cluster pretrain
-  gpulease explain --config path/to/Pulumi.mystack.yaml --json
+  gpulease explain --config stacks/Pulumi.staging.yaml --json
 
-exit codes: 0 ok · 2 bad input or no plan satisfies the policy"""
+exit codes: 0 ok · 2 bad input or no plan satisfies the policy (the findings are
+            printed on stderr, with "did you mean" for a mistyped --cluster)"""
 
 _COST_ROWS = (("reserved_usd", "reserved nodes (billed every hour)"),
               ("on_demand_usd", "on-demand nodes"),

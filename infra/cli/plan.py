@@ -32,7 +32,7 @@ examples:
   gpulease plan --stack prod --diff staging         what prod costs over staging
   gpulease plan --stack prod --diff prod-plan.json --fail-on-increase 10   CI cost gate
   gpulease plan --stack prod --html report.html --monitoring monitoring/
-  gpulease plan --config path/to/Pulumi.mystack.yaml --catalog my-prices.json
+  gpulease plan --config stacks/Pulumi.dev.yaml --catalog-version 2026.12.03
 
 exit codes (the reason is printed on stderr):
   0 ok · 2 bad input (nothing planned) · 3 the total monthly cost rose more than
@@ -153,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
             from infra.planner.html import write_html
 
             steps.step("writing the HTML report")
-            written = write_html(plan, args.html)  # creates missing directories; exit 2 if unwritable
+            # creates missing directories; exit 2 if unwritable
+            written = write_html(plan, args.html)
             steps.note(f"wrote {written}")
         if args.monitoring:
             from infra.monitoring import write_monitoring

@@ -277,4 +277,5 @@ def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
     if audit_path:
         o.print(f"audit log: {audit_path}")
     if report.failed:
-        o.line(("some clusters FAILED", "bold red"), " (state error): see reasons above; exit code 1")
+        o.line(("some clusters FAILED", "bold red"),
+               " (state error): see reasons above; exit code 1")

@@ -20,7 +20,7 @@ scripts. Offline: reads the stack file and the price catalog only."""
 EPILOG = """\
 examples:
   gpulease render --stack prod --cluster pretrain --out build/pretrain
-  gpulease render --config path/to/Pulumi.mystack.yaml --cluster dev-l4 --out /tmp/boot --json
+  gpulease render --config stacks/Pulumi.dev.yaml --cluster sandbox --out /tmp/boot --json
 
 exit codes: 0 ok · 2 bad input (unknown cluster, OUT is a file) or no plan satisfies the policy"""
 

@@ -1,4 +1,4 @@
-"""Terminal output of every `gpulease` command: colour policy, tables, progress, exit reasons, words."""
+"""Terminal output of every `gpulease` command: colour, tables, progress, exit reasons, words."""
 from __future__ import annotations
 
 import os
