@@ -289,7 +289,9 @@ def test_plan_text_all_resources_and_findings():
 
 def test_show_inputs_lists_every_resource_with_its_inputs():
     text = _render(_plan_doc(), all_resources=True, show_inputs=True)
-    assert text.count("inputs: ") == 4 and 'inputs: {"maxSize": 2}' in text
+    assert text.count("inputs: ") == 4
+    assert ("  train  aws:autoscaling:Group  train-asg  spot  2  $1,234.50\n"
+            '      inputs: {"maxSize": 2}\n') in text
 
 
 # ---- exit reasons ------------------------------------------------------------------------------

@@ -318,10 +318,11 @@ def _render_resources(plan: dict[str, Any], o: ui.Out, *, all_resources: bool,
             ui.Col("purchase"), ui.Col("tags", right=True), ui.Col("$/month", right=True)]
     if not show_inputs:
         o.print(o.table(cols, [_resource_row(r) for r in listed], indent=2))
-    else:
-        for r in listed:   # one table per resource keeps each inputs line under its row
-            o.print(o.table(cols, [_resource_row(r)], indent=2))
-            o.print("inputs: " + json.dumps(r["inputs"], sort_keys=True)[:2000], indent=4)
+    else:   # a block per resource: its row, then its inputs (a table cannot span a row)
+        for r in listed:
+            cells = [c if isinstance(c, str) else c[0] for c in _resource_row(r)]
+            o.line(("  " + cells[0], "cyan"), "  " + "  ".join(x for x in cells[1:] if x))
+            o.print("inputs: " + json.dumps(r["inputs"], sort_keys=True)[:2000], indent=6)
     if free and not all_resources:
         kinds = Counter(ui.short_type(r["type"]).rsplit(":", 1)[-1] for r in free)
         o.line(f"  + {ui.plural(len(free), 'free resource')} (", *_free_kinds(kinds),
