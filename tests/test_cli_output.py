@@ -29,8 +29,9 @@ class Tty(io.StringIO):
 
 @pytest.fixture(autouse=True)
 def plain_env(monkeypatch):
-    for k in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+    for k in ("NO_COLOR", "FORCE_COLOR", "TERM", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("COLUMNS", "120")    # terminal width for the Tty cases and argparse
     ui.configure()
     yield
     ui.configure()

@@ -223,7 +223,7 @@ class Out:
         con = Console(file=_Sink(), width=self._width(), color_system="standard" if self.color
                       else None, force_terminal=self.color, no_color=not self.color,
                       highlight=False, markup=False, emoji=False, soft_wrap=False,
-                      legacy_windows=False, _environ={})
+                      legacy_windows=False)   # every setting explicit: rich's env reading unused
         with con.capture() as cap:
             for item in items:
                 r = self.text(item, style if self.color else None) \
