@@ -246,7 +246,7 @@ Clusters
 
   train: cheapest spot zone.
 
-Resources (4 resources: 2 with a monthly cost, 2 free)
+Resources: 4 declared, 2 with a monthly cost, 2 free
   cluster  type                   name         purchase  tags    $/month
   -------- ---------------------- ------------ --------- ----- ---------
   train    aws:autoscaling:Group  train-asg    spot         2  $1,234.50

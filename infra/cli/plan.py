@@ -307,8 +307,8 @@ def _render_resources(plan: dict[str, Any], o: ui.Out, *, all_resources: bool,
     priced = [r for r in res if r["monthly_usd"] >= 0.005]
     free = [r for r in res if r["monthly_usd"] < 0.005]
     listed = res if all_resources else priced
-    o.line(("Resources", "bold"), f" ({ui.plural(len(res), 'resource')}: "
-           f"{len(priced)} with a monthly cost, {len(free)} free)")
+    o.line(("Resources", "bold"), f": {len(res):,} declared, {len(priced):,} with a monthly "
+           f"cost, {len(free):,} free")
     order = {c["name"]: i for i, c in enumerate(plan["clusters"])}
     listed = sorted(listed, key=lambda r: (r["cluster"] == "shared",
                                            order.get(r["cluster"], len(order)),
