@@ -198,6 +198,10 @@ def test_gateway_failure_still_prints_json_and_writes_the_audit(moto_env, capsys
     states = {c["cluster"]: c["state"] for c in doc["clusters"]}
     assert code == 1 and states == {"alpha": "error", "beta": "reaped"}
     assert "Traceback" not in out.err
+    # the reason names the failed cluster (stderr; stdout holds the JSON document only)
+    assert out.err.splitlines()[-1] == (
+        f"exit 1 (failed at run time): a cloud call failed for 1 cluster: dev/alpha (aws "
+        f"{region}); the other clusters were handled")
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     assert events[0]["event"] == "run-start" and events[-1]["event"] == "run-end"
     assert events[-1]["failed"] is True

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from infra.cli import COMMANDS, ui
 from infra.cli.common import add_catalog_args, add_json_arg, print_json, progress
 from infra.errors import ConfigError, Finding
 from infra.reaper import decision as d
@@ -33,12 +34,13 @@ examples:
 
 emulators: AWS_ENDPOINT_URL=http://127.0.0.1:5000 (boto3 honours it);
            GPULEASE_GCP_ENDPOINT=http://127.0.0.1:8085 (Compute + Monitoring REST, no auth)
-exit codes: 0 ok · 1 a cloud call failed for some cluster (others still handled; the JSON
-            document and the audit record are still written) · 2 bad input (nothing done)"""
+exit codes: 0 ok · 1 a cloud call failed for some cluster (others still handled; the failed
+            clusters are named on stderr, the JSON document and the audit record are still
+            written) · 2 bad input (nothing done)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reap", help="scale idle clusters to zero (dry run by default)",
+    p = sub.add_parser("reap", help=COMMANDS["reap"],
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     who = p.add_mutually_exclusive_group()
@@ -210,18 +212,25 @@ def run(args: argparse.Namespace) -> int:
     policy = d.Policy(threshold_pct=args.threshold, grace_minutes=args.grace_minutes,
                       idle_minutes=args.idle_minutes, destroy=args.destroy)
     ads = adaptors(args)
-    if not args.json:
-        where = ", ".join(f"{a.cloud}:{a.label}" for a in ads)
-        progress(f"reaping {'all environments' if args.all else ', '.join(args.stack)} in "
-                 f"{where} ({'APPLY' if args.apply else 'dry run'}) ...")
-    with AuditLog(args.audit_log) as audit:
+    where = ", ".join(f"{a.cloud}:{a.label}" for a in ads)
+    title = (f"reaping {'all environments' if args.all else ', '.join(args.stack)} "
+             f"({'APPLY' if args.apply else 'dry run'})")
+    with ui.steps(title, piped_lines=not args.json) as steps, \
+            AuditLog(args.audit_log) as audit:
+        steps.step(f"reading GPU utilization in {where}")
         report = engine.run(ads, policy=policy, apply=args.apply, max_actions=args.max_actions,
                             environments=None if args.all else args.stack, audit=audit,
                             pricer=_pricer(args), destroyer=destroy)
     if args.json:
         print_json(report.as_json())
     else:
-        print(render_text(report, audit_path=args.audit_log))
+        render_text(report, audit_path=args.audit_log)
+    if report.exit_code:
+        failed = [f"{o.environment}/{o.cluster} ({o.cloud} {o.region})"
+                  for o in report.outcomes if o.state == d.ERROR]
+        ui.exit_reason(report.exit_code,
+                       f"a cloud call failed for {ui.plural(len(failed), 'cluster')}: "
+                       + ", ".join(failed) + "; the other clusters were handled")
     return report.exit_code
 
 
@@ -231,31 +240,42 @@ def _verb(o: engine.Outcome) -> str:
     return o.action if o.applied else f"would {o.action}"
 
 
-def render_text(report: engine.Report, *, audit_path: Optional[str] = None) -> str:
-    rows = [[o.cluster, o.environment, o.cloud, o.region, o.state, _verb(o), str(o.nodes),
-             "-" if o.max_gpu_utilization is None else f"{o.max_gpu_utilization:.1f}%",
-             "-" if o.window_minutes is None else f"{o.window_minutes}m"]
-            for o in report.outcomes]
-    head = ["cluster", "env", "cloud", "region", "state", "action", "nodes", "max GPU", "window"]
-    if not rows:
-        lines = ["no gpulease clusters found"]
+_STATE_STYLE = {d.IDLE: "yellow", d.MARKED: "yellow", d.REAPED: "green", d.BUSY: "",
+                d.ERROR: "bold red", d.SKIPPED: "dim", d.INSUFFICIENT: "dim"}
+
+
+def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
+                o: Optional[ui.Out] = None) -> None:
+    """The reap report as text on ``o`` (stdout by default)."""
+    o = o or ui.out()
+    outcomes = ui.natural_sorted(report.outcomes,
+                                 key=lambda x: (x.environment, x.cluster, x.cloud, x.region))
+    if not outcomes:
+        o.print("no gpulease clusters found")
     else:
-        widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-        fmt = "  ".join("{:<%d}" % w for w in widths)
-        lines = [fmt.format(*head), fmt.format(*["-" * w for w in widths])]
-        lines += [fmt.format(*r) for r in rows]
-        lines.append("")
-        for o in report.outcomes:
-            lines.append(f"{o.environment}/{o.cluster}: {o.reason}")
-            for r in o.reservations:
+        o.print(o.table(
+            [ui.Col("cluster", style="cyan"), ui.Col("env"), ui.Col("cloud"), ui.Col("region"),
+             ui.Col("state"), ui.Col("action"), ui.Col("nodes", right=True),
+             ui.Col("max GPU", right=True), ui.Col("window", right=True)],
+            [[x.cluster, x.environment, x.cloud, x.region,
+              (x.state, _STATE_STYLE.get(x.state, "")), _verb(x), str(x.nodes),
+              "-" if x.max_gpu_utilization is None else f"{x.max_gpu_utilization:.1f}%",
+              "-" if x.window_minutes is None else f"{x.window_minutes}m"] for x in outcomes]))
+        o.print()
+        for x in outcomes:
+            o.line((f"{x.environment}/{x.cluster}", "cyan"), f": {x.reason}")
+            for r in x.reservations:
                 cost = f"${r.usd_per_day:,.2f}/day while unused" if r.usd_per_day is not None \
                     else r.note
-                lines.append(f"    keeps billing: reservation {r.id} ({r.count} x "
-                             f"{r.instance_type}, {r.zone or r.region}): {cost}")
-    lines.append("")
-    lines.append("applied." if report.apply else "dry run: nothing changed (pass --apply to act)")
+                o.print(f"keeps billing: reservation {r.id} ({r.count} x "
+                        f"{r.instance_type}, {r.zone or r.region}): {cost}", indent=4)
+    o.print()
+    if report.apply:
+        o.print("applied.", style="bold")
+    else:
+        o.line(("dry run:", "bold"), " nothing changed (pass --apply to act)")
     if audit_path:
-        lines.append(f"audit log: {audit_path}")
+        o.print(f"audit log: {audit_path}")
     if report.failed:
-        lines.append("some clusters FAILED (state error): see reasons above; exit code 1")
-    return "\n".join(lines)
+        o.line(("some clusters FAILED", "bold red"),
+               " (state error): see reasons above; exit code 1")
