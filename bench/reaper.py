@@ -3,8 +3,10 @@
     python bench/reaper.py [--clusters 500] [--nodes 10] [--stock-moto]
 
 Mix: 60% idle, 30% busy, 10% without metrics. Pass 1 marks the idle clusters, pass 2 (after
-the grace period, simulated time) re-checks and scales them to zero. Only the reaper passes
-are timed (building 5,000 instances in moto is not).
+the grace period, simulated time) re-checks utilization since the mark, claims the clusters
+(the claim protocol shared with concurrent reapers, with its real settle wait), re-reads group
+membership and scales them to zero. Only the reaper passes are timed (building 5,000 instances
+in moto is not).
 
 moto's GetMetricData scans every stored datum for every query and every period
 (O(queries x periods x datums): ~10^9 steps at this size). Unless --stock-moto is given, the
@@ -174,7 +176,8 @@ def main() -> int:
 
         def no_odcr(**_):  # moto has no capacity-reservation model
             return (AWSResponse("http://moto/", 200, {}, None),
-                    {"CapacityReservations": [], "ResponseMetadata": {"HTTPStatusCode": 200}})
+                    {"CapacityReservations": [],
+                     "ResponseMetadata": {"HTTPStatusCode": 200, "RequestId": "bench-odcr"}})
         reaper.ec2.meta.events.register("before-call.ec2.DescribeCapacityReservations", no_odcr)
         policy = d.Policy(grace_minutes=GRACE, period_s=PERIOD)
         passes = [("pass 1 (mark)", world["t0"] + 40 * 60),

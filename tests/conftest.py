@@ -23,3 +23,11 @@ def program_run(stack: str):
 @pytest.fixture(params=SHIPPED_STACKS)
 def shipped_run(request):
     return request.param, program_run(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _plain_cli_output(monkeypatch):
+    """Tests read the CLI's plain (piped) text: a FORCE_COLOR or TTY_COMPATIBLE in the
+    environment that runs the suite (some CI runners set them) must not colour it."""
+    for key in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(key, raising=False)

@@ -1,10 +1,14 @@
 """Plan cost diff: per-resource, per-cluster and total change between two plan documents."""
 from __future__ import annotations
 
+import io
+
 import pytest
 
+from infra.cli import ui
+from infra.cli.plan import render_diff
 from infra.errors import ConfigError
-from infra.planner.diff import diff_plans, exceeds, render_diff_text, resource_key
+from infra.planner.diff import diff_plans, exceeds, resource_key, shown_rows
 
 T_ASG = "aws:autoscaling/group:Group"
 T_BUCKET = "aws:s3/bucket:Bucket"
@@ -80,16 +84,52 @@ def test_exceeds_threshold():
     assert exceeds(diff_plans(empty, PROD), 1000)  # from nothing: any rise exceeds
 
 
-def test_render_diff_text():
-    text = render_diff_text(diff_plans(STAGING, PROD))
-    assert text.splitlines()[0] == ("Monthly cost diff: staging (catalog 2026-01) -> prod "
-                                    "(catalog 2026-01)")
-    assert "  ~ [train] aws:autoscaling/group:Group train-asg: $1,000.00 -> $1,500.00 (+$500.00)" in text
-    assert "  + [infer] aws:autoscaling/group:Group infer-asg: +$200.00" in text
-    assert "  - [shared] aws:ec2/natGateway:NatGateway nat: -$32.85" in text
-    assert "(1 added, 1 removed, 1 changed, 1 unchanged)" in text
-    assert text.splitlines()[-1] == "Total monthly: $1,079.35 -> $1,746.50 (+$667.15, +61.8%)"
+def render_diff_text(diff: dict, **kw) -> str:
+    """What `plan --diff` prints when piped (plain text, no colour)."""
+    buf = io.StringIO()
+    render_diff(diff, ui.Out(buf), **kw)
+    return buf.getvalue()
+
+
+def test_render_diff_text_snapshot():
+    assert render_diff_text(diff_plans(STAGING, PROD)) == """\
+Monthly cost diff: staging (catalog 2026-01) -> prod (catalog 2026-01)
+     cluster  type                   name          before      after    change
+  -- -------- ---------------------- ---------- ---------- ---------- --------
+  ~  train    aws:autoscaling:Group  train-asg  $1,000.00  $1,500.00  +$500.00
+  +  infer    aws:autoscaling:Group  infer-asg          -    $200.00  +$200.00
+  -  shared   aws:ec2:NatGateway     nat           $32.85          -   -$32.85
+  1 added, 1 removed, 1 changed, 1 unchanged
+
+  cluster     before      after    change       %
+  -------- ---------- ---------- --------- ------
+  infer        $0.00    $200.00  +$200.00     new
+  train    $1,000.00  $1,500.00  +$500.00  +50.0%
+  shared      $79.35     $46.50   -$32.85  -41.4%
+
+Total monthly: $1,079.35 -> $1,746.50 (+$667.15, +61.8%)
+"""
     assert "no resource changes cost" in render_diff_text(diff_plans(PROD, PROD))
+
+
+def test_zero_cost_changes_are_hidden_unless_asked():
+    """91 rows of "+$0.00" buried the money (issue 15): by default only rows that move money
+    are listed, with a line saying how many were left out; --diff-all lists them."""
+    free = [("aws:iam/role:Role", f"role-{i}", "infer", 0.0) for i in range(3)]
+    new = make_plan("prod", [(T_ASG, "train-asg", "train", 1500.0),
+                             (T_BUCKET, "data", "shared", 46.5)] + free)
+    d = diff_plans(STAGING, new)
+    assert d["counts"]["added"] == 3 and d["zero_cost_changes"] == 3
+    assert [r["name"] for r in shown_rows(d)] == ["train-asg", "nat"]
+    assert len(shown_rows(d, show_all=True)) == 5
+    text = render_diff_text(d)
+    assert "role-0" not in text and "infer" not in text   # a cluster with no change is hidden too
+    assert ("3 added, 1 removed, 1 changed, 1 unchanged; 3 added or removed resources at "
+            "$0.00/month not listed (--diff-all lists them)") in text
+    full = render_diff_text(d, show_all=True)
+    assert "role-0" in full and "+$0.00" in full and "not listed" not in full
+    assert "  +  infer    aws:iam:Role           role-0             -      $0.00    +$0.00" in full
+    assert "  infer        $0.00      $0.00    +$0.00   +0.0%" in full
 
 
 def test_not_a_plan_is_a_clear_input_error():

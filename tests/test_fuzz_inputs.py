@@ -112,3 +112,55 @@ def test_mutated_stack_files_plan_or_fail_cleanly(tmp_path_factory, case):
     assert _money_problems(plan) == []
     if code == 4:
         assert any(v.get("level") == "mandatory" for v in plan["violations"])
+
+
+# ---- the catalog ------------------------------------------------------------------------------
+def _catalog_doc() -> dict:
+    from infra.catalog import default_catalog_path
+
+    return json.loads(default_catalog_path().read_text(encoding="utf-8"))
+
+
+CATALOG = _catalog_doc()
+_SECTIONS = ("offerings", "storage", "egress", "infra")
+_used = {("gcp", "us-central1"), ("gcp", "us-east4"), ("aws", "us-east-1")}  # dev + staging
+_FOCUS = {sec: [i for i, row in enumerate(CATALOG.get(sec) or [])
+                if isinstance(row, dict) and ((row.get("cloud"), row.get("region")) in _used
+                                              or "region" not in row)]
+          for sec in _SECTIONS}
+
+
+@st.composite
+def mutated_catalog(draw):
+    doc = copy.deepcopy(CATALOG)
+    where = draw(st.sampled_from(["top", *[s for s in _SECTIONS if _FOCUS[s]]]))
+    if where == "top":
+        key = draw(st.sampled_from(sorted(doc)))
+        doc[key] = draw(values)
+    else:
+        row = doc[where][draw(st.sampled_from(_FOCUS[where]))]
+        key = draw(st.sampled_from(sorted(row)))
+        row[key] = draw(st.one_of(values, st.floats(min_value=-10, max_value=10)))
+    doc.pop("checksum", None)  # a hand-edited file: the loader warns, the plan continues
+    return draw(st.sampled_from(["dev", "staging"])), doc
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mutated_catalog())
+def test_mutated_catalogs_plan_or_fail_cleanly(tmp_path_factory, case):
+    stack, doc = case
+    path = tmp_path_factory.mktemp("cat") / "catalog.json"
+    try:
+        path.write_text(json.dumps(doc))  # NaN/Infinity are written as JSON extensions
+    except (TypeError, ValueError):
+        return
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", "--stack", stack, "--catalog", str(path), "--json"])
+    assert code in (0, 2, 4), (code, err.getvalue())
+    if code == 2:
+        assert out.getvalue() == "" and err.getvalue().startswith("error: "), err.getvalue()
+        return
+    plan = json.loads(out.getvalue(), parse_constant=_no_constants)
+    assert _money_problems(plan) == []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -52,12 +53,30 @@ def test_diff_against_a_saved_plan_and_fail_on_increase(capsys, tmp_path):
     assert code == EXIT_OK
     assert doc["diff"]["total"]["delta_usd"] == 0.0
     # prod vs staging costs far more: exit 3 over a 10 % threshold, 0 without the flag.
-    code, doc = plan_json(capsys, "--stack", "prod", "--diff", str(saved),
-                          "--fail-on-increase", "10")
+    code = main(["plan", "--stack", "prod", "--diff", str(saved), "--fail-on-increase", "10",
+                 "--json"])
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)                      # stdout: the JSON document only
     assert code == EXIT_COST_INCREASE
+    t = doc["diff"]["total"]
+    # the reason, on stderr: which total rose, by how much, how far over the threshold
+    assert cap.err == (
+        f"exit 3 (cost increase over --fail-on-increase): the total monthly cost rose "
+        f"+${t['delta_usd']:,.2f} from ${t['old_monthly_usd']:,.2f} (staging) to "
+        f"${t['new_monthly_usd']:,.2f} (prod), {t['pct']:+.1f}%, which is "
+        f"{t['pct'] - 10:.1f} points over --fail-on-increase 10%\n")
     assert main(["plan", "--stack", "prod", "--diff", "staging"]) == EXIT_OK
-    text = capsys.readouterr().out
+    cap = capsys.readouterr()
+    text = cap.out
     assert "Total monthly:" in text and "added" in text
+    # only rows that move money are listed; the $0.00 additions are counted, not listed
+    hidden = doc["diff"]["zero_cost_changes"]
+    assert hidden > 50 and f"{hidden} added or removed resources at $0.00/month not listed" in text
+    assert "+$0.00" not in text
+    assert text.rstrip().splitlines()[-1] == \
+        "why: gpulease explain --stack prod [--cluster pretrain]"
+    assert "planning prod: planning staging to compare with" in cap.err   # progress: stderr
+    assert "planning prod:" not in text
 
 
 def test_mandatory_guardrail_failure_exits_4(capsys, tmp_path):
@@ -71,9 +90,13 @@ def test_mandatory_guardrail_failure_exits_4(capsys, tmp_path):
     doc["config"]["gpulease:budget_monthly_usd"] = round(decided + 1, 2)
     f = tmp_path / "Pulumi.tight.yaml"
     f.write_text(yaml.safe_dump(doc))
-    code, plan = plan_json(capsys, "--config", str(f))
+    code = main(["plan", "--config", str(f), "--json"])
+    cap = capsys.readouterr()
+    plan = json.loads(cap.out)
     assert code == EXIT_POLICY
     assert plan["budget"]["over"] is True
+    assert cap.err.startswith("exit 4 (a mandatory guardrail failed or a conformance error was "
+                              "found): 1 mandatory guardrail violation (budget-cap) block")
     assert any(v["policy"] == "budget-cap" and v["level"] == "mandatory"
                for v in plan["violations"])
 
@@ -81,6 +104,19 @@ def test_mandatory_guardrail_failure_exits_4(capsys, tmp_path):
 def test_html_report_is_written(capsys, tmp_path):
     out = tmp_path / "report.html"
     assert main(["plan", "--stack", "dev", "--html", str(out)]) == EXIT_OK
+    cap = capsys.readouterr()
+    assert f"wrote {out}" in cap.err and "wrote" not in cap.out
+    steps = [x for x in cap.err.splitlines() if x.startswith("planning dev: ")]
+    assert steps[:3] == ["planning dev: reading the stack and the price catalog",
+                         "planning dev: deciding placement (policy)",
+                         "planning dev: loading the Pulumi SDK and providers"]
+    assert "planning dev: writing the HTML report" in steps
+    # the text: the readable purchase mix, plurals, and the way to `explain`
+    row = next(x for x in cap.out.splitlines() if x.startswith("  sandbox  gcp "))
+    assert re.search(r" (1 node|[02-9]\d* nodes) × \d+ \S+  \d+ (reserved|on-demand|spot)"
+                     r"( · \d+ (on-demand|spot))*  ", row), row
+    assert "/OD" not in cap.out
+    assert cap.out.rstrip().endswith("why: gpulease explain --stack dev")
     html = out.read_text()
     assert "<svg" in html and "sandbox" in html and "http://" not in html.replace(
         "http://www.w3.org/2000/svg", "")

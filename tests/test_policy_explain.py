@@ -36,7 +36,7 @@ def test_explain_table(tmp_path, capsys):
     assert main(["explain", "--config", s, "--catalog", c]) == 0
     out = capsys.readouterr().out
     assert "Cluster train  (priority 9, 16 x H100, 730 h/month, not interruptible)" in out
-    assert "gcp    us-central1  us-central1-a  a3-highgpu-8g  2x8    R2/OD0/S0" in out
+    assert "  gcp    us-central1  us-central1-a  a3-highgpu-8g  2 nodes × 8 H100  2 reserved  " in out
     assert "data gravity (egress + staged copy)" in out
     assert "Alternatives (ranked by monthly cost)" in out
     assert "not interruptible (no gpulease:clusters[0].checkpoint_minutes)" in out

@@ -106,10 +106,14 @@ def test_explain_shows_parts_terms_and_lock_in(tmp_path, capsys):
     assert main(["explain", "--config", s, "--catalog", c]) == 0
     out = capsys.readouterr().out
     assert "Cluster train  (priority 7, H100, demand 16 GPUs 730 h + 32 GPUs 250 h a month" in out
-    assert "Demand parts" in out and "baseline  1-2   2      reserved   730" in out
-    assert "burst     3-4   2      on_demand  250" in out
+    rows = [line.split() for line in out.splitlines()]
+    assert "Demand parts (nodes in order of hours; egress stays with the cluster)" in out
+    assert ["baseline", "1-2", "2", "reserved", "730", "$5,840.00"] in rows
+    assert ["burst", "3-4", "2", "on_demand", "250", "$5,000.00"] in rows
     assert "Commitment terms over a 30-month horizon" in out
-    assert "3y *" in out and "Lock-in: $210,240.00 committed for 36 months" in out
+    three = next(r for r in rows if r[:2] == ["3y", "*"])
+    assert three[-3:] == ["$210,240.00", "36", add_months(dt.date.today(), 36).isoformat()]
+    assert "Lock-in: $210,240.00 committed for 36 months" in out
 
 
 def test_explain_json_has_the_per_term_comparison(tmp_path, capsys):

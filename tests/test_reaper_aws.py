@@ -117,14 +117,16 @@ class Env:
 def reap(reaper, now, *, envs=("dev",), apply=True, grace=30, audit=None, **kw):
     no_reservations(reaper)
     return engine.run([reaper], policy=d.Policy(grace_minutes=grace, **kw.pop("policy", {})),
-                      apply=apply, environments=envs, now=now, audit=audit, **kw)
+                      apply=apply, environments=envs, now=now, audit=audit,
+                      settle_s=kw.pop("settle_s", 0), **kw)
 
 
 def no_reservations(reaper, found=()):
     """moto has no model of capacity reservations: answer DescribeCapacityReservations here."""
     def answer(**_):
         return (AWSResponse("http://moto/", 200, {}, None),
-                {"CapacityReservations": list(found), "ResponseMetadata": {"HTTPStatusCode": 200}})
+                {"CapacityReservations": list(found),
+                 "ResponseMetadata": {"HTTPStatusCode": 200, "RequestId": "req-test-odcr"}})
     reaper.ec2.meta.events.unregister("before-call.ec2.DescribeCapacityReservations",
                                       unique_id="gpulease-test-odcr")
     reaper.ec2.meta.events.register("before-call.ec2.DescribeCapacityReservations", answer,
@@ -350,7 +352,8 @@ def test_reservations_that_keep_billing_are_listed_with_catalog_price(aws):
         {"Key": tags.CLUSTER, "Value": "sandbox"}, {"Key": tags.ENVIRONMENT, "Value": "prod"}])
     no_reservations(r, [odcr, other])
     report = engine.run([r], policy=d.Policy(), apply=True, environments=["dev"],
-                        now=t0 + 75 * 60, pricer=engine.catalog_pricer(CATALOG))
+                        now=t0 + 75 * 60, pricer=engine.catalog_pricer(CATALOG),
+                        settle_s=0)
     o = by_cluster(report)["sandbox"]
     assert o.state == d.REAPED
     (res,) = o.reservations

@@ -68,11 +68,69 @@ CASES = [
     ("opt-out wins even when marked and idle", ref(**{tags.KEEP: "1", tags.IDLE_SINCE: mark(99)}),
      {"i-0": series(), "i-1": series()}, P, d.SKIPPED, d.NONE, "opt-out"),
     ("no window tag", ref(**{tags.IDLE_MINUTES: "soon"}), {}, P, d.SKIPPED, d.NONE,
-     "no valid gpulease-idle-minutes"),
+     "an invalid 'soon' gpulease-idle-minutes tag (a whole number of minutes from 1 to 10080)"),
     ("--idle-minutes overrides the tag", ref(**{tags.IDLE_MINUTES: "soon"}),
      {"i-0": series(), "i-1": series()}, d.Policy(idle_minutes=90), d.IDLE, d.MARK, "90 min"),
     ("no nodes", ref(nodes=0), {}, P, d.SKIPPED, d.NONE, "no running nodes"),
+    # ---- issue 14: a mark is evidence only while the data proves idleness ever since ------
+    ("scaled to zero with a mark left over -> unmark", ref(nodes=0, **{tags.IDLE_SINCE: mark(90)}),
+     {}, P, d.SKIPPED, d.UNMARK, "clears the leftover idle mark"),
+    ("scaled back up: new nodes cannot inherit an old mark",
+     ref(launched=None, **{tags.IDLE_SINCE: mark(180)}),
+     {"i-0": series(0, start=NOW - 40 * 60), "i-1": series(0, start=NOW - 40 * 60)}, P,
+     d.INSUFFICIENT, d.UNMARK, "no GPU utilization data for the first 140 min of the 180 min "
+     "since its idle mark"),
+    ("busy during the grace, idle again for the window -> unmark",
+     ref(**{tags.IDLE_SINCE: mark(40)}, **{tags.IDLE_MINUTES: "20"}),
+     {"i-0": series(0), "i-1": series(0, end=NOW - 30 * 60) + series(70, start=NOW - 30 * 60,
+                                                                    end=NOW - 25 * 60)
+      + series(0, start=NOW - 25 * 60)}, P, d.BUSY, d.UNMARK, "node i-1 reached 70.0%"),
+    ("a mark in the future is invalid -> re-marked", ref(**{tags.IDLE_SINCE: mark(-24 * 60)}),
+     {"i-0": series(), "i-1": series()}, P, d.IDLE, d.MARK,
+     "idle mark 2027-01-16T08:00Z is in the future (clock skew or a hand edit) and counts for "
+     "nothing: re-marks it"),
+    ("a mark within the clock-skew allowance is honoured", ref(**{tags.IDLE_SINCE: mark(-4)}),
+     {"i-0": series(), "i-1": series()}, P, d.MARKED, d.NONE, "grace period ends"),
+    ("an unreadable mark -> re-marked", ref(**{tags.IDLE_SINCE: "yesterday"}),
+     {"i-0": series(), "i-1": series()}, P, d.IDLE, d.MARK, "idle mark 'yesterday' is unreadable"),
+    ("a stale mark -> re-marked, fresh grace", ref(**{tags.IDLE_SINCE: mark(3 * 24 * 60)}),
+     {"i-0": series(), "i-1": series()}, P, d.IDLE, d.MARK, "is stale"),
+    ("a future mark on a busy cluster is cleared", ref(**{tags.IDLE_SINCE: "29991231t2359z"}),
+     {"i-0": series(90), "i-1": series()}, P, d.BUSY, d.UNMARK, "in the future"),
+    ("NaN / negative utilization is missing data, not idle", ref(),
+     {"i-0": series(float("nan")), "i-1": series(-1.0)}, P, d.INSUFFICIENT, d.NONE,
+     "node i-0 has no GPU utilization data in the 30-min window (+1 more)"),
+    ("infinite utilization is not busy either", ref(),
+     {"i-0": series(float("inf")), "i-1": series()}, P, d.INSUFFICIENT, d.NONE, "node i-0"),
 ]
+
+#: untrusted window tags: a finding for the cluster, never an exception (issue 14).
+#: ("\u0663\u0660" is "30" in Arabic-Indic digits: int() would accept it, the tag rule does not.)
+BAD_WINDOWS = ["1e12", "1000000000000", "-5", "0", "30.5", " ", "\u0663\u0660", "0x1e", "10081",
+               "30 minutes", "nan", "inf", "9" * 400]
+
+
+@pytest.mark.parametrize("raw", BAD_WINDOWS)
+def test_untrusted_window_tag_is_a_per_cluster_finding(raw):
+    r = ref(**{tags.IDLE_MINUTES: raw})
+    v = d.decide(r, {"i-0": series(), "i-1": series()}, now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE)
+    assert "invalid" in v.reason and len(v.reason) < 200
+    assert d.lookback_minutes(r, now=NOW, policy=P) == 0
+
+
+@pytest.mark.parametrize("raw,minutes", [("1", 1), ("30", 30), (" 45 ", 45), ("10080", 10080)])
+def test_valid_window_tags(raw, minutes):
+    assert d.parse_minutes(raw) == minutes
+
+
+def test_lookback_covers_the_mark():
+    assert d.lookback_minutes(ref(), now=NOW, policy=P) == 30
+    assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(45)}), now=NOW, policy=P) == 45
+    # invalid marks and opted-out clusters need no extra history
+    assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(-60)}), now=NOW, policy=P) == 30
+    assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(3 * 24 * 60)}), now=NOW, policy=P) == 30
+    assert d.lookback_minutes(ref(**{tags.KEEP: "y"}), now=NOW, policy=P) == 0
 
 
 @pytest.mark.parametrize("name,r,samples,policy,state,action,fragment", CASES,

@@ -68,8 +68,8 @@ def test_lambda_on_schedule_with_least_privilege_role():
     assert scale["Action"] == ["autoscaling:UpdateAutoScalingGroup"]
     assert scale["Condition"]["StringEquals"] == {
         f"autoscaling:ResourceTag/{tags.ENVIRONMENT}": "dev"}
-    assert by_sid["MarkOwnEnvironmentOnly"]["Condition"]["ForAllValues:StringEquals"] == {
-        "aws:TagKeys": [tags.IDLE_SINCE]}
+    assert by_sid["MarkOwnEnvironmentOnly"]["Condition"]["ForAllValues:StringLike"] == {
+        "aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*"]}
     # nothing beyond what it needs: no wildcard actions, no write outside autoscaling/logs
     actions = [a for s in policy["Statement"] for a in s["Action"]]
     assert not any(a.endswith("*") for a in actions)

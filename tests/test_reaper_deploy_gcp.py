@@ -109,8 +109,9 @@ def test_reaper_identity_is_least_privilege(gcp_run):
     roles = {r.name: r.inputs for r in run.by_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
     read, act = roles["reaper-gcp-read-role"], roles["reaper-gcp-act-role"]
     assert read["roleId"] == "gpulease_reaper_read_dev" and act["roleId"] == "gpulease_reaper_act_dev"
-    assert read["permissions"] == ["compute.instances.get", "compute.instances.list",
-                                   "compute.reservations.get", "monitoring.timeSeries.list"]
+    assert read["permissions"] == ["compute.instanceGroupManagers.list", "compute.instances.get",
+                                   "compute.instances.list", "compute.reservations.get",
+                                   "monitoring.timeSeries.list"]
     assert act["permissions"] == ["compute.instanceGroupManagers.update",
                                   "compute.instances.setLabels"]
     assert not any(p.endswith("*") for p in read["permissions"] + act["permissions"])

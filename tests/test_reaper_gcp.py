@@ -41,7 +41,7 @@ def reaper(fake) -> GcpReaper:
 def reap(r, now, *, envs=("dev",), grace=30, **kw):
     return {o.cluster: o for o in engine.run([r], policy=d.Policy(grace_minutes=grace),
                                              apply=kw.pop("apply", True), environments=envs,
-                                             now=now, **kw).outcomes}
+                                             now=now, settle_s=0, **kw).outcomes}
 
 
 def mig_size(fake, name):
@@ -113,7 +113,7 @@ def test_throttling_retried_and_one_failure_does_not_stop_others(gcp):
     assert r.backoff.retries == 1
     gcp.faults["resize"] = [403]                     # not retryable: a-mig fails, b-mig goes on
     report = engine.run([r], policy=d.Policy(), apply=True, environments=["dev"],
-                        now=T0 + 75 * 60)
+                        now=T0 + 75 * 60, settle_s=0)
     out = {o.cluster: o for o in report.outcomes}
     assert out["a"].state == d.ERROR and "403" in out["a"].reason
     assert out["b"].state == d.REAPED and report.exit_code == 1

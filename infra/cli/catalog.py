@@ -7,13 +7,17 @@ import os
 import sys
 from typing import Any, Optional
 
-from infra.cli.common import add_catalog_args, add_json_arg, print_json, progress
-from infra.errors import EXIT_FAILED, EXIT_OK, CloudError, Finding, InputError, did_you_mean
+from infra.cli import COMMANDS, ui
+from infra.cli.common import add_catalog_args, add_json_arg, print_json
+from infra.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CloudError, Finding, InputError,
+                          did_you_mean)
 
 DESCRIPTION = """\
 Show the GPU price catalog the planner uses (hourly USD per node: on-demand, spot, 1-year and
 3-year commitment), list the shipped catalog versions, or refresh the catalog from the clouds'
-pricing APIs into a new versioned file."""
+pricing APIs into a new versioned file, or import SkyPilot's catalog. Prices are USD per
+node-hour; instance types and regions are listed in natural order (g4dn.2xlarge before
+g4dn.12xlarge)."""
 
 EPILOG = """\
 examples:
@@ -22,8 +26,14 @@ examples:
   gpulease catalog versions
   gpulease catalog refresh --cloud aws --region us-east-1 --region us-west-2
   gpulease catalog refresh --out ./catalogs/          # new versioned file in ./catalogs/
-  gpulease catalog import skypilot ~/.sky/catalogs/v8 --out ./catalogs/
-  gpulease plan --stack dev --catalog ~/.local/share/gpulease/catalogs/2026.12.09.json"""
+  gpulease catalog import skypilot tests/fixtures/skypilot/good --out /tmp/catalogs/
+  gpulease plan --stack dev --catalog infra/catalog/data/2026.12.03.json
+
+`refresh` calls the clouds' pricing APIs (credentials or local emulators needed); the
+others run offline.
+
+exit codes: 0 ok · 1 nothing could be refreshed · 2 bad arguments (did-you-mean
+            suggestions for --gpu/--cloud/--region) or refusing to overwrite a file"""
 
 REFRESH_EPILOG = """\
 Credentials: AWS from the usual boto3 chain (AWS_PROFILE, env, SSO; needs pricing:GetProducts
@@ -37,12 +47,20 @@ exit codes: 0 written (possibly with regions kept from the old catalog, listed o
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("catalog", help="GPU offerings and prices; refresh from cloud APIs",
+    p = sub.add_parser("catalog", help=COMMANDS["catalog"],
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     csub = p.add_subparsers(dest="catalog_command", metavar="ACTION")
 
-    lp = csub.add_parser("list", help="offerings and hourly prices per node")
+    lp = csub.add_parser("list", help="offerings and hourly prices per node",
+                         description="GPU offerings of the catalog with their hourly USD price "
+                         "per node (on-demand, spot, 1-year and 3-year commitment), sorted by "
+                         "cloud, region and instance type in natural order.",
+                         epilog="examples:\n  gpulease catalog list --gpu H100\n"
+                                "  gpulease catalog list --cloud gcp --region us-central1 --json"
+                                "\n\nexit codes: 0 ok · 2 unknown --gpu/--cloud/--region "
+                                "(with a did-you-mean)",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     lp.add_argument("--gpu", help="only this GPU model (e.g. H100, A100-80GB, L4)")
     lp.add_argument("--cloud", help="only this cloud (aws | gcp)")
     lp.add_argument("--region", help="only this region")
@@ -50,7 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_arg(lp)
     lp.set_defaults(func=run_list)
 
-    vp = csub.add_parser("versions", help="shipped catalog versions, as-of dates, the default")
+    vp = csub.add_parser("versions", help="shipped catalog versions, as-of dates, the default",
+                         epilog="exit codes: 0 ok",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     add_json_arg(vp)
     vp.set_defaults(func=run_versions)
 
@@ -92,7 +112,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ip.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     add_json_arg(ip)
     ip.set_defaults(func=run_import)
-    p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
+    def no_action(_args: argparse.Namespace) -> int:
+        p.print_help(sys.stderr)
+        return ui.exit_reason(EXIT_BAD_INPUT, "say which action: gpulease catalog "
+                              + "|".join(csub.choices) + " (see --help above)")
+    p.set_defaults(func=no_action)
 
 
 # ---- list --------------------------------------------------------------------------------------
@@ -113,12 +137,14 @@ def list_rows(args: argparse.Namespace) -> tuple[Any, list[dict]]:
 
     cat = load_catalog(args.catalog, args.catalog_version)
     _check_choice("--cloud", args.cloud, list(CLOUDS), "cloud", cat.version)
-    _check_choice("--gpu", args.gpu, cat.gpus, "GPU", cat.version)
-    _check_choice("--region", args.region, cat.regions(args.cloud), "region", cat.version)
+    _check_choice("--gpu", args.gpu, ui.natural_sorted(cat.gpus), "GPU", cat.version)
+    _check_choice("--region", args.region, ui.natural_sorted(cat.regions(args.cloud)), "region",
+                  cat.version)
     rows = cat.rows(gpu=args.gpu, cloud=args.cloud)
     if args.region:
         rows = [r for r in rows if r["region"] == args.region]
-    return cat, rows
+    return cat, ui.natural_sorted(rows, key=lambda r: (r["cloud"], r["region"],
+                                                       r["instance_type"]))
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -126,20 +152,22 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return EXIT_OK
-    print(f"catalog {cat.version} (as of {cat.as_of}) - USD per node-hour; "
-          f"{len(rows)} offering(s)")
-    head = ("cloud", "region", "instance_type", "gpu", "gpus", "gpu_gb", "vcpus", "mem_gb",
-            "net_gbps", "rdma", "on_demand", "spot", "commit_1y", "commit_3y", "zones")
-    table = [head] + [(r["cloud"], r["region"], r["instance_type"], r["gpu"],
-                       str(r["gpus_per_node"]), f"{r['gpu_memory_gb']:g}", str(r["vcpus"]),
-                       f"{r['memory_gb']:g}", f"{r['network_gbps']:g}", r["rdma"],
-                       _fmt(r["on_demand_usd"]), _fmt(r["spot_usd"]), _fmt(r["commit_1y_usd"]),
-                       _fmt(r["commit_3y_usd"]), ",".join(r["zones"]) or "-") for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    numeric = set(range(4, 9)) | set(range(10, 14))
-    for row in table:
-        print("  ".join(c.rjust(w) if i in numeric else c.ljust(w)
-                        for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    o = ui.out()
+    o.line(("catalog " + cat.version, "bold"), f" (prices as of {cat.as_of}) · USD per "
+           f"node-hour · {ui.plural(len(rows), 'offering')}")
+    cols = [ui.Col("cloud"), ui.Col("region"), ui.Col("instance", style="cyan"), ui.Col("gpu"),
+            ui.Col("gpus", right=True), ui.Col("gpu_gb", right=True),
+            ui.Col("vcpus", right=True), ui.Col("mem_gb", right=True),
+            ui.Col("net_gbps", right=True), ui.Col("rdma"),
+            ui.Col("on_demand", right=True, style="bold"), ui.Col("spot", right=True),
+            ui.Col("commit_1y", right=True), ui.Col("commit_3y", right=True),
+            ui.Col("zones", wrap=True)]
+    o.print(o.table(cols, [
+        [r["cloud"], r["region"], r["instance_type"], r["gpu"], str(r["gpus_per_node"]),
+         f"{r['gpu_memory_gb']:g}", str(r["vcpus"]), f"{r['memory_gb']:g}",
+         f"{r['network_gbps']:g}", r["rdma"], _fmt(r["on_demand_usd"]), _fmt(r["spot_usd"]),
+         _fmt(r["commit_1y_usd"]), _fmt(r["commit_3y_usd"]),
+         ",".join(ui.natural_sorted(r["zones"])) or "-"] for r in rows]))
     return EXIT_OK
 
 
@@ -148,7 +176,7 @@ def run_versions(args: argparse.Namespace) -> int:
     import infra.catalog as catalog
 
     data_dir = catalog.DATA_DIR
-    versions = catalog.available_versions(data_dir)
+    versions = ui.natural_sorted(catalog.available_versions(data_dir))
     env = os.environ.get("GPULEASE_CATALOG")
     default = None if env else (versions[-1] if versions else None)
     rows = []
@@ -161,15 +189,18 @@ def run_versions(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"versions": rows, "default_override": env})
         return EXIT_OK
+    o = ui.out()
     if not rows:
-        print(f"no shipped catalog in {data_dir}")
-    for r in rows:
-        print(f"{r['version']:<14} as of {r['as_of']:<12} {r['offerings']:>4} offerings"
-              + ("   (default)" if r["default"] else ""))
-        for kind, date in r["data_dates"].items():
-            print(f"{'':<14} data {kind}: {date}")
+        o.print(f"no shipped catalog in {data_dir}")
+    else:
+        o.print(o.table(
+            [ui.Col("version", style="cyan"), ui.Col("as of"), ui.Col("offerings", right=True),
+             ui.Col("default"), ui.Col("data as of", wrap=True)],
+            [[r["version"], r["as_of"], str(r["offerings"]), ("default", "green")
+              if r["default"] else "", "; ".join(f"{k} {d}" for k, d in r["data_dates"].items())
+              or "-"] for r in rows]))
     if env:
-        print(f"default overridden by GPULEASE_CATALOG={env}")
+        o.print(f"default overridden by GPULEASE_CATALOG={env}")
     return EXIT_OK
 
 
@@ -203,28 +234,31 @@ def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
             gcp = make_gcp_clients(project=args.gcp_project)
         except CloudError as exc:
             errors["gcp"] = exc
-    progress(f"refreshing catalog {base.version}: "
-             + "; ".join(f"{c} {', '.join(rs)}" for c, rs in scope.items()))
-    result = refresh(base, scope=scope, aws=aws, gcp=gcp, client_errors=errors,
-                     version=version, now=now, progress=progress)
+    with ui.steps(f"refreshing catalog {base.version}") as steps:
+        steps.step("; ".join(f"{c} {', '.join(ui.natural_sorted(rs))}"
+                             for c, rs in scope.items()))
+        result = refresh(base, scope=scope, aws=aws, gcp=gcp, client_errors=errors,
+                         version=version, now=now, progress=steps.step)
     rep = result.report
     for f in rep.failures:
-        print(f"warning: {f}", file=sys.stderr)
+        ui.warning(str(f))
     if result.doc is None:
-        print(f"error: nothing could be refreshed ({len(rep.failures)} failure(s) above); "
-              f"no file written, catalog {base.version} stays current", file=sys.stderr)
+        ui.error(f"nothing could be refreshed ({ui.plural(len(rep.failures), 'failure')} "
+                 f"above); no file written, catalog {base.version} stays current")
         return EXIT_FAILED
     write_catalog(result.doc, out_path, force=args.force)
-    print(render_diff(diff_catalogs(base, result.catalog)))
-    print(f"refreshed {len(rep.refreshed)} row(s), added {len(rep.added)}, removed "
-          f"{len(rep.removed)}, kept {len(rep.kept)} from {base.version} (marked in "
-          f"price_sources) using {rep.calls} API call(s)")
-    for key, reason in sorted(rep.kept.items())[:10]:
-        print(f"  kept {'/'.join(key)}: {reason}")
-    if len(rep.kept) > 10:
-        print(f"  ... and {len(rep.kept) - 10} more kept row(s)")
-    print(f"wrote {out_path} (version {version})")
-    print(f"use it: gpulease plan --stack dev --catalog {out_path}")
+    o = ui.out()
+    o.print(render_diff(diff_catalogs(base, result.catalog)))
+    o.print(f"refreshed {ui.plural(len(rep.refreshed), 'row')}, added {len(rep.added)}, "
+            f"removed {len(rep.removed)}, kept {len(rep.kept)} from {base.version} (marked in "
+            f"price_sources) using {ui.plural(rep.calls, 'API call')}")
+    kept = ui.natural_sorted(rep.kept.items(), key=lambda kv: kv[0])
+    for key, reason in kept[:10]:
+        o.print(f"kept {'/'.join(key)}: {reason}", indent=2)
+    if len(kept) > 10:
+        o.print(f"... and {ui.plural(len(kept) - 10, 'more kept row')}", indent=2)
+    o.line("wrote ", (str(out_path), "bold"), f" (version {version})")
+    o.print(f"use it: gpulease plan --stack dev --catalog {out_path}")
     return EXIT_OK
 
 
@@ -243,9 +277,13 @@ def run_import(args: argparse.Namespace, *, now: Optional[dt.datetime] = None) -
     base = load_catalog(args.base)
     out_path, version = resolve_out(args.out, now.date(), avoid=(base.version,))
     check_writable(out_path, force=args.force)
-    result = import_skypilot(directory, base, version=version, now=now)
-    cat = parse_catalog(result.doc, source=str(out_path))
-    write_catalog(result.doc, out_path, force=args.force)
+    with ui.steps(f"importing {directory}", piped_lines=not args.json) as steps:
+        steps.step("reading SkyPilot's CSVs")
+        result = import_skypilot(directory, base, version=version, now=now)
+        steps.step("checking the new catalog")
+        cat = parse_catalog(result.doc, source=str(out_path))
+        steps.step(f"writing {out_path}")
+        write_catalog(result.doc, out_path, force=args.force)
     summary = {"path": str(out_path), "version": version, "offerings": result.rows,
                "regions": result.regions, "rows_filled_from_base": result.filled_from_base,
                "null_columns": result.nulls, "base_version": base.version,
@@ -254,12 +292,13 @@ def run_import(args: argparse.Namespace, *, now: Optional[dt.datetime] = None) -
         print_json(summary)
         return EXIT_OK
     for w in cat.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    print(f"imported {result.rows} offering(s) in "
-          + ", ".join(f"{n} {c} region(s)" for c, n in sorted(result.regions.items()))
-          + f" from {directory}; {result.filled_from_base} row(s) took commitments from "
-          f"catalog {base.version}; null: "
-          + (", ".join(f"{c} {n}" for c, n in sorted(result.nulls.items())) or "none"))
-    print(f"wrote {out_path} (version {version})")
-    print(f"use it: gpulease plan --stack dev --catalog {out_path}")
+        ui.warning(str(w))
+    o = ui.out()
+    o.print(f"imported {ui.plural(result.rows, 'offering')} in "
+            + ", ".join(f"{ui.plural(n, c + ' region')}" for c, n in sorted(result.regions.items()))
+            + f" from {directory}; {ui.plural(result.filled_from_base, 'row')} took commitments "
+            f"from catalog {base.version}; null: "
+            + (", ".join(f"{c} {n}" for c, n in sorted(result.nulls.items())) or "none"))
+    o.line("wrote ", (str(out_path), "bold"), f" (version {version})")
+    o.print(f"use it: gpulease plan --stack dev --catalog {out_path}")
     return EXIT_OK

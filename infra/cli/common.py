@@ -6,13 +6,13 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from infra.catalog import Catalog, load_catalog
-from infra.config import (catalog_selection, display_path, parse_stack_config, read_stack_file,
-                          stack_file, stack_name_from_path)
 from infra.errors import ConfigError, Finding
-from infra.model import StackSpec
+
+if TYPE_CHECKING:  # imported where used: `--help` must not load pydantic, the catalog or Pulumi
+    from infra.catalog import Catalog
+    from infra.model import StackSpec
 
 
 def add_stack_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -25,7 +25,7 @@ def add_stack_args(parser: argparse.ArgumentParser, required: bool = True) -> No
 
 def add_catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog", metavar="PATH",
-                        help="price catalog file to use (format: README 'Catalog format')")
+                        help="price catalog file to use (format: docs/catalog.md)")
     parser.add_argument("--catalog-version", metavar="V",
                         help="use a shipped catalog version (reproduces an old plan's numbers)")
 
@@ -44,6 +44,8 @@ class LoadedStack:
 
 
 def stack_path(args: argparse.Namespace) -> Path:
+    from infra.config import stack_file
+
     if getattr(args, "config", None):
         p = Path(args.config)
         if not p.is_file():
@@ -58,6 +60,10 @@ def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None,
 
     Config warnings go to stderr unless ``announce_warnings`` is False (`plan` shows them in
     the plan instead)."""
+    from infra.catalog import load_catalog
+    from infra.config import (catalog_selection, display_path, parse_stack_config,
+                              read_stack_file, stack_file, stack_name_from_path)
+
     if stack_arg is not None:
         path = stack_file(stack_arg)
     else:
@@ -70,8 +76,10 @@ def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None,
     spec = parse_stack_config(values, stack=stack_name_from_path(path), source=source,
                               catalog=catalog)
     if announce_warnings:
+        from infra.cli import ui
+
         for w in spec.warnings:
-            print(f"warning: {w}", file=sys.stderr)
+            ui.warning(str(w))
     return LoadedStack(spec=spec, catalog=catalog, values=values, path=path, source=source)
 
 
@@ -81,5 +89,6 @@ def print_json(obj: Any) -> None:
 
 
 def progress(msg: str) -> None:
-    """Progress lines go to stderr so that --json output stays clean."""
+    """A line on stderr (written files, notes), so that --json output stays clean. Steps of a
+    long command go through ``infra.cli.ui.steps`` instead (a spinner on a terminal)."""
     print(msg, file=sys.stderr, flush=True)

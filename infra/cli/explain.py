@@ -6,9 +6,14 @@ import calendar
 import datetime as dt
 from typing import Any, Optional
 
+from typing import TYPE_CHECKING
+
+from infra.cli import COMMANDS, ui
 from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
 from infra.errors import ConfigError, Finding, did_you_mean
-from infra.model import ClusterDecision, EnvironmentDecision
+
+if TYPE_CHECKING:  # imported where used: `--help` must not load the model (pydantic)
+    from infra.model import ClusterDecision, EnvironmentDecision
 
 DESCRIPTION = """\
 Explain the policy's decision for a stack: per cluster the chosen cloud, region, zone,
@@ -22,9 +27,10 @@ EPILOG = """\
 examples:
   gpulease explain --stack prod
   gpulease explain --stack prod --cluster pretrain
-  gpulease explain --config path/to/Pulumi.mystack.yaml --json
+  gpulease explain --config stacks/Pulumi.staging.yaml --json
 
-exit codes: 0 ok · 2 bad input or no plan satisfies the policy"""
+exit codes: 0 ok · 2 bad input or no plan satisfies the policy (the findings are
+            printed on stderr, with "did you mean" for a mistyped --cluster)"""
 
 _COST_ROWS = (("reserved_usd", "reserved nodes (billed every hour)"),
               ("on_demand_usd", "on-demand nodes"),
@@ -35,7 +41,7 @@ _COST_ROWS = (("reserved_usd", "reserved nodes (billed every hour)"),
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("explain", help="why each cluster runs where it runs",
+    p = sub.add_parser("explain", help=COMMANDS["explain"],
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_stack_args(p)
@@ -44,19 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _money(v: Optional[float]) -> str:
-    return "-" if v is None else f"${v:,.2f}"
-
-
-def _mix(p) -> str:
-    return f"R{p.reserved}/OD{p.on_demand}/S{p.spot}"
-
-
-def _table(rows: list[list[str]], headers: list[str]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    fmt = "  ".join("{:<%d}" % w for w in widths)
-    return [fmt.format(*headers), fmt.format(*["-" * w for w in widths])] + \
-        [fmt.format(*[str(x) for x in r]) for r in rows]
+_money = ui.money
+_mix = ui.purchase_mix
 
 
 def select(env: EnvironmentDecision, name: Optional[str]) -> list[ClusterDecision]:
@@ -123,73 +118,79 @@ def _demand(c: ClusterDecision) -> str:
     return f"{c.spec.gpu}, demand {steps} a month"
 
 
-def render_parts(c: ClusterDecision) -> list[str]:
+def render_parts(c: ClusterDecision, o: ui.Out) -> None:
     """Baseline / burst: nodes, purchase and hours per block, cost per month."""
+    o.print("Demand parts (nodes in order of hours; egress stays with the cluster)", indent=2,
+            style="bold")
     rows = []
     for part in c.parts:
         for b in part.blocks:
             rows.append([part.part, f"{b.first}-{b.first + b.nodes - 1}" if b.nodes > 1
-                         else str(b.first), str(b.nodes), b.purchase, f"{b.hours_per_month:g}",
-                         _money(b.costs.monthly_usd)])
-    return ["  Demand parts (nodes in order of hours; egress stays with the cluster)"] + [
-        "    " + x for x in _table(rows, ["part", "node", "count", "purchase", "h/month",
-                                          "$/month"])]
+                         else str(b.first), str(b.nodes), b.purchase,
+                         f"{b.hours_per_month:g}", _money(b.costs.monthly_usd)])
+    o.print(o.table([ui.Col("part"), ui.Col("node"), ui.Col("count", right=True),
+                     ui.Col("purchase"), ui.Col("h/month", right=True),
+                     ui.Col("$/month", right=True)], rows, indent=4))
 
 
-def render_terms(c: ClusterDecision, start: dt.date) -> list[str]:
+def render_terms(c: ClusterDecision, o: ui.Out, start: dt.date) -> None:
     """What each commitment term would cost over the horizon, and the decision's lock-in."""
     doc = commitment_doc(c, start)
     rows = []
-    for t in doc["terms"]:
+    for term, t in zip(c.terms, doc["terms"]):
         if t["unavailable"]:
             rows.append([t["term"], "-", "-", "-", "-", "-", t["unavailable"]])
             continue
-        rows.append([t["term"] + (" *" if t["chosen"] else ""), _mix_dict(t["purchase"]),
+        rows.append([t["term"] + (" *" if t["chosen"] else ""), _mix(term.purchase),
                      _money(t["monthly_usd"]), _money(t["horizon_monthly_usd"]),
-                     _money(t["committed_usd"]), f"{t['lock_in_months']}", t["ends"] or "-"])
-    head = (f"  Commitment terms over a {doc['horizon_months']}-month horizon (* = this plan's "
-            "term; avg = per month over the horizon, months billed after it included)")
-    lock = (f"  Lock-in: {_money(doc['committed_usd'])} committed for {doc['lock_in_months']} "
-            f"months ({doc['starts']} to {doc['ends']})" if doc["lock_in_months"]
-            else "  Lock-in: none (no node at a commitment price)")
-    return [head] + ["    " + x for x in _table(
-        rows, ["term", "purchase", "$/month", "avg $/month", "committed", "months", "ends"])] + [
-        lock]
+                     _money(t["committed_usd"]), str(t["lock_in_months"]), t["ends"] or "-"])
+    o.print(f"Commitment terms over a {doc['horizon_months']}-month horizon (* = this plan's "
+            "term; avg = per month over the horizon, months billed after it included)",
+            indent=2, style="bold")
+    o.print(o.table([ui.Col("term"), ui.Col("purchase"), ui.Col("$/month", right=True),
+                     ui.Col("avg $/month", right=True), ui.Col("committed", right=True),
+                     ui.Col("months", right=True), ui.Col("ends")], rows, indent=4))
+    if doc["lock_in_months"]:
+        o.print(f"Lock-in: {_money(doc['committed_usd'])} committed for "
+                f"{doc['lock_in_months']} months ({doc['starts']} to {doc['ends']})", indent=2)
+    else:
+        o.print("Lock-in: none (no node at a commitment price)", indent=2)
 
 
-def _mix_dict(p: dict) -> str:
-    return f"R{p['reserved']}/OD{p['on_demand']}/S{p['spot']}"
-
-
-def render_cluster(c: ClusterDecision, start: Optional[dt.date] = None) -> list[str]:
-    o = c.offering
+def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = None) -> None:
+    o_ = c.offering
     start = start or dt.date.today()
-    lines = [f"Cluster {c.name}  (priority {c.spec.priority}, {_demand(c)}"
-             + (f", checkpoint every {c.spec.checkpoint_minutes} min" if c.spec.interruptible
-                else ", not interruptible") + ")"]
-    lines += ["  " + x for x in _table(
-        [[c.cloud, c.region, c.zone or "-", o.instance_type, f"{c.nodes}x{o.gpus_per_node}",
-          _mix(c.purchase), c.network, c.template, _money(c.hourly_usd), _money(c.monthly_usd)]],
-        ["cloud", "region", "zone", "instance", "nodes", "purchase", "network", "template",
-         "$/hour", "$/month"])]
-    lines.append("  Cost breakdown (per month)")
+    o.line(("Cluster ", "bold"), (c.name, "bold cyan"),
+           f"  (priority {c.spec.priority}, {_demand(c)}"
+           + (f", checkpoint every {c.spec.checkpoint_minutes} min" if c.spec.interruptible
+              else ", not interruptible") + ")")
+    o.print(o.table(
+        [ui.Col("cloud"), ui.Col("region"), ui.Col("zone"), ui.Col("instance"),
+         ui.Col("nodes"), ui.Col("purchase"), ui.Col("network"), ui.Col("template"),
+         ui.Col("$/hour", right=True), ui.Col("$/month", right=True, style="bold")],
+        [[c.cloud, c.region, c.zone or "-", o_.instance_type,
+          ui.nodes_text(c.nodes, o_.gpus_per_node, o_.gpu), _mix(c.purchase), c.network,
+          c.template, _money(c.hourly_usd), _money(c.monthly_usd)]], indent=2))
+    o.print("Cost breakdown (per month)", indent=2, style="bold")
     costs = c.costs.as_dict()
-    for key, label in _COST_ROWS:
-        lines.append(f"    {label:<40} {_money(costs[key]):>16}")
-    lines.append(f"    {'total':<40} {_money(costs['monthly_usd']):>16}")
+    o.print(o.table([ui.Col("cost"), ui.Col("$/month", right=True)],
+                    [[label, _money(costs[key])] for key, label in _COST_ROWS]
+                    + [[("total", "bold"), (_money(costs["monthly_usd"]), "bold")]],
+                    indent=4))
     if c.spec.has_profile:
-        lines += render_parts(c)
+        render_parts(c, o)
     if c.terms:
-        lines += render_terms(c, start)
-    lines.append(f"  Why: {c.rationale}")
+        render_terms(c, o, start)
+    o.line(("Why: ", "bold"), c.rationale, indent=2)
     if c.alternatives:
-        lines.append("  Alternatives (ranked by monthly cost)")
-        rows = [[str(k), a.cloud, a.region, a.zone or "-", a.instance_type, _mix(a.purchase),
-                 _money(a.monthly_usd), a.rejected_because]
-                for k, a in enumerate(c.alternatives, 1)]
-        lines += ["    " + x for x in _table(rows, ["#", "cloud", "region", "zone", "instance",
-                                                      "purchase", "$/month", "rejected because"])]
-    return lines
+        o.print("Alternatives (ranked by monthly cost)", indent=2, style="bold")
+        o.print(o.table(
+            [ui.Col("#", right=True), ui.Col("cloud"), ui.Col("region"), ui.Col("zone"),
+             ui.Col("instance"), ui.Col("purchase"), ui.Col("$/month", right=True),
+             ui.Col("rejected because", wrap=True)],
+            [[str(k), a.cloud, a.region, a.zone or "-", a.instance_type, _mix(a.purchase),
+              _money(a.monthly_usd), a.rejected_because]
+             for k, a in enumerate(c.alternatives, 1)], indent=4))
 
 
 def _days(v) -> str:
@@ -211,37 +212,43 @@ def storage_doc(s) -> dict[str, Any]:
             "monthly_usd": round(s.monthly_usd, 2), "basis": s.basis}
 
 
-def render_storage(s) -> list[str]:
+def render_storage(s, o: ui.Out) -> None:
     lc = s.lifecycle
-    tiers = ", ".join(f"{t.storage_class} {t.share:.0%}" for t in s.tiers)
-    return [f"Storage {s.name}  ({s.cloud}:{s.region}, {s.spec.size_tb:g} TB, read "
-            f"{s.reads_per_month:g}x a month)",
-            f"  lifecycle: warm {_days(lc.warm_after_days)} / cold {_days(lc.cold_after_days)} / "
+    tiers = ui.MIX_SEP.join(f"{t.storage_class} {t.share:.0%}" for t in s.tiers)
+    o.line(("Storage ", "bold"), (s.name, "bold cyan"),
+           f"  ({s.cloud}:{s.region}, {s.spec.size_tb:g} TB, read "
+           f"{s.reads_per_month:g}x a month)")
+    o.print(f"lifecycle: warm {_days(lc.warm_after_days)} / cold {_days(lc.cold_after_days)} / "
             f"archive {_days(lc.archive_after_days)}"
             + ("  (changed from the stack's)" if s.chosen is not None else "")
-            + f"; tiers: {tiers}",
-            f"  {_money(s.monthly_usd)}/month = storage {_money(s.storage_usd)} + retrieval "
-            f"{_money(s.retrieval_usd)} + early deletion {_money(s.early_delete_usd)}",
-            f"  Why: {s.basis}"]
+            + f"; tiers: {tiers}", indent=2)
+    o.line((f"{_money(s.monthly_usd)}/month", "bold"),
+           f" = storage {_money(s.storage_usd)} + retrieval "
+           f"{_money(s.retrieval_usd)} + early deletion {_money(s.early_delete_usd)}", indent=2)
+    o.line(("Why: ", "bold"), s.basis, indent=2)
 
 
-def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision]) -> str:
+def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
+                o: Optional[ui.Out] = None) -> None:
+    """The explanation as text on ``o`` (stdout by default)."""
+    o = o or ui.out()
     s = env.stack
-    lines = [f"gpulease explain — stack {s.stack} ({s.source}), catalog {env.catalog_version} "
-             f"(prices as of {env.catalog_as_of})", ""]
+    o.line(("gpulease explain", "bold"), f" · stack {s.stack} ({s.source}) · catalog "
+           f"{env.catalog_version}, prices as of {env.catalog_as_of}")
     for c in clusters:
-        lines += render_cluster(c)
-        lines.append("")
+        o.print()
+        render_cluster(c, o)
     if len(clusters) == len(env.clusters):
         for st in env.storage:
-            lines += render_storage(st)
-            lines.append("")
+            o.print()
+            render_storage(st, o)
         storage = sum(x.monthly_usd for x in env.storage)
-        lines.append(f"Environment: clusters {_money(env.monthly_usd - storage)} + storage "
-                     f"{_money(storage)} = {_money(env.monthly_usd)}/month; budget "
-                     f"{_money(s.budget_monthly_usd)} (headroom "
-                     f"{_money(s.budget_monthly_usd - env.monthly_usd)})")
-    return "\n".join(lines).rstrip()
+        headroom = s.budget_monthly_usd - env.monthly_usd
+        o.print()
+        o.line(("Environment: ", "bold"), f"clusters {_money(env.monthly_usd - storage)} + storage "
+               f"{_money(storage)} = ", (f"{_money(env.monthly_usd)}/month", "bold"),
+               f"; budget {_money(s.budget_monthly_usd)} (headroom ",
+               (_money(headroom), "green" if headroom >= 0 else "bold red"), ")")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -261,5 +268,5 @@ def run(args: argparse.Namespace) -> int:
                                "headroom_usd": round(env.stack.budget_monthly_usd
                                                      - env.monthly_usd, 2)}})
     else:
-        print(render_text(env, clusters))
+        render_text(env, clusters)
     return 0

@@ -4,12 +4,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections import defaultdict
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from infra.cli.common import (add_json_arg, add_stack_args, load_stack, print_json, progress)
-from infra.errors import (EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY, ConfigError, Finding)
+from infra.cli import COMMANDS, ui
+from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
+from infra.errors import EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY, ConfigError, Finding
 
 DESCRIPTION = """\
 Run the gpulease Pulumi program offline, in-process under Pulumi's mock runtime (no cloud,
@@ -17,56 +18,79 @@ no credentials, no Pulumi CLI), and print what `pulumi up` would create: the pol
 per cluster, every resource with its cost tags and estimated monthly cost, storage tiers,
 totals against the environment's budget, guardrail violations, and conformance findings
 (every input the cloud APIs constrain, checked against the specs botocore,
-google-cloud-compute and google-cloud-storage ship)."""
+google-cloud-compute and google-cloud-storage ship).
+
+The text lists the resources that cost money and counts the free ones (--all-resources lists
+every resource); `--diff` lists only resources whose monthly cost changed (--diff-all lists
+free additions and removals too). Progress goes to stderr; `--json` prints one document on
+stdout. `gpulease explain` tells why each cluster was placed where it is."""
 
 EPILOG = """\
 examples:
-  gpulease plan --stack dev
-  gpulease plan --stack prod --json > prod-plan.json
-  gpulease plan --stack prod --diff staging
-  gpulease plan --stack prod --diff prod-plan.json --fail-on-increase 10
+  gpulease plan --stack dev                         the plan of stacks/Pulumi.dev.yaml
+  gpulease plan --stack prod --json > prod-plan.json   save it for a later --diff
+  gpulease plan --stack prod --diff staging         what prod costs over staging
+  gpulease plan --stack prod --diff prod-plan.json --fail-on-increase 10   CI cost gate
   gpulease plan --stack prod --html report.html --monitoring monitoring/
-  gpulease plan --config path/to/Pulumi.mystack.yaml --catalog my-prices.json
+  gpulease plan --config stacks/Pulumi.dev.yaml --catalog-version 2026.12.03
 
-exit codes: 0 ok · 2 bad input · 3 cost increase over --fail-on-increase ·
-            4 a mandatory guardrail failed or a conformance error was found (4 wins
-              over 3: a plan the clouds would reject cannot be deployed at any cost)"""
+exit codes (the reason is printed on stderr):
+  0 ok · 2 bad input (nothing planned) · 3 the total monthly cost rose more than
+  --fail-on-increase · 4 a mandatory guardrail failed or a conformance error was found
+  (4 wins over 3: a plan the clouds would reject cannot be deployed at any cost)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="offline cost-tagged plan of a stack",
+    p = sub.add_parser("plan", help=COMMANDS["plan"],
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_stack_args(p)
     add_json_arg(p)
     p.add_argument("--diff", metavar="STACK|PLAN.json",
                    help="compare costs with another stack or a saved `plan --json` file")
+    p.add_argument("--diff-all", action="store_true",
+                   help="with --diff: also list resources added or removed at $0.00/month "
+                        "and clusters whose cost did not change")
     p.add_argument("--fail-on-increase", metavar="PCT", type=float,
                    help="with --diff: exit 3 when the total monthly cost rises more than PCT %%")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
     p.add_argument("--monitoring", metavar="DIR",
                    help="also write Prometheus alert rules and a Grafana dashboard for the plan")
+    p.add_argument("--all-resources", action="store_true",
+                   help="list every resource, free ones too (default: the free ones are "
+                        "counted by type)")
     p.add_argument("--show-inputs", action="store_true",
-                   help="print each resource's declared inputs in the text output")
+                   help="print each resource's declared inputs in the text output (lists "
+                        "every resource)")
     p.set_defaults(func=run)
 
 
-def make_plan(args: argparse.Namespace, stack_arg: str | None = None):
+def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
+              steps: Optional[ui.Steps] = None):
     """Validate, decide, run the program under mocks, evaluate guardrails.
 
-    Returns (plan document, the program run)."""
-    from infra.planner.plan import build_plan, run as run_program
+    ``steps`` is told each step (progress on stderr). Returns (plan document, the program run)."""
+    step = steps.step if steps is not None else (lambda _m: None)
+    step("reading the stack and the price catalog")
+    loaded = load_stack(args, stack_arg=stack_arg, announce_warnings=False)
+    step("deciding placement (policy)")
     from infra.policy import decide
 
-    loaded = load_stack(args, stack_arg=stack_arg, announce_warnings=False)
     decide(loaded.spec, loaded.catalog)  # located policy errors before anything runs
+    step("loading the Pulumi SDK and providers")
+    from infra.planner.plan import build_plan, run as run_program
+
     t0 = time.perf_counter()
+    step(f"running the Pulumi program under mocks ({loaded.source})")
     prun = run_program(loaded.values, stack=loaded.spec.stack,
                        catalog_path=getattr(args, "catalog", None),
                        catalog_version=getattr(args, "catalog_version", None))
+    step("costing every resource")
     plan = build_plan(prun, stack=loaded.spec.stack)
     plan["source"] = loaded.source
+    step("checking guardrails")
     plan["violations"] = _violations(prun, loaded.spec)
+    step("checking conformance with the cloud APIs' specs")
     plan["conformance"] = _conformance(prun)
     plan["elapsed_s"] = round(time.perf_counter() - t0, 2)
     return plan, prun
@@ -93,7 +117,8 @@ def blocks_deploy(plan: dict[str, Any]) -> bool:
         f.get("level") == "error" for f in plan.get("conformance", ()))
 
 
-def _load_other(args: argparse.Namespace, ref: str) -> dict[str, Any]:
+def _load_other(args: argparse.Namespace, ref: str,
+                steps: Optional[ui.Steps] = None) -> dict[str, Any]:
     p = Path(ref)
     if ref.endswith(".json") or p.is_file():
         try:
@@ -104,143 +129,314 @@ def _load_other(args: argparse.Namespace, ref: str) -> dict[str, Any]:
             raise ConfigError([Finding("--diff", f"{ref} is not a saved `gpulease plan --json` "
                                        f"document (line {exc.lineno}: {exc.msg})")]) from None
     other = argparse.Namespace(**{**vars(args), "stack": ref, "config": None})
+    if steps is not None:
+        steps.step(f"planning {ref} to compare with")
     return make_plan(other, stack_arg=ref)[0]
 
 
 def run(args: argparse.Namespace) -> int:
     if args.fail_on_increase is not None and not args.diff:
         raise ConfigError([Finding("--fail-on-increase", "needs --diff STACK|PLAN.json")])
+    if args.diff_all and not args.diff:
+        raise ConfigError([Finding("--diff-all", "needs --diff STACK|PLAN.json")])
     label = args.stack or args.config
-    if not args.json:
-        progress(f"planning {label} offline (Pulumi program under mocks) ...")
-    plan, prun = make_plan(args)
-    code = EXIT_OK
     diff = None
-    if args.diff:
-        from infra.planner.diff import diff_plans, exceeds, render_diff_text
+    with ui.steps(f"planning {label}", piped_lines=not args.json) as steps:
+        plan, prun = make_plan(args, steps=steps)
+        if args.diff:
+            from infra.planner.diff import diff_plans
 
-        other = _load_other(args, args.diff)
-        diff = diff_plans(other, plan)
-        if args.fail_on_increase is not None and exceeds(diff, args.fail_on_increase):
-            code = EXIT_COST_INCREASE
-    if args.html:
-        from infra.planner.html import write_html
+            other = _load_other(args, args.diff, steps)
+            steps.step("comparing costs")
+            diff = diff_plans(other, plan)
+        if args.html:
+            from infra.planner.html import write_html
 
-        written = write_html(plan, args.html)  # creates missing directories; exit 2 if unwritable
-        if not args.json:
-            progress(f"wrote {written}")
-    if args.monitoring:
-        from infra.monitoring import write_monitoring
+            steps.step("writing the HTML report")
+            # creates missing directories; exit 2 if unwritable
+            written = write_html(plan, args.html)
+            steps.note(f"wrote {written}")
+        if args.monitoring:
+            from infra.monitoring import write_monitoring
 
-        # creates the directory; exit 2 when it is a file or unwritable
-        for path in write_monitoring(prun.result.decision, args.monitoring):
-            if not args.json:
-                progress(f"wrote {path}")
-    if blocks_deploy(plan):
-        code = EXIT_POLICY  # wins over EXIT_COST_INCREASE (see EPILOG)
+            steps.step("writing alert rules and the dashboard")
+            # creates the directory; exit 2 when it is a file or unwritable
+            for path in write_monitoring(prun.result.decision, args.monitoring):
+                steps.note(f"wrote {path}")
     if args.json:
         doc = dict(plan)
         if diff is not None:
             doc["diff"] = diff
         print_json(doc)
     else:
-        print(render_text(plan, show_inputs=args.show_inputs))
+        o = ui.out()
+        render_plan(plan, o, all_resources=args.all_resources or args.show_inputs,
+                    show_inputs=args.show_inputs)
         if diff is not None:
-            print()
-            print(render_diff_text(diff))
+            o.print()
+            render_diff(diff, o, show_all=args.diff_all)
+        o.print()
+        o.line(("why:", "bold"), " " + explain_hint(args, plan))
+    return _exit(plan, diff, args)
+
+
+def explain_hint(args: argparse.Namespace, plan: dict[str, Any]) -> str:
+    """The `gpulease explain` command that tells why this plan's clusters run where they run."""
+    import shlex
+
+    target = f"--stack {shlex.quote(args.stack)}" if args.stack else \
+        f"--config {shlex.quote(args.config)}"
+    names = [c["name"] for c in plan.get("clusters", ())]
+    cluster = f" [--cluster {names[0]}]" if len(names) > 1 else ""
+    return f"gpulease explain {target}{cluster}"
+
+
+def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace) -> int:
+    """The exit code, with its reason on stderr: 4 (guardrail / conformance) wins over 3."""
+    code = EXIT_OK
+    if diff is not None and args.fail_on_increase is not None:
+        from infra.planner.diff import exceeds
+
+        if exceeds(diff, args.fail_on_increase):
+            code = ui.exit_reason(EXIT_COST_INCREASE,
+                                  increase_reason(diff, args.fail_on_increase))
+    if blocks_deploy(plan):
+        code = ui.exit_reason(EXIT_POLICY, blocking_reason(plan)
+                              + ("" if code == EXIT_OK else " (exit 4 wins over exit 3)"))
     return code
 
 
+def increase_reason(diff: dict, pct: float) -> str:
+    """Which total rose, by how much, and how far over the --fail-on-increase threshold."""
+    t, o, n = diff["total"], diff["old"], diff["new"]
+    rise = (f"the total monthly cost rose {ui.signed_money(t['delta_usd'])} from "
+            f"{ui.money(t['old_monthly_usd'])} ({o['stack']}) to "
+            f"{ui.money(t['new_monthly_usd'])} ({n['stack']})")
+    if t["pct"] is None:
+        return f"{rise}: a rise from nothing exceeds any --fail-on-increase {pct:g}%"
+    return (f"{rise}, {t['pct']:+.1f}%, which is {t['pct'] - pct:.1f} points over "
+            f"--fail-on-increase {pct:g}%")
+
+
+def blocking_reason(plan: dict[str, Any]) -> str:
+    """Which mandatory guardrails and conformance rules fail, counted by name."""
+    parts = []
+    mandatory = Counter(v["policy"] for v in plan.get("violations", ())
+                        if v.get("level") == "mandatory")
+    if mandatory:
+        parts.append(f"{ui.plural(sum(mandatory.values()), 'mandatory guardrail violation')} ("
+                     + ", ".join(_counted(mandatory)) + ")")
+    errors = [f for f in plan.get("conformance", ()) if f.get("level") == "error"]
+    if errors:
+        rules = Counter(f"{f['rule']} at {f['resource']}.{f['path']}" for f in errors)
+        parts.append(f"{ui.plural(len(errors), 'conformance error')} ("
+                     + ", ".join(_counted(rules, limit=3)) + ")")
+    return " and ".join(parts) + " block the deploy; fix them and plan again"
+
+
+def _counted(counter: Counter, limit: int = 6) -> list[str]:
+    items = [f"{k} ×{n}" if n > 1 else k for k, n in counter.most_common()]
+    return items[:limit] + ([f"{len(items) - limit} more"] if len(items) > limit else [])
+
+
 # ---- text rendering -------------------------------------------------------------------------
-def _money(v: float | None) -> str:
-    return "-" if v is None else f"${v:,.2f}"
+def _age(t: dict) -> str:
+    return f"day {t['from_day']}+" if t["to_day"] is None else \
+        f"day {t['from_day']}–{t['to_day']}"
 
 
-def _table(rows: list[list[str]], headers: list[str]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
-    fmt = "  ".join("{:<%d}" % w for w in widths)
-    out = [fmt.format(*headers), fmt.format(*["-" * w for w in widths])]
-    out += [fmt.format(*[str(x) for x in r]) for r in rows]
-    return "\n".join(out)
+def _budget_cell(b: dict, total: float) -> list:
+    used = f" ({total / b['monthly_usd'] * 100:.1f}% used)" if b["monthly_usd"] else ""
+    if b["over"]:
+        return [("OVER BUDGET", "bold red"), f" by {ui.money(-b['headroom_usd'])}{used}"]
+    return [f"headroom {ui.money(b['headroom_usd'])}{used}"]
 
 
-def render_text(plan: dict[str, Any], *, show_inputs: bool = False) -> str:
-    lines = [f"gpulease plan — stack {plan['stack']} ({plan.get('source', '')}), catalog "
-             f"{plan['catalog']['version']} (prices as of {plan['catalog']['as_of']})", ""]
-    rows = []
+def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
+                show_inputs: bool = False) -> None:
+    """The plan as text on ``o`` (stdout): clusters, resources, storage, totals, findings."""
+    cat = plan["catalog"]
+    o.line(("gpulease plan", "bold"), f" · stack {plan['stack']} ({plan.get('source', '')}) · "
+           f"catalog {cat['version']}, prices as of {cat['as_of']}")
+    o.print()
+    o.print("Clusters", style="bold")
+    o.print(o.table(
+        [ui.Col("cluster", style="cyan"), ui.Col("cloud"), ui.Col("region"), ui.Col("zone"),
+         ui.Col("instance"), ui.Col("nodes"), ui.Col("purchase"), ui.Col("template", wrap=True),
+         ui.Col("network", wrap=True), ui.Col("$/hour", right=True),
+         ui.Col("$/month", right=True, style="bold")],
+        [[c["name"], c["cloud"], c["region"], c.get("zone") or "-", c["instance_type"],
+          ui.nodes_text(c["nodes"], c["gpus_per_node"], c["gpu"]), ui.purchase_mix(c["purchase"]),
+          c["template"], c["network"], ui.money(c["hourly_usd"]), ui.money(c["monthly_usd"])]
+         for c in plan["clusters"]], indent=2))
     for c in plan["clusters"]:
-        p = c["purchase"]
-        rows.append([c["name"], c["cloud"], c["region"], c["instance_type"],
-                     f"{c['nodes']}x{c['gpus_per_node']} {c['gpu']}",
-                     f"R{p['reserved']}/OD{p['on_demand']}/S{p['spot']}", c["template"],
-                     c["network"], _money(c["hourly_usd"]), _money(c["monthly_usd"])])
-    lines.append("Clusters")
-    lines.append(_table(rows, ["cluster", "cloud", "region", "instance", "nodes x gpus",
-                               "purchase", "template", "network", "$/hour", "$/month"]))
-    for c in plan["clusters"]:
-        lines.append(f"  {c['name']}: {c['rationale']}")
-    lines.append("")
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for r in plan["resources"]:
-        groups[r["cluster"]].append(r)
-    lines.append(f"Resources ({len(plan['resources'])}), grouped by cluster")
-    for cluster in sorted(groups, key=lambda k: (k == "shared", k)):
-        res = groups[cluster]
-        total = sum(r["monthly_usd"] for r in res)
-        lines.append(f"  [{cluster}]  {len(res)} resources, {_money(total)}/month")
-        for r in sorted(res, key=lambda r: (-r["monthly_usd"], r["type"], r["name"])):
-            tagn = len(r["tags"])
-            lines.append(f"    {_money(r['monthly_usd']):>14}  {r['type']:<52} {r['name']}"
-                         + (f"  ({tagn} tags, {r['purchase_model']})" if tagn else ""))
-            if show_inputs:
-                lines.append("        " + json.dumps(r["inputs"], sort_keys=True)[:2000])
-    lines.append("")
+        o.print()
+        o.line((c["name"], "cyan"), f": {c['rationale']}", indent=2)
+    o.print()
+    _render_resources(plan, o, all_resources=all_resources, show_inputs=show_inputs)
     if plan["storage"]:
-        lines.append("Storage tiers")
-        srows = []
+        o.print()
+        o.print("Storage tiers", style="bold")
+        o.print(o.table(
+            [ui.Col("storage", style="cyan"), ui.Col("home"), ui.Col("class"), ui.Col("age"),
+             ui.Col("share", right=True), ui.Col("$/GB-month", right=True),
+             ui.Col("$/month", right=True, style="bold")],
+            [row for s in plan["storage"] for row in _storage_rows(s)], indent=2))
         for s in plan["storage"]:
-            for t in s["tiers"]:
-                days = f"{t['from_day']}-{t['to_day'] if t['to_day'] is not None else '∞'} d"
-                srows.append([s["name"], f"{s['cloud']}:{s['region']}", t["storage_class"], days,
-                              f"{t['share'] * 100:.0f}%", f"${t['usd_per_gb_month']}/GB",
-                              _money(t["monthly_usd"])])
-        lines.append(_table(srows, ["storage", "home", "class", "age", "share", "price",
-                                    "$/month"]))
-        lines.append("")
-    tot = plan["totals"]
-    lines.append("Cost by purchase model: " + ", ".join(
-        f"{k} {_money(v)}" for k, v in tot["by_purchase_model"].items()) or "none")
+            if s.get("basis"):
+                o.print(f"  {s['name']}: {s['basis']}")
+    o.print()
+    tot, b = plan["totals"], plan["budget"]
+    rows = [["Cost by purchase model", ui.MIX_SEP.join(
+        f"{ui.model_word(k)} {ui.money(v)}" for k, v in tot["by_purchase_model"].items())
+        or "none"]]
     if tot["by_storage_tier"]:
-        lines.append("Cost by storage tier:   " + ", ".join(
-            f"{k} {_money(v)}" for k, v in tot["by_storage_tier"].items()))
-    b = plan["budget"]
-    lines.append(f"Total: {_money(tot['hourly_usd'])}/hour with every node up, "
-                 f"{_money(tot['monthly_usd'])}/month estimated")
-    verdict = "OVER BUDGET by " + _money(-b["headroom_usd"]) if b["over"] else \
-        f"headroom {_money(b['headroom_usd'])}"
-    lines.append(f"Budget: {_money(b['monthly_usd'])}/month — {verdict}")
-    if plan["violations"]:
-        lines.append("")
-        lines.append(f"Guardrail violations ({len(plan['violations'])})")
-        for v in plan["violations"]:
-            lines.append(f"  [{v['level']}] {v['policy']}: {v['resource']}: {v['message']}")
+        rows.append(["Cost by storage tier", ui.MIX_SEP.join(
+            f"{k} {ui.money(v)}" for k, v in tot["by_storage_tier"].items())])
+    for label, value in rows:
+        o.line(f"{label}: ", value)
+    o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
+           f" estimated · {ui.money(tot['hourly_usd'])}/hour with every node up")
+    o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
+    o.print()
+    render_findings(plan, o)
+
+
+def _storage_rows(s: dict[str, Any]) -> list[list[str]]:
+    """A dataset's tiers, then what reading it and deleting early cost (when they do)."""
+    home = f"{s['cloud']}:{s['region']}"
+    rows = [[s["name"], home, t["storage_class"], _age(t), f"{t['share'] * 100:.0f}%",
+             f"${t['usd_per_gb_month']}", ui.money(t["monthly_usd"])] for t in s["tiers"]]
+    if s.get("retrieval_usd"):
+        reads = s.get("reads_per_month") or 0
+        rows.append([s["name"], home, "retrieval", f"{reads:g} read{'s' if reads != 1 else ''}"
+                     "/month", "", "", ui.money(s["retrieval_usd"])])
+    if s.get("early_delete_usd"):
+        rows.append([s["name"], home, "early deletion", "", "", "",
+                     ui.money(s["early_delete_usd"])])
+    return rows
+
+
+def _render_resources(plan: dict[str, Any], o: ui.Out, *, all_resources: bool,
+                      show_inputs: bool) -> None:
+    res = plan["resources"]
+    priced = [r for r in res if r["monthly_usd"] >= 0.005]
+    free = [r for r in res if r["monthly_usd"] < 0.005]
+    listed = res if all_resources else priced
+    o.line(("Resources", "bold"), f": {len(res):,} declared, {len(priced):,} with a monthly "
+           f"cost, {len(free):,} free")
+    order = {c["name"]: i for i, c in enumerate(plan["clusters"])}
+    listed = sorted(listed, key=lambda r: (r["cluster"] == "shared",
+                                           order.get(r["cluster"], len(order)),
+                                           ui.natural_key(r["cluster"]), -r["monthly_usd"],
+                                           ui.natural_key(r["type"]), ui.natural_key(r["name"])))
+    cols = [ui.Col("cluster", style="cyan"), ui.Col("type"), ui.Col("name"),
+            ui.Col("purchase"), ui.Col("tags", right=True), ui.Col("$/month", right=True)]
+    if not show_inputs:
+        o.print(o.table(cols, [_resource_row(r) for r in listed], indent=2))
+    else:   # a block per resource: its row, then its inputs (a table cannot span a row)
+        for r in listed:
+            cells = [c if isinstance(c, str) else c[0] for c in _resource_row(r)]
+            o.line(("  " + cells[0], "cyan"), "  " + "  ".join(x for x in cells[1:] if x))
+            o.print("inputs: " + json.dumps(r["inputs"], sort_keys=True)[:2000], indent=6)
+    if free and not all_resources:
+        kinds = Counter(ui.short_type(r["type"]).rsplit(":", 1)[-1] for r in free)
+        o.line(f"  + {ui.plural(len(free), 'free resource')} (", *_free_kinds(kinds),
+               "); --all-resources lists them")
+
+
+def _free_kinds(kinds: Counter) -> list:
+    items = [f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
+    shown = items[:8]
+    return [", ".join(shown) + (f", {len(items) - 8} more types" if len(items) > 8 else "")]
+
+
+def _resource_row(r: dict) -> list:
+    cost = ui.money(r["monthly_usd"])
+    return [r["cluster"], ui.short_type(r["type"]), r["name"],
+            ui.model_word(r["purchase_model"]) if r.get("purchase_model") not in (None, "none")
+            else "",
+            str(len(r["tags"])) if r.get("tags") else "",
+            (cost, "dim") if r["monthly_usd"] < 0.005 else (cost, "bold")]
+
+
+def render_findings(plan: dict[str, Any], o: ui.Out) -> None:
+    """Guardrail violations, conformance findings and warnings (or that there are none)."""
+    vs = plan["violations"]
+    if vs:
+        o.print(f"Guardrail violations ({len(vs)})", style="bold")
+        for v in vs:
+            where = f"{v['resource']}: " if v.get("resource") else ""
+            o.line("  ", (f"[{v['level']}]", "red" if v["level"] == "mandatory" else "yellow"),
+                   f" {v['policy']}: {where}{v['message']}")
     else:
-        lines.append("Guardrails: no violations")
-    lines += render_conformance(plan.get("conformance", []))
+        o.line("Guardrails: ", ("no violations", "green"))
+    render_conformance(plan.get("conformance", []), o)
     if plan.get("warnings"):
-        lines.append("")
-        lines.append(f"Warnings ({len(plan['warnings'])})")
-        lines += [f"  {w}" for w in plan["warnings"]]
-    return "\n".join(lines)
+        o.print()
+        o.print(f"Warnings ({len(plan['warnings'])})", style="bold")
+        for w in plan["warnings"]:
+            o.line("  ", (str(w), "yellow"))
 
 
-def render_conformance(findings: list[dict]) -> list[str]:
+def render_conformance(findings: list[dict], o: ui.Out) -> None:
     if not findings:
-        return ["Conformance: every constrained input matches its API spec"]
+        o.line("Conformance: ", ("every constrained input matches its API spec", "green"))
+        return
     errors = sum(1 for f in findings if f["level"] == "error")
-    out = ["", f"Conformance findings ({errors} errors, {len(findings) - errors} warnings)"]
+    o.print()
+    o.print(f"Conformance findings ({ui.plural(errors, 'error')}, "
+            f"{ui.plural(len(findings) - errors, 'warning')})", style="bold")
     for f in findings:
         where = f"{f['resource']}" + (f" ({f['physical_name']})" if f.get("physical_name") else "")
-        out.append(f"  [{f['level']}] {f['rule']}: {where}: {f['path']}: {f['message']}")
-        out.append(f"      spec: {f['spec']}")
-    return out
+        o.line("  ", (f"[{f['level']}]", "red" if f["level"] == "error" else "yellow"),
+               f" {f['rule']}: {where}: {f['path']}: {f['message']}")
+        o.print(f"spec: {f['spec']}", indent=6)
+
+
+def render_diff(diff: dict, o: ui.Out, *, show_all: bool = False) -> None:
+    """The cost diff: resources and clusters whose monthly cost changed (all with show_all),
+    a summary line of what was hidden, and the total."""
+    from infra.planner.diff import shown_clusters, shown_rows
+
+    old, new, t = diff["old"], diff["new"], diff["total"]
+    o.line(("Monthly cost diff", "bold"), f": {old['stack']} (catalog {old['catalog_version']})"
+           f" -> {new['stack']} (catalog {new['catalog_version']})")
+    rows = shown_rows(diff, show_all=show_all)
+    marks = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
+    if rows:
+        o.print(o.table(
+            [ui.Col(""), ui.Col("cluster", style="cyan"), ui.Col("type"), ui.Col("name"),
+             ui.Col("before", right=True), ui.Col("after", right=True),
+             ui.Col("change", right=True)],
+            [[marks[r["change"]], r["cluster"], ui.short_type(r["type"]), r["name"],
+              ui.money(r["old_monthly_usd"]), ui.money(r["new_monthly_usd"]),
+              (ui.signed_money(r["delta_usd"]), "red" if r["delta_usd"] > 0 else "green")]
+             for r in rows], indent=2))
+    else:
+        o.print("no resource changes cost", indent=2)
+    c = diff["counts"]
+    hidden = len(diff["resources"]) - len(rows)
+    o.print(f"{c['added']} added, {c['removed']} removed, {c['changed']} changed, "
+            f"{c['unchanged']} unchanged"
+            + (f"; {ui.plural(hidden, 'added or removed resource', 'added or removed resources')}"
+               f" at $0.00/month not listed (--diff-all lists them)" if hidden else ""),
+            indent=2)
+    clusters = shown_clusters(diff, show_all=show_all)
+    if clusters:
+        o.print()
+        o.print(o.table(
+            [ui.Col("cluster", style="cyan"), ui.Col("before", right=True),
+             ui.Col("after", right=True), ui.Col("change", right=True),
+             ui.Col("%", right=True)],
+            [[x["cluster"], ui.money(x["old_monthly_usd"]), ui.money(x["new_monthly_usd"]),
+              ui.signed_money(x["delta_usd"]), _pct_text(x["pct"])] for x in clusters],
+            indent=2))
+    o.print()
+    o.line("Total monthly: ", f"{ui.money(t['old_monthly_usd'])} -> ",
+           (ui.money(t["new_monthly_usd"]), "bold"),
+           f" ({ui.signed_money(t['delta_usd'])}, {_pct_text(t['pct'])})")
+
+
+def _pct_text(p: Optional[float]) -> str:
+    return "new" if p is None else f"{p:+.1f}%"

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from infra.cli import COMMANDS, ui
 from infra.cli.common import add_catalog_args, add_json_arg, print_json, progress
 from infra.errors import ConfigError, Finding
 from infra.reaper import decision as d
@@ -33,11 +34,13 @@ examples:
 
 emulators: AWS_ENDPOINT_URL=http://127.0.0.1:5000 (boto3 honours it);
            GPULEASE_GCP_ENDPOINT=http://127.0.0.1:8085 (Compute + Monitoring REST, no auth)
-exit codes: 0 ok · 1 a cloud call failed for some cluster (others still handled) · 2 bad input"""
+exit codes: 0 ok · 1 a cloud call failed for some cluster (others still handled; the failed
+            clusters are named on stderr, the JSON document and the audit record are still
+            written) · 2 bad input (nothing done)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reap", help="scale idle clusters to zero (dry run by default)",
+    p = sub.add_parser("reap", help=COMMANDS["reap"],
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     who = p.add_mutually_exclusive_group()
@@ -52,20 +55,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--project", metavar="P",
                    help="GCP project (default: $GOOGLE_CLOUD_PROJECT); all zones are scanned")
     p.add_argument("--idle-minutes", metavar="N", type=int,
-                   help="idle window for every cluster (default: each cluster's "
-                        "gpulease-idle-minutes tag)")
+                   help="idle window for every cluster, 1..%d (default: each cluster's "
+                        "gpulease-idle-minutes tag)" % d.MAX_IDLE_MINUTES)
     p.add_argument("--threshold", metavar="PCT", type=float, default=_DEFAULTS["threshold_pct"],
                    help="GPU utilization %% below which a node is idle (default %(default)s)")
     p.add_argument("--grace-minutes", metavar="N", type=int, default=_DEFAULTS["grace_minutes"],
                    help="wait after marking before acting (default %(default)s)")
     p.add_argument("--max-actions", metavar="N", type=int, default=_DEFAULTS["max_actions"],
-                   help="most clusters torn down per run (default %(default)s)")
+                   help="most clusters torn down per run, shared with any reaper running at "
+                        "the same time in the same region/project (default %(default)s)")
     p.add_argument("--apply", action="store_true", help="act (default: dry run, nothing changes)")
     p.add_argument("--destroy", action="store_true",
                    help="tear the idle environment's whole stack down with the Pulumi "
                         "Automation API instead of scaling to zero (needs the Pulumi CLI)")
     p.add_argument("--work-dir", metavar="DIR",
-                   help="Pulumi project directory for --destroy (default: the gpulease checkout)")
+                   help="Pulumi project directory: its stacks validate --stack, --destroy "
+                        "runs there (default: the project around the working directory, else "
+                        "the gpulease checkout)")
     p.add_argument("--audit-log", metavar="PATH", default=DEFAULT_PATH,
                    help="append-only JSONL audit log (default %(default)s; '-' = stdout)")
     add_catalog_args(p)
@@ -79,21 +85,56 @@ def _validate(args: argparse.Namespace) -> None:
         bad.append(Finding("--stack", "say which environments: --stack ENV (repeatable) or --all"))
     if not 0 < args.threshold <= 100:
         bad.append(Finding("--threshold", f"must be > 0 and <= 100 (got {args.threshold:g})"))
-    if args.idle_minutes is not None and args.idle_minutes <= 0:
-        bad.append(Finding("--idle-minutes", f"must be > 0 (got {args.idle_minutes})"))
-    if args.grace_minutes < 0:
-        bad.append(Finding("--grace-minutes", f"must be >= 0 (got {args.grace_minutes})"))
+    if args.idle_minutes is not None and not 0 < args.idle_minutes <= d.MAX_IDLE_MINUTES:
+        bad.append(Finding("--idle-minutes", f"must be > 0 and <= {d.MAX_IDLE_MINUTES} (7 days) "
+                           f"(got {args.idle_minutes})"))
+    if not 0 <= args.grace_minutes <= d.MAX_GRACE_MINUTES:
+        bad.append(Finding("--grace-minutes", f"must be >= 0 and <= {d.MAX_GRACE_MINUTES} "
+                           f"(7 days) (got {args.grace_minutes})"))
     if args.max_actions < 1:
         bad.append(Finding("--max-actions", f"must be >= 1 (got {args.max_actions})"))
     if args.cloud == "gcp" and not _project(args):
         bad.append(Finding("--project", "GCP needs a project: pass --project P or set "
                            "GOOGLE_CLOUD_PROJECT"))
     if args.audit_log and args.audit_log != "-":
-        parent = Path(os.path.expanduser(args.audit_log)).parent
-        if parent.exists() and not os.access(parent, os.W_OK):
+        path = Path(os.path.expanduser(args.audit_log))
+        parent = path.parent
+        if path.is_dir():
+            bad.append(Finding("--audit-log", f"{path} is a directory; pass a file path"))
+        elif parent.exists() and not os.access(parent, os.W_OK):
             bad.append(Finding("--audit-log", f"{parent} is not writable; pass another path"))
+        elif path.exists() and not os.access(path, os.W_OK):
+            bad.append(Finding("--audit-log", f"{path} is not writable; pass another path"))
+    bad += _stack_findings(args)
     if bad:
         raise ConfigError(bad, headline="gpulease reap: bad arguments:")
+
+
+def _project_dir(args: argparse.Namespace) -> Path:
+    """--work-dir, else the Pulumi project around the working directory, else the checkout."""
+    from infra.config import find_project_dir
+    from infra.reaper.destroy import PROJECT_DIR
+
+    if args.work_dir:
+        return Path(args.work_dir)
+    try:
+        return find_project_dir()
+    except ConfigError:
+        return PROJECT_DIR
+
+
+def _stack_findings(args: argparse.Namespace) -> list:
+    """Each --stack must name a stack of the project (a typo would silently find nothing)."""
+    from infra.config import stack_file
+
+    out = []
+    for env in dict.fromkeys(args.stack or ()):
+        try:
+            stack_file(env, _project_dir(args))
+        except ConfigError as exc:
+            out += [Finding(f.path, f.message + " (reap every environment with --all)")
+                    for f in exc.findings]
+    return out
 
 
 def _project(args: argparse.Namespace) -> Optional[str]:
@@ -108,17 +149,35 @@ def _regions(args: argparse.Namespace) -> list[str]:
 
 
 def adaptors(args: argparse.Namespace) -> list:
-    """The cloud adaptors for this run (clients are created here, once, and passed in)."""
+    """The cloud adaptors for this run (clients are created here, once, and passed in).
+
+    A client that cannot be created (a malformed AWS_ENDPOINT_URL or region, no Google
+    credentials) is bad input: exit 2 before anything runs.
+    """
     out: list = []
+    bad: list = []
     if args.cloud in (None, "aws"):
         from infra.reaper.aws import AwsReaper
 
-        out += [AwsReaper.for_region(r) for r in _regions(args)]
+        for region in _regions(args):
+            try:
+                out.append(AwsReaper.for_region(region))
+            except Exception as exc:  # noqa: BLE001 - botocore raises ValueError and its own
+                bad.append(Finding("--region", f"cannot create AWS clients for {region!r}: "
+                                   f"{exc}; check --region, AWS_REGION and AWS_ENDPOINT_URL"))
     project = _project(args)
     if args.cloud == "gcp" or (args.cloud is None and project):
-        from infra.reaper.gcp import GcpReaper
+        from infra.reaper.gcp import ENDPOINT_ENV, GcpReaper
 
-        out.append(GcpReaper.for_project(project))
+        try:
+            out.append(GcpReaper.for_project(project))
+        except Exception as exc:  # noqa: BLE001 - google.auth raises its own hierarchy
+            bad.append(Finding("--project", f"cannot create GCP clients for {project!r}: "
+                               f"{type(exc).__name__}: {exc}; run `gcloud auth "
+                               "application-default login` (or set GOOGLE_APPLICATION_"
+                               f"CREDENTIALS), or point {ENDPOINT_ENV} at an emulator"))
+    if bad:
+        raise ConfigError(bad, headline="gpulease reap: cannot reach the clouds:")
     return out
 
 
@@ -145,26 +204,33 @@ def run(args: argparse.Namespace) -> int:
     _validate(args)
     destroy = None
     if args.destroy and args.apply:
-        from infra.reaper.destroy import PROJECT_DIR, destroyer, require_cli
+        from infra.reaper.destroy import destroyer, require_cli
 
-        work_dir = Path(args.work_dir) if args.work_dir else PROJECT_DIR
+        work_dir = _project_dir(args)
         require_cli(work_dir)
         destroy = destroyer(work_dir, on_output=progress)
     policy = d.Policy(threshold_pct=args.threshold, grace_minutes=args.grace_minutes,
                       idle_minutes=args.idle_minutes, destroy=args.destroy)
     ads = adaptors(args)
-    if not args.json:
-        where = ", ".join(f"{a.cloud}:{a.label}" for a in ads)
-        progress(f"reaping {'all environments' if args.all else ', '.join(args.stack)} in "
-                 f"{where} ({'APPLY' if args.apply else 'dry run'}) ...")
-    with AuditLog(args.audit_log) as audit:
+    where = ", ".join(f"{a.cloud}:{a.label}" for a in ads)
+    title = (f"reaping {'all environments' if args.all else ', '.join(args.stack)} "
+             f"({'APPLY' if args.apply else 'dry run'})")
+    with ui.steps(title, piped_lines=not args.json) as steps, \
+            AuditLog(args.audit_log) as audit:
+        steps.step(f"reading GPU utilization in {where}")
         report = engine.run(ads, policy=policy, apply=args.apply, max_actions=args.max_actions,
                             environments=None if args.all else args.stack, audit=audit,
                             pricer=_pricer(args), destroyer=destroy)
     if args.json:
         print_json(report.as_json())
     else:
-        print(render_text(report, audit_path=args.audit_log))
+        render_text(report, audit_path=args.audit_log)
+    if report.exit_code:
+        failed = [f"{o.environment}/{o.cluster} ({o.cloud} {o.region})"
+                  for o in report.outcomes if o.state == d.ERROR]
+        ui.exit_reason(report.exit_code,
+                       f"a cloud call failed for {ui.plural(len(failed), 'cluster')}: "
+                       + ", ".join(failed) + "; the other clusters were handled")
     return report.exit_code
 
 
@@ -174,31 +240,42 @@ def _verb(o: engine.Outcome) -> str:
     return o.action if o.applied else f"would {o.action}"
 
 
-def render_text(report: engine.Report, *, audit_path: Optional[str] = None) -> str:
-    rows = [[o.cluster, o.environment, o.cloud, o.region, o.state, _verb(o), str(o.nodes),
-             "-" if o.max_gpu_utilization is None else f"{o.max_gpu_utilization:.1f}%",
-             "-" if o.window_minutes is None else f"{o.window_minutes}m"]
-            for o in report.outcomes]
-    head = ["cluster", "env", "cloud", "region", "state", "action", "nodes", "max GPU", "window"]
-    if not rows:
-        lines = ["no gpulease clusters found"]
+_STATE_STYLE = {d.IDLE: "yellow", d.MARKED: "yellow", d.REAPED: "green", d.BUSY: "",
+                d.ERROR: "bold red", d.SKIPPED: "dim", d.INSUFFICIENT: "dim"}
+
+
+def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
+                o: Optional[ui.Out] = None) -> None:
+    """The reap report as text on ``o`` (stdout by default)."""
+    o = o or ui.out()
+    outcomes = ui.natural_sorted(report.outcomes,
+                                 key=lambda x: (x.environment, x.cluster, x.cloud, x.region))
+    if not outcomes:
+        o.print("no gpulease clusters found")
     else:
-        widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-        fmt = "  ".join("{:<%d}" % w for w in widths)
-        lines = [fmt.format(*head), fmt.format(*["-" * w for w in widths])]
-        lines += [fmt.format(*r) for r in rows]
-        lines.append("")
-        for o in report.outcomes:
-            lines.append(f"{o.environment}/{o.cluster}: {o.reason}")
-            for r in o.reservations:
+        o.print(o.table(
+            [ui.Col("cluster", style="cyan"), ui.Col("env"), ui.Col("cloud"), ui.Col("region"),
+             ui.Col("state"), ui.Col("action"), ui.Col("nodes", right=True),
+             ui.Col("max GPU", right=True), ui.Col("window", right=True)],
+            [[x.cluster, x.environment, x.cloud, x.region,
+              (x.state, _STATE_STYLE.get(x.state, "")), _verb(x), str(x.nodes),
+              "-" if x.max_gpu_utilization is None else f"{x.max_gpu_utilization:.1f}%",
+              "-" if x.window_minutes is None else f"{x.window_minutes}m"] for x in outcomes]))
+        o.print()
+        for x in outcomes:
+            o.line((f"{x.environment}/{x.cluster}", "cyan"), f": {x.reason}")
+            for r in x.reservations:
                 cost = f"${r.usd_per_day:,.2f}/day while unused" if r.usd_per_day is not None \
                     else r.note
-                lines.append(f"    keeps billing: reservation {r.id} ({r.count} x "
-                             f"{r.instance_type}, {r.zone or r.region}): {cost}")
-    lines.append("")
-    lines.append("applied." if report.apply else "dry run: nothing changed (pass --apply to act)")
+                o.print(f"keeps billing: reservation {r.id} ({r.count} x "
+                        f"{r.instance_type}, {r.zone or r.region}): {cost}", indent=4)
+    o.print()
+    if report.apply:
+        o.print("applied.", style="bold")
+    else:
+        o.line(("dry run:", "bold"), " nothing changed (pass --apply to act)")
     if audit_path:
-        lines.append(f"audit log: {audit_path}")
+        o.print(f"audit log: {audit_path}")
     if report.failed:
-        lines.append("some clusters FAILED (state error): see reasons above; exit code 1")
-    return "\n".join(lines)
+        o.line(("some clusters FAILED", "bold red"),
+               " (state error): see reasons above; exit code 1")

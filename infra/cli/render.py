@@ -4,9 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from infra.bootstrap.render import (CLOUD_CONFIG, NODE_FILES, purchase_models_for,
-                                    render_node_files)
-from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json, progress
+from infra.cli import COMMANDS, ui
+from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
 from infra.errors import ConfigError, Finding, did_you_mean
 
 DESCRIPTION = """\
@@ -21,15 +20,13 @@ scripts. Offline: reads the stack file and the price catalog only."""
 EPILOG = """\
 examples:
   gpulease render --stack prod --cluster pretrain --out build/pretrain
-  gpulease render --config path/to/Pulumi.mystack.yaml --cluster dev-l4 --out /tmp/boot --json
+  gpulease render --config stacks/Pulumi.dev.yaml --cluster sandbox --out /tmp/boot --json
 
 exit codes: 0 ok · 2 bad input (unknown cluster, OUT is a file) or no plan satisfies the policy"""
 
-_MODES = {f.key: int(f.mode, 8) for f in NODE_FILES}
-
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("render", help="write the files a cluster's nodes boot with",
+    p = sub.add_parser("render", help=COMMANDS["render"],
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_stack_args(p)
@@ -40,7 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from infra.bootstrap.render import (CLOUD_CONFIG, NODE_FILES, purchase_models_for,
+                                        render_node_files)
     from infra.policy import decide  # the policy is only needed by this command's run
+
+    modes = {f.key: int(f.mode, 8) for f in NODE_FILES}
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([Finding("--cluster", f'no cluster "{args.cluster}" in '
                                    f"{loaded.source}{did_you_mean(args.cluster, names)}; "
                                    f"clusters: {', '.join(names) or 'none'}")])
-    progress(f"deciding placement for {loaded.source} ...")
+    ui.err().print(f"deciding placement for {loaded.source} ...")
     decision = decide(loaded.spec, loaded.catalog).cluster(args.cluster)
     written: list[dict] = []
     for model in purchase_models_for(decision):
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             path = out / model / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
-            path.chmod(_MODES.get(rel, 0o644))
+            path.chmod(modes.get(rel, 0o644))
             written.append({"purchase_model": model, "path": str(path),
                             "bytes": len(content.encode()), "user_data": rel == CLOUD_CONFIG})
     if args.json:
@@ -69,9 +70,13 @@ def run(args: argparse.Namespace) -> int:
                     "region": decision.region, "instance_type": decision.offering.instance_type,
                     "files": written})
         return 0
-    print(f"{decision.name}: {decision.nodes} x {decision.offering.instance_type} on "
-          f"{decision.cloud} {decision.region} ({decision.network} fabric)")
-    for w in written:
-        mark = "  (user data)" if w["user_data"] else ""
-        print(f"  {w['path']}  {w['bytes']} bytes{mark}")
+    o = ui.out()
+    o.line((decision.name, "bold"), f": {decision.nodes} x {decision.offering.instance_type} on "
+           f"{decision.cloud} {decision.region} ({decision.network} fabric), "
+           f"{ui.plural(len(written), 'file')} written")
+    o.print(o.table([ui.Col("purchase"), ui.Col("file"), ui.Col("bytes", right=True),
+                     ui.Col("")],
+                    [[ui.model_word(w["purchase_model"]), w["path"], f"{w['bytes']:,}",
+                      ("user data", "cyan") if w["user_data"] else ""] for w in written],
+                    indent=2))
     return 0

@@ -25,6 +25,10 @@ IDLE_MINUTES = "gpulease-idle-minutes"
 IDLE_SINCE = "gpulease-idle-since"
 #: opt-out: any value keeps the reaper's hands off the cluster, always.
 KEEP = "gpulease-keep"
+#: prefix of the claim a reaper run sets on a cluster it is about to tear down: key
+#: "gpulease-reaper-claim-<run token>", value "<expires epoch>". How concurrent reapers share
+#: --max-actions (infra/reaper/claims.py, docs/reaper.md).
+CLAIM = "gpulease-reaper-claim"
 
 #: what a bucket holds ("dataset", "work"): informational, set by the storage components.
 PURPOSE = "gpulease-purpose"

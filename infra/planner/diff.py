@@ -1,5 +1,7 @@
 """Cost diff between two plan documents (`gpulease plan --diff`), like a cost diff on a PR.
 
+The diff document lists every added, removed or re-priced resource; what the text shows by
+default (only rows that move money) is chosen here too, and drawn by infra.cli.plan.
 Resources are matched by URN with the stack segment normalised, so ``staging`` and ``prod``
 plans (or a saved plan and today's) compare resource by resource.
 """
@@ -90,6 +92,8 @@ def diff_plans(old: dict, new: dict) -> dict:
         "format": "gpulease-plan-diff/1",
         "old": _label(old), "new": _label(new),
         "resources": rows, "counts": counts, "clusters": clusters,
+        # added/removed resources that cost nothing: listed in "resources", hidden in the text
+        "zero_cost_changes": sum(1 for r in rows if not moves_money(r)),
         "total": {"old_monthly_usd": round(old_total, 2), "new_monthly_usd": round(new_total, 2),
                   "delta_usd": round(delta, 2), "pct": _pct(old_total, delta)},
     }
@@ -103,43 +107,19 @@ def exceeds(diff: dict, pct: float) -> bool:
     return t["pct"] is None or t["pct"] > pct
 
 
-def _money(v: Optional[float]) -> str:
-    return "-" if v is None else f"${v:,.2f}"
+def moves_money(row: dict) -> bool:
+    """A diff row whose monthly cost changed by at least a cent (added or removed resources
+    that cost nothing do not)."""
+    return abs(row["delta_usd"]) >= EPSILON_USD
 
 
-def _signed(v: float) -> str:
-    return f"{'+' if v >= 0 else '-'}${abs(v):,.2f}"
+def shown_rows(diff: dict, *, show_all: bool = False) -> list[dict]:
+    """The resource rows `plan --diff` lists: by default only those that move money."""
+    return list(diff["resources"]) if show_all else [r for r in diff["resources"]
+                                                     if moves_money(r)]
 
 
-def _pct_text(p: Optional[float]) -> str:
-    return "new" if p is None else f"{p:+.1f}%"
-
-
-def render_diff_text(diff: dict) -> str:
-    o, n, t = diff["old"], diff["new"], diff["total"]
-    lines = [f"Monthly cost diff: {o['stack']} (catalog {o['catalog_version']}) -> "
-             f"{n['stack']} (catalog {n['catalog_version']})", ""]
-    marks = {"added": "+", "removed": "-", "changed": "~"}
-    for r in diff["resources"]:
-        if r["change"] == "changed":
-            amount = f"{_money(r['old_monthly_usd'])} -> {_money(r['new_monthly_usd'])} " \
-                     f"({_signed(r['delta_usd'])})"
-        else:
-            amount = _signed(r["delta_usd"])
-        lines.append(f"  {marks[r['change']]} [{r['cluster']}] {r['type']} {r['name']}: {amount}")
-    c = diff["counts"]
-    if not diff["resources"]:
-        lines.append("  no resource changes cost")
-    lines.append(f"  ({c['added']} added, {c['removed']} removed, {c['changed']} changed, "
-                 f"{c['unchanged']} unchanged)")
-    lines.append("")
-    width = max([len(x["cluster"]) for x in diff["clusters"]] + [7])
-    lines.append(f"  {'cluster':<{width}}  {'before':>14}  {'after':>14}  {'change':>14}  {'%':>8}")
-    for x in diff["clusters"]:
-        lines.append(f"  {x['cluster']:<{width}}  {_money(x['old_monthly_usd']):>14}  "
-                     f"{_money(x['new_monthly_usd']):>14}  {_signed(x['delta_usd']):>14}  "
-                     f"{_pct_text(x['pct']):>8}")
-    lines.append("")
-    lines.append(f"Total monthly: {_money(t['old_monthly_usd'])} -> {_money(t['new_monthly_usd'])} "
-                 f"({_signed(t['delta_usd'])}, {_pct_text(t['pct'])})")
-    return "\n".join(lines)
+def shown_clusters(diff: dict, *, show_all: bool = False) -> list[dict]:
+    """The per-cluster rows `plan --diff` lists: by default only clusters whose cost changed."""
+    return list(diff["clusters"]) if show_all else [c for c in diff["clusters"]
+                                                    if abs(c["delta_usd"]) >= EPSILON_USD]

@@ -138,7 +138,7 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
 # ---- failures ---------------------------------------------------------------------------------
 def _headline(stack: StackSpec) -> str:
     return (f"{stack.source or 'stack ' + stack.stack}: no plan satisfies the policy — fix the "
-            "keys below (reference: README 'Policy') and run again:")
+            "keys below (reference: docs/policy.md) and run again:")
 
 
 _HINTS = (
@@ -272,7 +272,10 @@ _MODEL_WORD = {"reserved": "reserved", "on_demand": "on-demand", "spot": "spot"}
 
 
 def _profile_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, rates, blocks) -> str:
-    """The blend of a multi-step demand: per block what it is and why, with the break-even."""
+    """The blend of a multi-step demand: per block what it is and why, with the break-even
+    (with ``auto``, of the reserved rate scaled by months billed / horizon)."""
+    if rates.reserved is not None and c.lock_in_factor != 1.0:
+        rates = rates._replace(reserved=rates.reserved * c.lock_in_factor)
     be = break_even_utilization(rates)
     parts = []
     for b in blocks:

@@ -3,18 +3,21 @@
 boto3 clients are created in :func:`clients` (the one place; boto3 honours AWS_ENDPOINT_URL, so
 the same code runs against moto or any emulator) and passed in. botocore's own retries are
 switched off so that every retry goes through :class:`infra.reaper.retry.Backoff` and is counted
-once; botocore errors become :class:`infra.errors.CloudError` here and nowhere else.
+once. :meth:`AwsReaper._call` is the one boundary to botocore: every SDK error, and every answer
+that did not come from AWS, becomes an :mod:`infra.reaper.errors` type there and nowhere else.
 """
 from __future__ import annotations
 
 import datetime as _dt
 from collections import Counter
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from infra.costing import tags
 from infra.errors import CloudError
-from infra.reaper.decision import ClusterRef, Node
+from infra.reaper.claims import Claim, expired, token_of
+from infra.reaper.decision import ClusterRef, Membership, Node
 from infra.reaper.engine import Reservation
+from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
 from infra.reaper.retry import Backoff
 
 #: CloudWatch agent `nvidia_gpu` metric (DOMAIN.md; agent config rendered from templates/).
@@ -22,42 +25,72 @@ NAMESPACE = "CWAgent"
 METRIC = "nvidia_smi_utilization_gpu"
 #: GetMetricData accepts at most 500 MetricDataQuery structures per call (CloudWatch API ref).
 MAX_QUERIES = 500
+#: DescribeAutoScalingGroups takes up to 50 names by default (API reference,
+#: AutoScalingGroupNames).
+MAX_NAMES = 50
 _ASG_LIVE = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
+#: DescribeAutoScalingGroups shows a group being deleted with this Status (API reference,
+#: AutoScalingGroup.Status).
+_DELETING = "Delete in progress"
 
 _RETRY_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
     "TooManyRequestsException", "RequestThrottled", "RequestThrottledException", "SlowDown",
     "ServiceUnavailable", "ServiceUnavailableException", "InternalError", "InternalFailure",
     "InternalServiceError", "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
+    "ResourceContention",
 })
 
 
-def clients(region: str, session: Any = None) -> dict:
-    """The boto3 clients the adaptor needs, for one region (AWS_ENDPOINT_URL is honoured)."""
+def clients(region: str, session: Any = None, endpoint_url: Optional[str] = None) -> dict:
+    """The boto3 clients the adaptor needs, for one region (AWS_ENDPOINT_URL is honoured;
+    ``endpoint_url`` overrides it, e.g. for an emulator behind a proxy)."""
     import boto3
     from botocore.config import Config
 
     session = session or boto3.session.Session()
     cfg = Config(region_name=region, retries={"total_max_attempts": 1, "mode": "standard"},
                  connect_timeout=10, read_timeout=30, max_pool_connections=20)
-    return {name: session.client(name, config=cfg)
+    extra = {"endpoint_url": endpoint_url} if endpoint_url else {}
+    return {name: session.client(name, config=cfg, **extra)
             for name in ("autoscaling", "ec2", "cloudwatch")}  # ec2: capacity reservations only
 
 
 def _retryable(exc: BaseException) -> bool:
-    from botocore.exceptions import (ClientError, ConnectionClosedError,
+    from botocore.exceptions import (ClientError, ConnectionClosedError, ConnectTimeoutError,
                                      EndpointConnectionError, ReadTimeoutError)
+    from botocore.parsers import ResponseParserError
 
+    if isinstance(exc, (TransientError, ResponseParserError)):
+        return True  # HTML error pages, non-XML/JSON or truncated bodies: gateways, proxies
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return err.get("Code") in _RETRY_CODES or int(status or 0) >= 500
-    return isinstance(exc, (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError))
+    return isinstance(exc, (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError,
+                            ConnectTimeoutError))
 
 
-def _code(exc: BaseException) -> str:
+def _describe(exc: BaseException) -> str:
+    """A one-line account of an SDK error (ResponseParserError carries the whole raw body)."""
+    from botocore.parsers import ResponseParserError
+
+    if isinstance(exc, ResponseParserError):
+        first = str(exc).split("\n", 1)
+        body = first[1].strip()[:80] if len(first) > 1 else ""
+        return ("unparseable answer (an HTML page or a truncated body: a gateway or proxy "
+                f"answered?){': ' + body if body else ''}")
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _gone(exc: BaseException) -> bool:
+    """Auto Scaling answers ValidationError "AutoScalingGroup name not found" for a missing
+    group."""
     resp = getattr(exc, "response", None) or {}
-    return resp.get("Error", {}).get("Code", "")
+    err = resp.get("Error", {})
+    message = str(err.get("Message", "")).lower()
+    return err.get("Code") == "ValidationError" and "not found" in message
 
 
 class AwsReaper:
@@ -76,24 +109,59 @@ class AwsReaper:
         self._odcr: Optional[dict] = None  # (environment, cluster) -> reservations, per run
 
     @classmethod
-    def for_region(cls, region: str, session: Any = None, **kw: Any) -> "AwsReaper":
-        return cls(region=region, **clients(region, session), **kw)
+    def for_region(cls, region: str, session: Any = None, endpoint_url: Optional[str] = None,
+                   **kw: Any) -> "AwsReaper":
+        return cls(region=region, **clients(region, session, endpoint_url), **kw)
 
     # ---- the one boundary to botocore ---------------------------------------------------
-    def _call(self, client: Any, op: str, **params: Any) -> dict:
+    def _call(self, client: Any, op: str, *, expect: tuple = (),
+              check: Optional[Callable[[dict], Optional[str]]] = None, **params: Any) -> dict:
         from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError
 
         method = getattr(client, op)
         service = client.meta.service_model.service_name
+        where = f"{self.region} {service}.{op}"
 
         def once() -> dict:
             self.calls[f"{service}.{op}"] += 1
-            return method(**params)
+            try:
+                resp = method(**params)
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                # botocore's query parser raises KeyError on a well-formed XML/HTML 200 that
+                # lacks the result wrapper (a proxy's page): not AWS's answer.
+                raise MalformedResponse("aws", where, f"unparseable answer ({type(exc).__name__}: "
+                                        f"{exc})") from None
+            meta = resp.get("ResponseMetadata") or {}
+            if not meta.get("RequestId"):
+                # Every AWS answer carries a request id (x-amzn-RequestId / <RequestId>).
+                # botocore turns a non-JSON 200 from an awsJson service into {} and, for a call
+                # without output fields, never parses the body at all: without this check a
+                # captive portal's page reads as "no data" or as "done".
+                ctype = (meta.get("HTTPHeaders") or {}).get("content-type", "?")
+                raise MalformedResponse("aws", where, f"answer without an AWS request id "
+                                        f"(HTTP {meta.get('HTTPStatusCode', '?')}, {ctype}): "
+                                        "not from AWS (a proxy or captive portal?)")
+            missing = [k for k in expect if k not in resp]
+            if missing:
+                raise MalformedResponse("aws", where, f"answer lacks {', '.join(missing)} "
+                                        "(truncated, or not from AWS)")
+            problem = check(resp) if check else None
+            if problem:
+                raise TransientError("aws", where, problem)
+            return resp
         try:
             return self.backoff.call(once, retryable=_retryable)
-        except (ClientError, BotoCoreError) as exc:
-            raise CloudError("aws", f"{self.region} {service}.{op}", str(exc),
-                             retryable=_retryable(exc)) from None
+        except CloudError as exc:
+            raise type(exc)("aws", where, f"{exc.args[0].split(': ', 2)[-1]}"
+                            f"{self._gave_up(exc)}") from None
+        except (ClientError, BotoCoreError, ResponseParserError) as exc:
+            cls = GroupGone if _gone(exc) else TransientError if _retryable(exc) else CloudError
+            raise cls("aws", where, _describe(exc) + self._gave_up(exc),
+                      retryable=_retryable(exc)) from None
+
+    def _gave_up(self, exc: BaseException) -> str:
+        return f" (gave up after {self.backoff.attempts} attempts)" if _retryable(exc) else ""
 
     # ---- discovery ----------------------------------------------------------------------
     def discover(self, environments: Optional[frozenset]) -> list[ClusterRef]:
@@ -105,30 +173,74 @@ class AwsReaper:
         token = None
         while True:
             page = self._call(self.autoscaling, "describe_auto_scaling_groups", Filters=filters,
-                              MaxRecords=100, **({"NextToken": token} if token else {}))
-            groups += page.get("AutoScalingGroups", [])
+                              MaxRecords=100, expect=("AutoScalingGroups",),
+                              **({"NextToken": token} if token else {}))
+            groups += page["AutoScalingGroups"]
             token = page.get("NextToken")
             if not token:
                 break
         refs = []
         for g in groups:
-            gtags = {t["Key"]: t.get("Value", "") for t in g.get("Tags", [])}
-            cluster, env = gtags.get(tags.CLUSTER), gtags.get(tags.ENVIRONMENT)
-            # Never trust the server-side filter alone: both keys must be present and match.
-            if not cluster or not env or cluster == tags.SHARED:
-                continue
-            if environments is not None and env not in environments:
-                continue
-            # No launch times: a DescribeInstances sweep of every node costs more than it adds —
-            # a node launched inside the window has no data for its start, which the decision's
-            # coverage rule already treats as insufficient data.
-            nodes = tuple(Node(id=i["InstanceId"], location=self.region)
-                          for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
-            refs.append(ClusterRef(cloud="aws", region=self.region, environment=env,
-                                   cluster=cluster, groups=(g["AutoScalingGroupName"],),
-                                   nodes=nodes, tags=gtags,
-                                   capacity=int(g.get("DesiredCapacity", 0))))
+            try:
+                ref = self._ref(g, environments)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise MalformedResponse("aws", f"{self.region} autoscaling."
+                                        "describe_auto_scaling_groups", f"a group entry lacks "
+                                        f"{exc} (truncated, or not from AWS)") from None
+            if ref is not None:
+                refs.append(ref)
         return refs
+
+    def _ref(self, g: dict, environments: Optional[frozenset]) -> Optional[ClusterRef]:
+        gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
+        cluster, env = gtags.get(tags.CLUSTER), gtags.get(tags.ENVIRONMENT)
+        # Never trust the server-side filter alone: both keys must be present and match.
+        if not cluster or not env or cluster == tags.SHARED:
+            return None
+        if environments is not None and env not in environments:
+            return None
+        # No launch times: a DescribeInstances sweep of every node costs more than it adds —
+        # a node launched inside the window has no data for its start, which the decision's
+        # coverage rule already treats as insufficient data.
+        nodes = tuple(Node(id=str(i["InstanceId"]), location=self.region)
+                      for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
+        return ClusterRef(cloud="aws", region=self.region, environment=env, cluster=cluster,
+                          groups=(str(g["AutoScalingGroupName"]),), nodes=nodes, tags=gtags,
+                          capacity=int(g.get("DesiredCapacity", 0)))
+
+    def members(self, refs: Sequence[ClusterRef]) -> dict:
+        """Each cluster's live instances and desired capacity, re-read right before acting."""
+        names = sorted({g for r in refs for g in r.groups})
+        found: dict[str, tuple[frozenset, int]] = {}
+        for off in range(0, len(names), MAX_NAMES):
+            batch = names[off:off + MAX_NAMES]
+            token = None
+            while True:
+                page = self._call(self.autoscaling, "describe_auto_scaling_groups",
+                                  AutoScalingGroupNames=batch, expect=("AutoScalingGroups",),
+                                  **({"NextToken": token} if token else {}))
+                try:
+                    for g in page["AutoScalingGroups"]:
+                        if g.get("Status") == _DELETING:
+                            continue
+                        found[str(g["AutoScalingGroupName"])] = (
+                            frozenset(str(i["InstanceId"]) for i in g.get("Instances", [])
+                                      if i.get("LifecycleState") in _ASG_LIVE),
+                            int(g.get("DesiredCapacity", 0)))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise MalformedResponse("aws", f"{self.region} autoscaling."
+                                            "describe_auto_scaling_groups",
+                                            f"a group entry lacks {exc}") from None
+                token = page.get("NextToken")
+                if not token:
+                    break
+        out = {}
+        for r in refs:
+            here = [g for g in r.groups if g in found]
+            out[r.key] = Membership(node_ids=frozenset().union(*(found[g][0] for g in here)),
+                                    capacity=sum(found[g][1] for g in here),
+                                    gone=tuple(g for g in r.groups if g not in found))
+        return out
 
     # ---- utilization --------------------------------------------------------------------
     def utilization(self, nodes: Sequence[Node], start: float, end: float,
@@ -138,6 +250,11 @@ class AwsReaper:
         out: dict[str, list] = {i: [] for i in ids}
         t0 = _dt.datetime.fromtimestamp(start, _dt.timezone.utc)
         t1 = _dt.datetime.fromtimestamp(end, _dt.timezone.utc)
+
+        def internal_error(page: dict) -> Optional[str]:
+            bad = [r.get("Id") for r in page["MetricDataResults"]
+                   if isinstance(r, dict) and r.get("StatusCode") == "InternalError"]
+            return f"GetMetricData answered InternalError for {len(bad)} series" if bad else None
         for off in range(0, len(ids), MAX_QUERIES):
             batch = ids[off:off + MAX_QUERIES]
             queries = [{
@@ -150,20 +267,28 @@ class AwsReaper:
             while True:
                 page = self._call(self.cloudwatch, "get_metric_data", MetricDataQueries=queries,
                                   StartTime=t0, EndTime=t1, ScanBy="TimestampAscending",
+                                  expect=("MetricDataResults",), check=internal_error,
                                   **({"NextToken": token} if token else {}))
-                for r in page.get("MetricDataResults", []):
-                    iid = batch[int(r["Id"][1:])]
-                    out[iid] += [(ts.timestamp(), float(v))
-                                 for ts, v in zip(r.get("Timestamps", []), r.get("Values", []))]
+                try:
+                    for r in page["MetricDataResults"]:
+                        iid = batch[int(r["Id"][1:])]
+                        out[iid] += [(ts.timestamp(), float(v)) for ts, v in
+                                     zip(r.get("Timestamps", []), r.get("Values", []))]
+                except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                    raise MalformedResponse("aws", f"{self.region} monitoring.get_metric_data",
+                                            f"a result does not match the query ({exc})") from None
                 token = page.get("NextToken")
                 if not token:
                     break
         return {i: tuple(sorted(v)) for i, v in out.items()}
 
     # ---- actions ------------------------------------------------------------------------
-    def _tag(self, asg: str, key: str, value: str = "") -> dict:
-        return {"ResourceId": asg, "ResourceType": "auto-scaling-group", "Key": key,
-                "Value": value, "PropagateAtLaunch": False}
+    def _tag(self, asg: str, key: str, value: Optional[str] = "") -> dict:
+        tag = {"ResourceId": asg, "ResourceType": "auto-scaling-group", "Key": key,
+               "PropagateAtLaunch": False}
+        if value is not None:
+            tag["Value"] = value
+        return tag
 
     def mark(self, ref: ClusterRef, value: str) -> None:
         for asg in ref.groups:
@@ -172,18 +297,37 @@ class AwsReaper:
 
     def unmark(self, ref: ClusterRef) -> None:
         for asg in ref.groups:
-            self._call(self.autoscaling, "delete_tags", Tags=[self._tag(asg, tags.IDLE_SINCE)])
+            try:
+                self._call(self.autoscaling, "delete_tags",
+                           Tags=[self._tag(asg, tags.IDLE_SINCE, None)])
+            except GroupGone:
+                continue  # a deleted group carries no mark: nothing left to clear
 
-    def scale_to_zero(self, ref: ClusterRef) -> None:
-        """ASG min = desired = 0; the launch template, max size and storage stay as they are."""
+    def scale_to_zero(self, ref: ClusterRef) -> list[str]:
+        """ASG min = desired = 0, then the idle mark is cleared (the next idle spell starts a
+        new mark and a full grace). The launch template, max size and storage stay as they are.
+
+        Raises GroupGone when every group of the cluster is gone; returns notes otherwise.
+        """
+        notes, done = [], []
         for asg in ref.groups:
             try:
                 self._call(self.autoscaling, "update_auto_scaling_group",
                            AutoScalingGroupName=asg, MinSize=0, DesiredCapacity=0)
+                done.append(asg)
+            except GroupGone:
+                notes.append(f"group {asg} was already deleted")
+        if not done:
+            raise GroupGone("aws", f"{self.region} autoscaling.update_auto_scaling_group",
+                            f"{', '.join(ref.groups)} deleted during the run")
+        for asg in done:
+            try:
+                self._call(self.autoscaling, "delete_tags",
+                           Tags=[self._tag(asg, tags.IDLE_SINCE, None)])
             except CloudError as exc:
-                if "not found" in str(exc).lower():  # already gone: teardown is idempotent
-                    continue
-                raise
+                # Harmless: a mark older than the new nodes' data is never honoured.
+                notes.append(f"the idle mark on {asg} could not be cleared ({exc})")
+        return notes
 
     def reservations(self, ref: ClusterRef) -> list[Reservation]:
         """Active On-Demand Capacity Reservations tagged with the cluster (billed while unused).
@@ -191,21 +335,74 @@ class AwsReaper:
         Listed once per run for the whole region (tag-key filter) and looked up per cluster.
         """
         if self._odcr is None:
-            self._odcr = {}
+            found: dict = {}
             token = None
             while True:
                 page = self._call(self.ec2, "describe_capacity_reservations", Filters=[
                     {"Name": "tag-key", "Values": [tags.CLUSTER]},
-                    {"Name": "state", "Values": ["active"]}],
+                    {"Name": "state", "Values": ["active"]}], expect=("CapacityReservations",),
                     **({"NextToken": token} if token else {}))
-                for cr in page.get("CapacityReservations", []):
-                    kv = {t["Key"]: t.get("Value", "") for t in cr.get("Tags", [])}
-                    key = (kv.get(tags.ENVIRONMENT), kv.get(tags.CLUSTER))
-                    self._odcr.setdefault(key, []).append(Reservation(
-                        id=cr["CapacityReservationId"], instance_type=cr["InstanceType"],
-                        count=int(cr.get("TotalInstanceCount", 0)), region=self.region,
-                        zone=cr.get("AvailabilityZone", "")))
+                try:
+                    for cr in page["CapacityReservations"]:
+                        kv = {t["Key"]: t.get("Value", "") for t in cr.get("Tags", [])}
+                        key = (kv.get(tags.ENVIRONMENT), kv.get(tags.CLUSTER))
+                        found.setdefault(key, []).append(Reservation(
+                            id=cr["CapacityReservationId"], instance_type=cr["InstanceType"],
+                            count=int(cr.get("TotalInstanceCount", 0)), region=self.region,
+                            zone=cr.get("AvailabilityZone", "")))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise MalformedResponse("aws", f"{self.region} ec2.describe_capacity_"
+                                            "reservations", f"an entry lacks {exc}") from None
                 token = page.get("NextToken")
                 if not token:
                     break
+            self._odcr = found
         return list(self._odcr.get((ref.environment, ref.cluster), ()))
+
+    # ---- claims (infra/reaper/claims.py) --------------------------------------------------
+    def claim_key(self, ref: ClusterRef) -> tuple:
+        return ("aws", self.region, ref.groups)
+
+    def claims(self) -> list[Claim]:
+        """Every claim tag on any gpulease ASG of the region, all environments (the discovery
+        listing again: claim keys carry the run token, and DescribeTags filters exact keys)."""
+        out, token = [], None
+        while True:
+            page = self._call(self.autoscaling, "describe_auto_scaling_groups", MaxRecords=100,
+                              Filters=[{"Name": "tag-key", "Values": [tags.CLUSTER]}],
+                              expect=("AutoScalingGroups",),
+                              **({"NextToken": token} if token else {}))
+            try:
+                for g in page["AutoScalingGroups"]:
+                    for t in g.get("Tags", []):
+                        run = token_of(t["Key"])
+                        if run:
+                            out.append(Claim(key=("aws", self.region,
+                                                  (str(g["AutoScalingGroupName"]),)),
+                                             token=run, value=str(t.get("Value", ""))))
+            except (KeyError, TypeError) as exc:
+                raise MalformedResponse("aws", f"{self.region} autoscaling."
+                                        "describe_auto_scaling_groups",
+                                        f"a group entry lacks {exc}") from None
+            token = page.get("NextToken")
+            if not token:
+                return out
+
+    def claim(self, ref: ClusterRef, key: str, value: str, *, now: float) -> None:
+        """Write this run's claim; drop expired claims of any run on the same group (an ASG
+        holds at most 50 tags)."""
+        stale = [k for k, v in ref.tags.items() if token_of(k) and k != key and expired(v, now)]
+        for asg in ref.groups:
+            self._call(self.autoscaling, "create_or_update_tags",
+                       Tags=[self._tag(asg, key, value)])
+            if stale:
+                self._call(self.autoscaling, "delete_tags",
+                           Tags=[self._tag(asg, k, None) for k in stale])
+
+    def release(self, ref: ClusterRef, key: str) -> None:
+        """Delete this run's claim (its key is the run's own: nobody else's claim is touched)."""
+        for asg in ref.groups:
+            try:
+                self._call(self.autoscaling, "delete_tags", Tags=[self._tag(asg, key, None)])
+            except GroupGone:
+                continue

@@ -9,15 +9,24 @@ Rules (issue 7):
   launched inside the window (it may still be setting up — SkyPilot #715, dstack #890);
 - the opt-out tag always wins; the first idle detection only marks; a marked cluster that is
   busy (or can no longer be proven idle) is unmarked (Karpenter sigs#3185); the action comes
-  only after the grace period (Cloud Custodian #4097).
+  only after the grace period (Cloud Custodian #4097);
+- a mark is evidence only while the utilization data proves the cluster idle EVER SINCE the
+  mark: a marked cluster is judged over ``[min(now - window, mark), now)``, so nodes that
+  replaced the marked ones (scale to zero, then back up) cannot inherit an old mark's grace;
+- tag/label values come from the cloud and are untrusted: a window outside
+  ``1..MAX_IDLE_MINUTES``, or a mark that is unreadable, in the future or stale, is a finding
+  for that cluster (skipped or re-marked), never an exception.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 from infra.costing import tags
+from infra.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
 
 # ---- states and actions (the `--json` vocabulary) ---------------------------------------------
 BUSY = "busy"
@@ -29,6 +38,21 @@ SKIPPED = "skipped"
 #: a cloud call failed for this cluster (the run goes on; exit code 1).
 ERROR = "error"
 STATES = (BUSY, IDLE, INSUFFICIENT, MARKED, REAPED, SKIPPED, ERROR)
+
+# MAX_IDLE_MINUTES (imported above, one constant in infra.model): the longest idle window
+# accepted from a tag, --idle-minutes or the stack config (7 days). CloudWatch keeps 60-second
+# datapoints for 15 days ("Amazon CloudWatch concepts", Metrics retention) and the reaper reads
+# a window in one sweep; anything longer is a typo or garbage (issue 14: 1e12).
+#: the longest grace period accepted (7 days), for the same reason: a mark is re-checked against
+#: the data since it was set.
+MAX_GRACE_MINUTES = 7 * 24 * 60
+#: clock skew tolerated between machines that write and read marks and claims (5 min).
+CLOCK_SKEW_S = 300
+#: a mark older than its grace period plus this (1 day) is stale: the reaper was not running, or
+#: the mark outlived its cluster. It is replaced by a fresh mark and a full grace period instead
+#: of being proven over days of metrics.
+MARK_STALE_AFTER_S = 24 * 3600
+_MINUTES = re.compile(r"[0-9]{1,7}")
 
 NONE = "none"
 MARK = "mark"
@@ -75,6 +99,47 @@ class ClusterRef:
 
 
 @dataclass(frozen=True)
+class Membership:
+    """A cluster's compute as re-read right before acting (the adaptor's ``members``)."""
+
+    #: live nodes now.
+    node_ids: frozenset = frozenset()
+    #: capacity asked for now (ASG desired / sum of MIG target sizes), pending nodes included.
+    capacity: int = 0
+    #: groups of the cluster that no longer exist (or are being deleted).
+    gone: tuple[str, ...] = ()
+
+
+def membership_change(ref: ClusterRef, now: Membership) -> Optional[tuple[str, str]]:
+    """(state, reason) when the cluster changed since its utilization was read, else None.
+
+    Only what was measured may be scaled away: a node that joined after discovery (or capacity
+    raised, its node still pending) has no utilization read, so nothing is done this run.
+    """
+    if ref.groups and set(now.gone) >= set(ref.groups):
+        return SKIPPED, (f"{_groups(ref.groups)} no longer exist(s): deleted during the run "
+                         "by someone else; nothing to scale")
+    if now.gone:
+        return SKIPPED, (f"{_groups(now.gone)} of the cluster deleted during the run; the "
+                         "cluster is changing under someone else's hands: nothing done")
+    measured = {n.id for n in ref.nodes}
+    new = sorted(now.node_ids - measured)
+    if new:
+        more = f" (+{len(new) - 1} more)" if len(new) > 1 else ""
+        return INSUFFICIENT, (f"node {new[0]}{more} joined after the utilization read and was "
+                              "never measured: nothing scaled this run")
+    if now.capacity > len(measured):
+        return INSUFFICIENT, (f"capacity was raised to {now.capacity} after the utilization "
+                              f"read ({len(measured)} node(s) measured): nothing scaled this run")
+    return None
+
+
+def _groups(names) -> str:
+    names = sorted(names)
+    return ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
+
+
+@dataclass(frozen=True)
 class Policy:
     """How idle is judged. ``idle_minutes`` overrides each cluster's own window tag."""
 
@@ -108,26 +173,68 @@ def _iso(epoch: float) -> str:
     return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
+def parse_minutes(raw: object) -> Optional[int]:
+    """A tag's minute count: ASCII digits only, 1..MAX_IDLE_MINUTES; anything else is None."""
+    text = str(raw).strip() if raw is not None else ""
+    if not _MINUTES.fullmatch(text):
+        return None  # "1e12", "-5", "30.5", "٣٠" (non-ASCII digits), "" ...
+    value = int(text)
+    return value if 1 <= value <= MAX_IDLE_MINUTES else None
+
+
 def window_minutes(ref: ClusterRef, policy: Policy) -> Optional[int]:
-    """The idle window: ``--idle-minutes`` if given, else the cluster's own tag."""
+    """The idle window: ``--idle-minutes`` if given, else the cluster's own tag (validated)."""
     if policy.idle_minutes is not None:
         return policy.idle_minutes
-    raw = ref.tags.get(tags.IDLE_MINUTES)
-    try:
-        value = int(str(raw))
-    except (TypeError, ValueError):
-        return None
-    return value if value > 0 else None
+    return parse_minutes(ref.tags.get(tags.IDLE_MINUTES))
+
+
+def _shown(raw: object, limit: int = 40) -> str:
+    text = repr(str(raw))
+    return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
 def idle_since(ref: ClusterRef) -> Optional[float]:
+    """The mark as written (None when absent or unreadable); see :func:`mark` for validity."""
     raw = ref.tags.get(tags.IDLE_SINCE)
     if not raw:
         return None
     try:
         return tags.parse_timestamp_label(str(raw))
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
+
+
+def mark(ref: ClusterRef, *, now: float, policy: Policy) -> tuple[Optional[float], Optional[str]]:
+    """(valid mark time or None, why the mark present on the cluster is not valid, or None)."""
+    raw = ref.tags.get(tags.IDLE_SINCE)
+    if raw is None or raw == "":
+        return None, None
+    since = idle_since(ref)
+    if since is None:
+        return None, f"its idle mark {_shown(raw)} is unreadable"
+    if since > now + CLOCK_SKEW_S:
+        return None, (f"its idle mark {_iso(since)} is in the future (clock skew or a hand edit) "
+                      "and counts for nothing")
+    if now - since > policy.grace_minutes * 60 + MARK_STALE_AFTER_S:
+        return None, (f"its idle mark {_iso(since)} is stale (older than the grace period plus "
+                      f"{MARK_STALE_AFTER_S // 3600} h)")
+    return since, None
+
+
+def evidence_start(ref: ClusterRef, *, now: float, policy: Policy, window: int) -> float:
+    """Where the utilization evidence must start: the window, or the mark if it is older."""
+    since, _ = mark(ref, now=now, policy=policy)
+    start = now - window * 60
+    return min(start, since) if since is not None else start
+
+
+def lookback_minutes(ref: ClusterRef, *, now: float, policy: Policy) -> int:
+    """How many minutes of utilization the decision for ``ref`` needs (0 = none)."""
+    window = window_minutes(ref, policy)
+    if window is None or tags.KEEP in ref.tags or not ref.nodes:
+        return 0
+    return int(math.ceil((now - evidence_start(ref, now=now, policy=policy, window=window)) / 60))
 
 
 def coverage(samples: tuple[tuple[float, float], ...], start: float,
@@ -145,10 +252,21 @@ def coverage(samples: tuple[tuple[float, float], ...], start: float,
     return points[0] - start, max(b - a for a, b in zip(edges, edges[1:]))
 
 
+def _usable(value: float) -> bool:
+    # NaN/inf/negative utilization is garbage, not "idle": it counts as missing data.
+    return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+
+
 def assess(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy,
-           window: int) -> tuple[str, str, Optional[float]]:
-    """Utilization alone -> (BUSY | IDLE | INSUFFICIENT, reason, max utilization seen)."""
-    start = now - window * 60
+           window: int, start: Optional[float] = None) -> tuple[str, str, Optional[float]]:
+    """Utilization alone -> (BUSY | IDLE | INSUFFICIENT, reason, max utilization seen).
+
+    ``start`` defaults to the window's start; for a marked cluster it is the mark (when older),
+    so the cluster must have stayed idle ever since it was marked.
+    """
+    start = now - window * 60 if start is None else start
+    span = (f"{window}-min window" if start >= now - window * 60 - 1
+            else f"{int(math.ceil((now - start) / 60))} min since its idle mark")
     p = policy.period_s
     # Data must start within the first two periods of the window: a node launched later is
     # still setting up (no agent data can predate its launch). Afterwards one missing period
@@ -159,7 +277,7 @@ def assess(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy,
     busy_note = None
     lacking: list[str] = []
     for node in ref.nodes:
-        series = tuple(s for s in samples.get(node.id, ()) if start <= s[0] < now)
+        series = tuple(s for s in samples.get(node.id, ()) if start <= s[0] < now and _usable(s[1]))
         if series:
             top = max(v for _, v in series)
             seen.append(top)
@@ -170,12 +288,12 @@ def assess(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy,
         head, gap = coverage(series, start, now)
         if node.launched_at is not None and node.launched_at > start:
             lacking.append(f"node {node.id} launched {int((now - node.launched_at) // 60)} min "
-                           f"ago, inside the {window}-min window (may still be setting up)")
+                           f"ago, inside the {span} (may still be setting up)")
         elif not series:
-            lacking.append(f"node {node.id} has no GPU utilization data in the last {window} min")
+            lacking.append(f"node {node.id} has no GPU utilization data in the {span}")
         elif head > max_head:
             lacking.append(f"node {node.id} has no GPU utilization data for the first "
-                           f"{int(head // 60)} min of the {window}-min window (just launched, "
+                           f"{int(head // 60)} min of the {span} (just launched, "
                            "still setting up, or its agent was not running)")
         elif gap > max_gap:
             missing = max(gap - p, 0)  # gap between samples minus one period
@@ -195,23 +313,33 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
     """What to do with one cluster now (the dry-run answer; applying it is the adaptor's job)."""
     keep = ref.tags.get(tags.KEEP)
     if keep is not None:
-        return Verdict(SKIPPED, f'opt-out tag {tags.KEEP}="{keep}" is set: never touched', NONE)
+        return Verdict(SKIPPED, f'opt-out tag {tags.KEEP}={_shown(keep)} is set: never touched',
+                       NONE)
     window = window_minutes(ref, policy)
     if window is None:
-        return Verdict(SKIPPED, f"no valid {tags.IDLE_MINUTES} tag "
-                       f"({ref.tags.get(tags.IDLE_MINUTES)!r}) and no --idle-minutes given", NONE)
-    since = idle_since(ref)
+        raw = ref.tags.get(tags.IDLE_MINUTES)
+        what = "no" if raw is None else f"an invalid {_shown(raw)}"
+        return Verdict(SKIPPED, f"{what} {tags.IDLE_MINUTES} tag (a whole number of minutes "
+                       f"from 1 to {MAX_IDLE_MINUTES}) and no --idle-minutes given", NONE)
+    marked = bool(ref.tags.get(tags.IDLE_SINCE))
+    since, problem = mark(ref, now=now, policy=policy)
     if not ref.nodes:
         what = "already scaled to zero" if ref.capacity == 0 else "nodes not running yet"
+        if marked:  # a leftover mark must not give the next nodes a head start on the grace
+            return Verdict(SKIPPED, f"no running nodes ({what}); clears the leftover idle mark",
+                           UNMARK, window_minutes=window)
         return Verdict(SKIPPED, f"no running nodes ({what})", NONE, window_minutes=window)
-    state, reason, top = assess(ref, samples, now=now, policy=policy, window=window)
+    start = evidence_start(ref, now=now, policy=policy, window=window)
+    state, reason, top = assess(ref, samples, now=now, policy=policy, window=window, start=start)
     if state != IDLE:
-        action = UNMARK if since is not None else NONE
-        if action == UNMARK:
-            reason += f"; clears the idle mark set {_iso(since)}"
-        return Verdict(state, reason, action, top, window)
+        if marked:
+            reason += (f"; clears the idle mark set {_iso(since)}" if since is not None
+                       else f"; clears the idle mark ({problem})")
+            return Verdict(state, reason, UNMARK, top, window)
+        return Verdict(state, reason, NONE, top, window)
     if since is None:
-        return Verdict(IDLE, reason + f"; marks it, acts after a {policy.grace_minutes}-min grace "
+        redo = f"; {problem}: re-marks it" if problem else "; marks it"
+        return Verdict(IDLE, reason + f"{redo}, acts after a {policy.grace_minutes}-min grace "
                        "period if still idle", MARK, top, window)
     # The mark has minute resolution (tags.timestamp_label truncates), so count the grace from
     # the END of the marked minute: never act before the full grace period has passed.
@@ -220,5 +348,5 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         left = int((acts_after - now + 59) // 60)
         return Verdict(MARKED, f"{reason}; marked idle {_iso(since)}, grace period ends "
                        f"{_iso(acts_after)} ({left} min left)", NONE, top, window, acts_after)
-    return Verdict(IDLE, f"{reason}; marked idle {_iso(since)}, grace period over",
-                   policy.teardown, top, window, acts_after)
+    return Verdict(IDLE, f"{reason}; marked idle {_iso(since)} and idle ever since, grace "
+                   "period over", policy.teardown, top, window, acts_after)

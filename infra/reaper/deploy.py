@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]  # the `infra` package directory
 LAMBDA_FILES = (
     "errors.py", "model.py", "catalog/__init__.py", "costing/tags.py",
     "reaper/decision.py", "reaper/engine.py", "reaper/aws.py", "reaper/retry.py",
-    "reaper/audit.py", "reaper/scheduled.py", "reaper/lambda_handler.py",
+    "reaper/audit.py", "reaper/errors.py", "reaper/claims.py", "reaper/scheduled.py",
+    "reaper/lambda_handler.py",
 )
 HANDLER = "infra.reaper.lambda_handler.handler"
 RUNTIME = "python3.12"
@@ -63,11 +64,12 @@ def role_policy(environment: str, log_group_arn: str) -> dict:
          "Action": ["autoscaling:UpdateAutoScalingGroup"],
          "Condition": {"StringEquals": {
              f"autoscaling:ResourceTag/{tags.ENVIRONMENT}": environment}}},
+        # The idle mark, and the claim that shares --max-actions with concurrent reapers.
         {"Sid": "MarkOwnEnvironmentOnly", "Effect": "Allow", "Resource": "*",
          "Action": ["autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags"],
          "Condition": {"StringEquals": {
              f"autoscaling:ResourceTag/{tags.ENVIRONMENT}": environment},
-             "ForAllValues:StringEquals": {"aws:TagKeys": [tags.IDLE_SINCE]}}},
+             "ForAllValues:StringLike": {"aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*"]}}},
         {"Sid": "Logs", "Effect": "Allow", "Resource": f"{log_group_arn}:*",
          "Action": ["logs:CreateLogStream", "logs:PutLogEvents"]},
     ]}
@@ -258,10 +260,14 @@ REQUIREMENTS_FILE = ROOT.parent / "requirements.txt"
 
 #: What infra/reaper/gcp.py calls, as IAM permissions (Compute/Monitoring REST references):
 #: instances.aggregatedList -> compute.instances.list (project); instances.get (re-read after
-#: a 412 on setLabels); reservations.get; monitoring projects.timeSeries.list.
-GCP_READ_PERMISSIONS = ("compute.instances.get", "compute.instances.list",
-                        "compute.reservations.get", "monitoring.timeSeries.list")
-#: instances.setLabels; instanceGroupManagers.resize and regionInstanceGroupManagers.resize
+#: a 412 on setLabels); instanceGroupManagers.aggregatedList -> compute.instanceGroupManagers
+#: .list (MIG target sizes, re-read right before acting); reservations.get; monitoring
+#: projects.timeSeries.list.
+GCP_READ_PERMISSIONS = ("compute.instanceGroupManagers.list", "compute.instances.get",
+                        "compute.instances.list", "compute.reservations.get",
+                        "monitoring.timeSeries.list")
+#: instances.setLabels (idle mark, reaper claim); instanceGroupManagers.resize and
+#: regionInstanceGroupManagers.resize
 #: both need compute.instanceGroupManagers.update on the MIG. The operations they return are
 #: not polled, so no zoneOperations.get.
 GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instances.setLabels")

@@ -1,8 +1,12 @@
 """`gpulease reap --destroy`: tear an environment's whole stack down through Pulumi's Automation API.
 
 Storage survives by construction: the storage components set ``retain_on_delete`` on every
-bucket (and ``protect`` in prod), so `pulumi destroy` drops them from the state without deleting
-them. The Automation API drives the Pulumi CLI, which must be installed.
+bucket, so `pulumi destroy` drops them from the state without deleting them. Prod also sets
+``protect``, and a plain destroy refuses any stack holding a protected resource ("unable to
+delete resource ... as it is currently marked for protection", pulumi/pulumi#8158): the
+reaper destroys with ``exclude_protected=True`` (`--exclude-protected`, pulumi/pulumi#8359),
+which deletes everything else and leaves the protected resources, and what they depend on, in
+the stack. The Automation API drives the Pulumi CLI, which must be installed.
 """
 from __future__ import annotations
 
@@ -50,7 +54,8 @@ def destroyer(work_dir: Path = PROJECT_DIR,
 
         try:
             stack = auto.select_stack(stack_name=environment, work_dir=str(work_dir))
-            stack.destroy(on_output=on_output)
+            # Protected resources (prod's storage) stay; everything else goes.
+            stack.destroy(on_output=on_output, exclude_protected=True)
         except FileNotFoundError as exc:  # the CLI vanished between the check and the call
             raise CloudError("pulumi", f"destroy {environment}", f"Pulumi CLI not found: {exc}")
         except auto.errors.CommandError as exc:

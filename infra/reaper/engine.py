@@ -1,20 +1,26 @@
 """One reaper run across cloud adaptors: discover -> read utilization -> decide -> act -> audit.
 
 Cloud-neutral: adaptors (``infra.reaper.aws`` / ``infra.reaper.gcp``) do discovery and actions
-and raise :class:`infra.errors.CloudError`; this module owns ordering, the per-run cap, the
-re-check right before acting, per-cluster failure isolation and the audit trail.
-No pydantic / Pulumi imports (the scheduled Lambda runs it).
+and raise :class:`infra.errors.CloudError` (subtypes in :mod:`infra.reaper.errors`); this module
+owns ordering, the per-run cap and its sharing with concurrent reapers (:mod:`infra.reaper.claims`),
+the re-checks right before acting (utilization, then membership), per-cluster failure isolation
+and the audit trail. Whatever goes wrong, :func:`run` returns a report: one cluster's failure,
+or one adaptor's, never stops the others, and nothing escapes as a traceback.
+No pydantic / Pulumi imports (the scheduled functions run it).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Iterable, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
 from infra.costing import tags
 from infra.errors import CloudError
+from infra.reaper import claims as cl
 from infra.reaper import decision as d
 from infra.reaper.audit import AuditLog
+from infra.reaper.errors import GroupGone
 
 
 @dataclass(frozen=True)
@@ -45,9 +51,20 @@ class Adaptor(Protocol):
 
     def unmark(self, ref: d.ClusterRef) -> None: ...
 
-    def scale_to_zero(self, ref: d.ClusterRef) -> None: ...
+    def scale_to_zero(self, ref: d.ClusterRef) -> Optional[list]: ...
 
     def reservations(self, ref: d.ClusterRef) -> list[Reservation]: ...
+
+    #: each cluster's compute right now (node ids, capacity, deleted groups), by ref.key.
+    def members(self, refs: Sequence[d.ClusterRef]) -> dict: ...
+
+    def claim_key(self, ref: d.ClusterRef) -> Any: ...
+
+    def claims(self) -> list[cl.Claim]: ...
+
+    def claim(self, ref: d.ClusterRef, key: str, value: str, *, now: float) -> None: ...
+
+    def release(self, ref: d.ClusterRef, key: str) -> None: ...
 
 
 #: hourly reserved price of one node: (cloud, region, instance_type) -> USD or None.
@@ -123,6 +140,12 @@ def _outcome(ref: d.ClusterRef, v: d.Verdict, **kw) -> Outcome:
                    window_minutes=v.window_minutes, groups=ref.groups, **kw)
 
 
+def _internal(cloud: str, what: str, exc: BaseException) -> CloudError:
+    """An exception that is not a CloudError is a gpulease bug: reported, never a traceback."""
+    return CloudError(cloud, what, f"internal error {type(exc).__name__}: {exc} (a gpulease "
+                      "bug: please report it with the audit log)")
+
+
 def _error(ref: d.ClusterRef, exc: Exception, action: str = d.NONE) -> Outcome:
     return Outcome(cluster=ref.cluster, environment=ref.environment, cloud=ref.cloud,
                    region=ref.region, state=d.ERROR, reason=str(exc), action=action,
@@ -141,51 +164,108 @@ def _price(reservations: Iterable[Reservation], cloud: str, pricer: Optional[Pri
     return tuple(out)
 
 
-def _longest_window(refs: Sequence[d.ClusterRef], policy: d.Policy) -> int:
-    windows = [w for w in (d.window_minutes(r, policy) for r in refs) if w]
-    return max(windows, default=60)
+#: utilization reads are grouped by lookback rounded up to this many minutes, so a few marked
+#: clusters needing their evidence since the mark cost one more batched read, not one each.
+LOOKBACK_STEP_MIN = 30
+
+
+def _read(ad: Adaptor, refs: Sequence[d.ClusterRef], *, now: float, policy: d.Policy) -> dict:
+    """Utilization for ``refs``: each cluster's nodes over the lookback its decision needs."""
+    buckets: dict[int, list] = {}
+    for ref in refs:
+        minutes = d.lookback_minutes(ref, now=now, policy=policy)
+        if minutes:
+            step = int(math.ceil(minutes / LOOKBACK_STEP_MIN)) * LOOKBACK_STEP_MIN
+            buckets.setdefault(step, []).extend(ref.nodes)
+    samples: dict = {}
+    for minutes, nodes in sorted(buckets.items()):
+        samples.update(ad.utilization(nodes, now - minutes * 60, now, policy.period_s))
+    return samples
+
+
+def _safely(cloud: str, what: str, fn: Callable, *args: Any, **kw: Any):
+    """(result, None) or (None, CloudError): the engine's guard around every adaptor call."""
+    try:
+        return fn(*args, **kw), None
+    except CloudError as exc:
+        return None, exc
+    except Exception as exc:  # noqa: BLE001 - a bug must not abort the other clusters
+        return None, _internal(cloud, what, exc)
+
+
+@dataclass
+class _Run:
+    """State of one run shared by its phases."""
+
+    report: Report
+    audit: AuditLog
+    apply: bool
+    policy: d.Policy
+    now: Callable[[], float]
+    pricer: Optional[Pricer]
+    destroyer: Optional[Destroyer]
+    token: str = ""
+    destroyed: set = field(default_factory=set)
+
+    def put(self, idx: int, o: Outcome, event: str, **extra: Any) -> Outcome:
+        self.report.outcomes[idx] = o
+        self.audit.write(event, **extra, **o.as_json())
+        return o
 
 
 def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
         max_actions: int = 10, environments: Optional[Iterable[str]] = None,
         audit: Optional[AuditLog] = None, now: Optional[float] = None,
         pricer: Optional[Pricer] = None, destroyer: Optional[Destroyer] = None,
-        clock: Callable[[], float] = time.time) -> Report:
-    """Run the reaper once. ``environments=None`` means every environment (``--all``)."""
+        clock: Callable[[], float] = time.time, settle_s: float = cl.SETTLE_S,
+        sleep: Callable[[float], None] = time.sleep, run_token: Optional[str] = None) -> Report:
+    """Run the reaper once. ``environments=None`` means every environment (``--all``).
+
+    With ``apply``, teardowns go through: the utilization re-check, the claim protocol shared
+    with concurrent reapers (at most ``max_actions`` across all of them, :mod:`claims`), the
+    membership re-check (only measured nodes are scaled away), then the action.
+    """
     audit = audit or AuditLog(None)
     envs = frozenset(environments) if environments is not None else None
     report = Report(apply=apply)
+    r = _Run(report=report, audit=audit, apply=apply, policy=policy,
+             now=(lambda: now) if now is not None else clock, pricer=pricer,
+             destroyer=destroyer, token=run_token or cl.new_token())
     audit.write("run-start", apply=apply, environments=sorted(envs) if envs else "all",
-                policy=asdict(policy), max_actions=max_actions,
+                policy=asdict(policy), max_actions=max_actions, claim_token=r.token,
                 adaptors=[f"{a.cloud}:{a.label}" for a in adaptors])
 
     planned: list[tuple[Adaptor, d.ClusterRef, d.Verdict]] = []
     for ad in adaptors:
-        try:
-            refs = sorted(ad.discover(envs), key=lambda r: r.key)
-        except CloudError as exc:
+        refs, exc = _safely(ad.cloud, "discover", ad.discover, envs)
+        if exc is not None:
             o = Outcome(cluster="*", environment="*", cloud=ad.cloud, region=ad.label,
                         state=d.ERROR, reason=f"discovery failed: {exc}", action=d.NONE,
                         nodes=0, max_gpu_utilization=None)
             report.outcomes.append(o)
             audit.write("error", **o.as_json())
             continue
-        t = now if now is not None else clock()
-        window = _longest_window(refs, policy)
-        nodes = [n for r in refs for n in r.nodes]
-        try:
-            samples = ad.utilization(nodes, t - window * 60, t, policy.period_s) if nodes else {}
-        except CloudError as exc:
+        refs = sorted(refs, key=lambda x: x.key)
+        t = r.now()
+        samples, exc = _safely(ad.cloud, "read GPU utilization", _read, ad, refs, now=t,
+                               policy=policy)
+        if exc is not None:
             for ref in refs:
                 o = _error(ref, CloudError(ad.cloud, "read GPU utilization", str(exc)))
                 report.outcomes.append(o)
                 audit.write("error", **o.as_json())
             continue
         for ref in refs:
-            planned.append((ad, ref, d.decide(ref, samples, now=t, policy=policy)))
+            verdict, exc = _safely(ad.cloud, "decide", d.decide, ref, samples, now=t,
+                                   policy=policy)
+            if exc is not None:
+                o = _error(ref, exc)
+                report.outcomes.append(o)
+                audit.write("error", **o.as_json())
+                continue
+            planned.append((ad, ref, verdict))
 
     blocked_envs = _destroy_blockers(planned) if policy.destroy else {}
-    destroyed: set[str] = set()
     acted = 0
     teardowns: list[tuple[int, Adaptor, d.ClusterRef, d.Verdict]] = []
     for ad, ref, verdict in planned:
@@ -208,38 +288,30 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
                 continue
             acted += 1
             teardowns.append((len(report.outcomes), ad, ref, verdict))
-            report.outcomes.append(None)  # filled below, after the re-check
+            report.outcomes.append(None)  # filled below, after the re-checks
             continue
-        report.outcomes.append(_mark_or_unmark(ad, ref, verdict, apply=apply,
-                                               now=now if now is not None else clock(),
-                                               audit=audit))
+        report.outcomes.append(_mark_or_unmark(ad, ref, verdict, r))
 
-    # Re-check right before acting, one batched read per adaptor: a job may have started since
-    # the first read (Karpenter sigs#3185 — a node became busy during the wait and was
-    # deleted anyway).
-    for ad in adaptors:
-        mine = [t for t in teardowns if t[1] is ad]
-        if not mine:
-            continue
-        t = now if now is not None else clock()
-        fresh: Optional[dict] = None
-        if apply:
-            window = _longest_window([ref for _, _, ref, _ in mine], policy)
-            try:
-                fresh = ad.utilization([n for _, _, ref, _ in mine for n in ref.nodes],
-                                       t - window * 60, t, policy.period_s)
-            except CloudError as exc:
-                for idx, _, ref, v in mine:
-                    o = _error(ref, CloudError(ad.cloud, "re-check GPU utilization", str(exc)),
-                               v.action)
-                    report.outcomes[idx] = o
-                    audit.write("action", ok=False, **o.as_json())
-                continue
-        for idx, _, ref, v in mine:
-            report.outcomes[idx] = _teardown(ad, ref, v, apply=apply, policy=policy, now=t,
-                                             fresh=fresh, pricer=pricer, destroyer=destroyer,
-                                             destroyed=destroyed, audit=audit)
-    audit.write("run-end", apply=apply, clusters=len(report.outcomes), teardowns=acted,
+    if not apply:
+        for idx, ad, ref, v in teardowns:
+            report.outcomes[idx] = _outcome(ref, v, reservations=_reservations(ad, ref, r))
+    elif teardowns:
+        destroy_sets: dict = {}
+        for _, ref, v in planned:
+            if v.action == d.DESTROY:
+                destroy_sets.setdefault(ref.environment, set()).add(ref.key)
+        try:
+            due = _recheck(teardowns, adaptors, r)
+            due = _claim(due, adaptors, r, max_actions=max_actions, settle_s=settle_s,
+                         sleep=sleep)
+            _act(due, adaptors, r, destroy_sets=destroy_sets)
+        except Exception as exc:  # noqa: BLE001 - a bug: report it per cluster, never a traceback
+            err = _internal("reaper", "teardown", exc)
+            for idx, _, ref, v in teardowns:
+                if report.outcomes[idx] is None:
+                    r.put(idx, _error(ref, err, v.action), "error")
+    audit.write("run-end", apply=apply, clusters=len(report.outcomes),
+                teardowns=sum(1 for o in report.outcomes if o.state == d.REAPED),
                 failed=report.failed)
     return report
 
@@ -253,62 +325,211 @@ def _destroy_blockers(planned) -> dict[str, str]:
     return {env: "cluster(s) " + ", ".join(sorted(c)) for env, c in pending.items()}
 
 
-def _mark_or_unmark(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, *, apply: bool, now: float,
-                    audit: AuditLog) -> Outcome:
-    if v.action == d.NONE or not apply:
+def _mark_or_unmark(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
+    if v.action == d.NONE or not r.apply:
         return _outcome(ref, v)
-    try:
-        if v.action == d.MARK:
-            ad.mark(ref, tags.timestamp_label(now))
-            v = replace(v, state=d.MARKED)
-        elif v.action == d.UNMARK:
-            ad.unmark(ref)
-    except CloudError as exc:
+    if v.action == d.MARK:
+        _, exc = _safely(ad.cloud, "mark", ad.mark, ref, tags.timestamp_label(r.now()))
+        v = replace(v, state=d.MARKED) if exc is None else v
+    else:
+        _, exc = _safely(ad.cloud, "unmark", ad.unmark, ref)
+    if isinstance(exc, GroupGone):
+        o = _outcome(ref, replace(v, state=d.SKIPPED, action=d.NONE, reason=(
+            f"{v.reason}; but it was deleted during the run ({exc}): nothing to {v.action}")))
+        r.audit.write("action", ok=True, **o.as_json())
+        return o
+    if exc is not None:
         o = _error(ref, exc, v.action)
-        audit.write("action", ok=False, **o.as_json())
+        r.audit.write("action", ok=False, **o.as_json())
         return o
     o = _outcome(ref, v, applied=True)
-    audit.write("action", ok=True, **o.as_json())
+    r.audit.write("action", ok=True, **o.as_json())
     return o
 
 
-def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, *, apply: bool, policy: d.Policy,
-              now: float, fresh: Optional[dict], pricer, destroyer, destroyed: set,
-              audit: AuditLog) -> Outcome:
-    try:
-        reservations = _price(ad.reservations(ref), ref.cloud, pricer)
-    except CloudError as exc:
-        reservations = (Reservation(id="?", instance_type="?", count=0, region=ref.region,
-                                    note=f"could not list reservations: {exc}"),)
-    if not apply:
-        return _outcome(ref, v, reservations=reservations)
-    try:
-        again = d.decide(ref, fresh or {}, now=now, policy=policy)
-        if again.action != v.action:
-            audit.write("recheck", changed=True, **_outcome(ref, again).as_json())
-            return _mark_or_unmark(ad, ref, again, apply=apply, now=now, audit=audit)
-        if v.action == d.DESTROY:
-            if destroyer is None:
-                raise CloudError(ref.cloud, "destroy", "no Pulumi destroyer configured")
-            if ref.environment not in destroyed:
-                destroyer(ref.environment)
-                destroyed.add(ref.environment)
+def _reservations(ad: Adaptor, ref: d.ClusterRef, r: _Run) -> tuple:
+    found, exc = _safely(ad.cloud, "list reservations", ad.reservations, ref)
+    if exc is not None:
+        return (Reservation(id="?", instance_type="?", count=0, region=ref.region,
+                            note=f"could not list reservations: {exc}"),)
+    priced, exc = _safely(ref.cloud, "price reservations", _price, found, ref.cloud, r.pricer)
+    return priced if exc is None else _price(found, ref.cloud, None)
+
+
+def _by_adaptor(items, adaptors):
+    for ad in adaptors:
+        mine = [t for t in items if t[1] is ad]
+        if mine:
+            yield ad, mine
+
+
+def _recheck(teardowns, adaptors, r: _Run) -> list:
+    """Re-read utilization right before acting, one batched read per adaptor: a job may have
+    started since the first read (Karpenter sigs#3185 — a node became busy during the wait and
+    was deleted anyway). Clusters whose verdict changed are marked/unmarked instead."""
+    due = []
+    for ad, mine in _by_adaptor(teardowns, adaptors):
+        t = r.now()
+        fresh, exc = _safely(ad.cloud, "re-check GPU utilization", _read, ad,
+                             [ref for _, _, ref, _ in mine], now=t, policy=r.policy)
+        for idx, _, ref, v in mine:
+            if exc is not None:
+                r.put(idx, _error(ref, CloudError(ad.cloud, "re-check GPU utilization",
+                                                  str(exc)), v.action), "action", ok=False)
+                continue
+            again, err = _safely(ad.cloud, "decide", d.decide, ref, fresh, now=t,
+                                 policy=r.policy)
+            if err is not None:
+                r.put(idx, _error(ref, err, v.action), "action", ok=False)
+            elif again.action != v.action:
+                r.audit.write("recheck", changed=True, **_outcome(ref, again).as_json())
+                r.report.outcomes[idx] = _mark_or_unmark(ad, ref, again, r)
+            else:
+                due.append((idx, ad, ref, again))
+    return due
+
+
+def _skip(ref: d.ClusterRef, v: d.Verdict, why: str, state: str = d.SKIPPED) -> Outcome:
+    return _outcome(ref, replace(v, state=state, action=d.NONE, reason=f"{v.reason}; {why}"))
+
+
+def _claim(due, adaptors, r: _Run, *, max_actions: int, settle_s: float, sleep) -> list:
+    """The claim protocol of :mod:`infra.reaper.claims`: which due clusters this run may act on.
+
+    Claims are read from every adaptor of the run (the regions/projects it covers); a cluster
+    whose adaptor's claims cannot be read is not acted on (the count would be blind there).
+    """
+    def read_all() -> tuple[list, dict]:
+        found, failed = [], {}
+        for ad in adaptors:
+            got, exc = _safely(ad.cloud, "read reaper claims", ad.claims)
+            if exc is None:
+                found += got
+            else:
+                failed[id(ad)] = exc
+        return found, failed
+
+    t = r.now()
+    before, failed = read_all()
+    pre = cl.tally(before, run_token=r.token, now=t)
+    budget = max(0, max_actions - len(pre.others))
+    key, value = cl.tag_key(r.token), cl.value(t)
+    written = []
+    for idx, ad, ref, v in due:
+        if id(ad) in failed:
+            r.put(idx, _error(ref, failed[id(ad)], v.action), "action", ok=False)
+            continue
+        if ad.claim_key(ref) in pre.others:
+            r.put(idx, _skip(ref, v, f"another reaper (run {pre.others[ad.claim_key(ref)]}) "
+                             "is tearing it down"), "skipped")
+            continue
+        if len(written) >= budget:
+            r.put(idx, _skip(ref, v, f"the teardown cap of {max_actions} is in use by other "
+                             f"reapers: {len(pre.others)} cluster(s) claimed by run(s) "
+                             f"{pre.other_runs()} within the last {cl.LEASE_S // 60} min"),
+                  "skipped")
+            continue
+        _, exc = _safely(ad.cloud, "claim", ad.claim, ref, key, value, now=t)
+        if exc is not None:
+            _safely(ad.cloud, "release claim", ad.release, ref, key)
+            if isinstance(exc, GroupGone):
+                r.put(idx, _skip(ref, v, f"deleted during the run ({exc}): nothing to scale"),
+                      "action", ok=True)
+            else:
+                r.put(idx, _error(ref, exc, v.action), "action", ok=False)
+            continue
+        written.append((idx, ad, ref, v))
+        r.audit.write("claim", claim=key, expires=value, **_outcome(ref, v).as_json())
+    if not written:
+        return []
+    if settle_s > 0:
+        sleep(settle_s)
+    after, failed = read_all()
+    t2 = cl.tally(after, run_token=r.token, now=r.now())
+    order = [ad.claim_key(ref) for _, ad, ref, _ in written if id(ad) not in failed]
+    kept, lost = cl.settle(order, t2, cap=max_actions)
+    kept = set(kept)
+    out = []
+    for idx, ad, ref, v in written:
+        ck = ad.claim_key(ref)
+        if id(ad) in failed:
+            _safely(ad.cloud, "release claim", ad.release, ref, key)
+            r.put(idx, _error(ref, failed[id(ad)], v.action), "action", ok=False)
+        elif ck in kept:
+            out.append((idx, ad, ref, v))
         else:
-            ad.scale_to_zero(ref)
-    except CloudError as exc:
-        o = _error(ref, exc, v.action)
-        audit.write("action", ok=False, **o.as_json())
-        return o
+            _safely(ad.cloud, "release claim", ad.release, ref, key)
+            r.put(idx, _skip(ref, v, f"not torn down: {lost.get(ck, 'claim lost')}"), "skipped",
+                  released=key)
+    return out
+
+
+def _act(due, adaptors, r: _Run, *, destroy_sets: dict) -> None:
+    """Membership re-read right before acting (only measured nodes are scaled away), then act."""
+    ready: list = []
+    for ad, mine in _by_adaptor(due, adaptors):
+        members, exc = _safely(ad.cloud, "re-read group membership", ad.members,
+                               [ref for _, _, ref, _ in mine])
+        for idx, _, ref, v in mine:
+            if exc is not None:
+                r.put(idx, _error(ref, exc, v.action), "action", ok=False)
+                continue
+            change = d.membership_change(ref, members.get(ref.key, d.Membership(
+                gone=ref.groups)))
+            if change is not None:
+                state, why = change
+                # nothing done: the claim must not hold the shared cap for nothing
+                _safely(ad.cloud, "release claim", ad.release, ref, cl.tag_key(r.token))
+                r.put(idx, _skip(ref, v, why, state=state), "membership", changed=True)
+                continue
+            ready.append((idx, ad, ref, v))
+    if r.policy.destroy:
+        # A stack destroy takes the whole environment: every cluster of it must still be due.
+        have: dict = {}
+        for _, _, ref, _ in ready:
+            have.setdefault(ref.environment, set()).add(ref.key)
+        for idx, ad, ref, v in list(ready):
+            if have.get(ref.environment) != destroy_sets.get(ref.environment):
+                ready.remove((idx, ad, ref, v))
+                _safely(ad.cloud, "release claim", ad.release, ref, cl.tag_key(r.token))
+                r.put(idx, _skip(ref, v, f"another cluster of environment {ref.environment} "
+                                 "changed, hit the cap or could not be claimed: nothing "
+                                 "destroyed"), "skipped")
+    for idx, ad, ref, v in ready:
+        o = _teardown(ad, ref, v, r)
+        if o.state == d.SKIPPED:  # deleted under our hands: nothing was torn down
+            _safely(ad.cloud, "release claim", ad.release, ref, cl.tag_key(r.token))
+        r.put(idx, o, "action", ok=o.state != d.ERROR)
+
+
+def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
+    reservations = _reservations(ad, ref, r)
+    notes: list = []
+    if v.action == d.DESTROY:
+        if r.destroyer is None:
+            return _error(ref, CloudError(ref.cloud, "destroy", "no Pulumi destroyer "
+                                          "configured"), v.action)
+        if ref.environment not in r.destroyed:
+            _, exc = _safely("pulumi", "destroy", r.destroyer, ref.environment)
+            if exc is not None:
+                return _error(ref, exc, v.action)
+            r.destroyed.add(ref.environment)
+    else:
+        notes, exc = _safely(ad.cloud, "scale to zero", ad.scale_to_zero, ref)
+        if isinstance(exc, GroupGone):
+            return _skip(ref, v, f"deleted during the run by someone else ({exc}): nothing "
+                         "scaled")
+        if exc is not None:
+            return _error(ref, exc, v.action)
     what = "stack destroyed" if v.action == d.DESTROY else "compute scaled to zero"
     templates = "launch templates" if ref.cloud == "aws" else "instance templates"
     keep = f"; {templates} and storage untouched" if v.action == d.SCALE_TO_ZERO else \
         "; retained/protected storage survives"
     billing = ""
     if reservations:
-        known = [r.usd_per_day for r in reservations if r.usd_per_day is not None]
+        known = [x.usd_per_day for x in reservations if x.usd_per_day is not None]
         billing = (f"; {len(reservations)} reservation(s) keep billing"
                    + (f" (${sum(known):,.2f}/day unused)" if known else ""))
-    o = _outcome(ref, replace(again, state=d.REAPED, reason=f"{again.reason}; {what}{keep}"
-                              f"{billing}"), applied=True, reservations=reservations)
-    audit.write("action", ok=True, **o.as_json())
-    return o
+    extra = "".join(f"; {n}" for n in (notes or ()))
+    return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{keep}"
+                                 f"{billing}{extra}"), applied=True, reservations=reservations)

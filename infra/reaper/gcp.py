@@ -5,7 +5,11 @@ emulators and the tests' local fake: ``GPULEASE_GCP_ENDPOINT=http://127.0.0.1:PO
 Compute and the Monitoring REST APIs are then called there, without credentials).
 Compute uses google-cloud-compute's REST transport; Monitoring uses its REST API
 (``projects.timeSeries.list``) directly, because google-cloud-monitoring ships gRPC transports
-only. Errors become :class:`infra.errors.CloudError` here and nowhere else.
+only. :meth:`GcpReaper._call` is the one boundary: SDK errors, HTML or non-JSON answers
+(a 200 from a proxy or captive portal included) become :mod:`infra.reaper.errors` types there
+and nowhere else. google-api-core's own retries are switched off on every call (``retry=None``;
+its defaults retry list/get calls for up to 600 s), so every retry goes through
+:class:`infra.reaper.retry.Backoff` and is counted once.
 """
 from __future__ import annotations
 
@@ -17,8 +21,10 @@ from typing import Any, Iterator, Optional, Sequence
 
 from infra.costing import tags
 from infra.errors import CloudError
-from infra.reaper.decision import ClusterRef, Node
+from infra.reaper.claims import Claim, expired, token_of
+from infra.reaper.decision import ClusterRef, Membership, Node
 from infra.reaper.engine import Reservation
+from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
 from infra.reaper.retry import Backoff
 
 #: Ops Agent NVML metric (percent, per GPU; DOMAIN.md).
@@ -29,6 +35,9 @@ CREATED_BY = "created-by"
 _LIVE = ("PROVISIONING", "STAGING", "RUNNING")
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 ENDPOINT_ENV = "GPULEASE_GCP_ENDPOINT"
+#: per-request timeout (s); no SDK-level retry (see the module docstring).
+TIMEOUT_S = 30.0
+_NO_RETRY = {"retry": None, "timeout": TIMEOUT_S}
 
 
 def clients(project: str, endpoint: Optional[str] = None) -> dict:
@@ -98,8 +107,18 @@ class MonitoringRest:
             resp = self.session.get(f"{self.base_url}/v3/projects/{project}/timeSeries",
                                     params=q, timeout=30)
             if resp.status_code != 200:
-                raise HttpStatusError(resp.status_code, resp.text[:300])
-            body = resp.json()
+                raise HttpStatusError(resp.status_code, " ".join(resp.text[:300].split()))
+            try:
+                body = resp.json()
+            except ValueError:
+                raise MalformedResponse("gcp", f"{project} monitoring.timeSeries.list",
+                                        f"HTTP 200 with a non-JSON body "
+                                        f"({resp.headers.get('content-type', '?')}): not from "
+                                        "Cloud Monitoring (a proxy or captive portal?)") from None
+            if not isinstance(body, dict):
+                raise MalformedResponse("gcp", f"{project} monitoring.timeSeries.list",
+                                        f"HTTP 200 with a JSON {type(body).__name__}, not an "
+                                        "object")
             yield body
             token = body.get("nextPageToken")
             if not token:
@@ -116,10 +135,22 @@ def _status(exc: BaseException) -> int:
 
 def _retryable(exc: BaseException) -> bool:
     import requests
+    from google.protobuf.json_format import ParseError
 
-    if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
-        return True
+    if isinstance(exc, (TransientError, ParseError, requests.ConnectionError, requests.Timeout,
+                        requests.exceptions.InvalidJSONError)):
+        return True  # throttling/5xx below; unparseable bodies and dropped connections here
     return _status(exc) in _RETRY_STATUS
+
+
+def _describe(exc: BaseException) -> str:
+    from google.protobuf.json_format import ParseError
+
+    if isinstance(exc, ParseError):
+        return ("HTTP 200 with a body that is not the API's JSON (an HTML page or a truncated "
+                f"answer: a gateway or proxy answered?): {' '.join(str(exc).split())[:120]}")
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _ts(value: str) -> float:
@@ -160,75 +191,136 @@ class GcpReaper:
 
     def _call(self, op: str, fn: Any) -> Any:
         from google.api_core.exceptions import GoogleAPICallError
+        from google.protobuf.json_format import ParseError
         import requests
+
+        where = f"{self.project} {op}"
 
         def once():
             self.calls[op] += 1
-            return fn()
+            try:
+                return fn()
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+                if isinstance(exc, (ParseError, requests.RequestException)):
+                    raise
+                raise MalformedResponse("gcp", where, f"an answer lacks what the API documents "
+                                        f"({type(exc).__name__}: {exc})") from None
         try:
             return self.backoff.call(once, retryable=_retryable)
-        except (GoogleAPICallError, HttpStatusError, requests.RequestException) as exc:
-            raise CloudError("gcp", f"{self.project} {op}", str(exc),
-                             retryable=_retryable(exc)) from None
+        except CloudError as exc:
+            raise type(exc)("gcp", where, f"{exc.args[0].split(': ', 2)[-1]}"
+                            f"{self._gave_up(exc)}") from None
+        except (GoogleAPICallError, HttpStatusError, ParseError, requests.RequestException) as exc:
+            cls = TransientError if _retryable(exc) else CloudError
+            raise cls("gcp", where, _describe(exc) + self._gave_up(exc),
+                      retryable=_retryable(exc)) from None
+
+    def _gave_up(self, exc: BaseException) -> str:
+        return f" (gave up after {self.backoff.attempts} attempts)" if _retryable(exc) else ""
 
     # ---- discovery ----------------------------------------------------------------------
-    def discover(self, environments: Optional[frozenset]) -> list[ClusterRef]:
-        req = {"project": self.project, "filter": f"labels.{tags.CLUSTER}:*",
-               "max_results": 500}
+    def _list(self, label: str) -> list:
+        """Every instance carrying ``label`` in the project: (zone, instance), one paged call."""
+        req = {"project": self.project, "filter": f"labels.{label}:*", "max_results": 500}
         found: list = []
 
         def list_all():
             found.clear()
-            for zone_key, scoped in self.instances.aggregated_list(request=req):
+            for zone_key, scoped in self.instances.aggregated_list(request=req, **_NO_RETRY):
                 for inst in scoped.instances:
-                    found.append((zone_key, inst))
+                    found.append((_tail(inst.zone) or _tail(zone_key), inst))
         self._call("compute.instances.aggregatedList", list_all)
+        return found
+
+    def _grouped(self, environments: Optional[frozenset]) -> dict[tuple, list]:
         by_cluster: dict[tuple, list] = {}
-        for _, inst in found:
+        for zone, inst in self._list(tags.CLUSTER):
             labels = dict(inst.labels)
             cluster, env = labels.get(tags.CLUSTER), labels.get(tags.ENVIRONMENT)
             if not cluster or not env or cluster == tags.SHARED or inst.status not in _LIVE:
                 continue
             if environments is not None and env not in environments:
                 continue
-            by_cluster.setdefault((env, cluster), []).append(inst)
+            by_cluster.setdefault((env, cluster), []).append((zone, inst))
+        return by_cluster
+
+    def discover(self, environments: Optional[frozenset]) -> list[ClusterRef]:
+        self._known.clear()
+        self._affinity.clear()
         refs = []
-        for (env, cluster), insts in sorted(by_cluster.items()):
-            nodes, groups, merged, since = [], set(), {}, []
-            zones = set()
-            for inst in insts:
-                zone = _tail(inst.zone)
-                zones.add(zone)
-                self._known[str(inst.id)] = _Instance(zone, inst.name, dict(inst.labels),
-                                                       inst.label_fingerprint)
-                started = inst.last_start_timestamp or inst.creation_timestamp
-                nodes.append(Node(id=str(inst.id), launched_at=_ts(started) if started
-                                  else None, location=zone))
-                meta = {i.key: i.value for i in inst.metadata.items} if inst.metadata else {}
-                if meta.get(CREATED_BY):
-                    groups.add(meta[CREATED_BY])
-                for k, v in inst.labels.items():
-                    merged.setdefault(k, v)
-                if tags.IDLE_SINCE in inst.labels:
-                    since.append(inst.labels[tags.IDLE_SINCE])
-                aff = inst.reservation_affinity
-                if aff and aff.consume_reservation_type == "SPECIFIC_RESERVATION":
-                    for name in aff.values:
-                        self._affinity.setdefault((env, cluster), set()).add((zone, _tail(name)))
-            # The opt-out wins if ANY node carries it; the idle mark counts from its latest
-            # (most conservative) value and only when every node carries it.
-            keep = [i.labels[tags.KEEP] for i in insts if tags.KEEP in i.labels]
-            merged.pop(tags.KEEP, None)
-            merged.pop(tags.IDLE_SINCE, None)
-            if keep:
-                merged[tags.KEEP] = keep[0]
-            if since and len(since) == len(insts):
-                merged[tags.IDLE_SINCE] = max(since)
-            region = sorted(zones)[0].rsplit("-", 1)[0]
-            refs.append(ClusterRef(cloud="gcp", region=region, environment=env, cluster=cluster,
-                                   groups=tuple(sorted(groups)), nodes=tuple(nodes),
-                                   tags=merged, capacity=len(nodes)))
+        for (env, cluster), insts in sorted(self._grouped(environments).items()):
+            try:
+                refs.append(self._ref(env, cluster, insts))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise MalformedResponse("gcp", f"{self.project} compute.instances."
+                                        "aggregatedList", f"an instance lacks what the API "
+                                        f"documents ({type(exc).__name__}: {exc})") from None
         return refs
+
+    def _ref(self, env: str, cluster: str, insts: list) -> ClusterRef:
+        nodes, groups, merged, since = [], set(), {}, []
+        zones = set()
+        for zone, inst in insts:
+            zones.add(zone)
+            self._known[str(inst.id)] = _Instance(zone, inst.name, dict(inst.labels),
+                                                   inst.label_fingerprint)
+            started = inst.last_start_timestamp or inst.creation_timestamp
+            nodes.append(Node(id=str(inst.id), launched_at=_ts(started) if started
+                              else None, location=zone))
+            meta = {i.key: i.value for i in inst.metadata.items} if inst.metadata else {}
+            if meta.get(CREATED_BY):
+                groups.add(meta[CREATED_BY])
+            for k, v in inst.labels.items():
+                merged.setdefault(k, v)
+            if tags.IDLE_SINCE in inst.labels:
+                since.append(inst.labels[tags.IDLE_SINCE])
+            aff = inst.reservation_affinity
+            if aff and aff.consume_reservation_type == "SPECIFIC_RESERVATION":
+                for name in aff.values:
+                    self._affinity.setdefault((env, cluster), set()).add((zone, _tail(name)))
+        # The opt-out wins if ANY node carries it; the idle mark counts from its latest
+        # (most conservative) value and only when every node carries it.
+        keep = [i.labels[tags.KEEP] for _, i in insts if tags.KEEP in i.labels]
+        merged.pop(tags.KEEP, None)
+        merged.pop(tags.IDLE_SINCE, None)
+        if keep:
+            merged[tags.KEEP] = keep[0]
+        if since and len(since) == len(insts):
+            merged[tags.IDLE_SINCE] = max(since)
+        region = sorted(zones)[0].rsplit("-", 1)[0]
+        return ClusterRef(cloud="gcp", region=region, environment=env, cluster=cluster,
+                          groups=tuple(sorted(groups)), nodes=tuple(nodes), tags=merged,
+                          capacity=len(nodes))
+
+    def members(self, refs: Sequence[ClusterRef]) -> dict:
+        """Each cluster's live instances and its MIGs' target sizes, re-read right before acting
+        (one aggregated instance list and one aggregated MIG list for the whole project)."""
+        now = self._grouped(None)
+        migs: dict[tuple, int] = {}
+
+        def list_migs():
+            migs.clear()
+            for _, scoped in self.migs.aggregated_list(request={
+                    "project": self.project, "max_results": 500}, **_NO_RETRY):
+                for m in scoped.instance_group_managers:
+                    scope, where = ("zones", _tail(m.zone)) if m.zone else \
+                        ("regions", _tail(m.region))
+                    migs[(scope, where, m.name)] = int(m.target_size)
+        if any(r.groups for r in refs):
+            self._call("compute.instanceGroupManagers.aggregatedList", list_migs)
+        out = {}
+        for r in refs:
+            ids = frozenset(str(i.id) for _, i in now.get((r.environment, r.cluster), ()))
+            sizes, gone = 0, []
+            for path in r.groups:
+                key = _mig_key(path)
+                if key in migs:
+                    sizes += migs[key]
+                else:
+                    gone.append(path)
+            out[r.key] = Membership(node_ids=ids, capacity=sizes if r.groups else len(ids),
+                                    gone=tuple(gone))
+        return out
 
     # ---- utilization --------------------------------------------------------------------
     def utilization(self, nodes: Sequence[Node], start: float, end: float,
@@ -243,52 +335,84 @@ class GcpReaper:
             pages.extend(self.monitoring.list_time_series(
                 self.project, filter=flt, start=start, end=end, period_s=period_s,
                 group_by=["resource.label.instance_id"]))
-        self._call("monitoring.timeSeries.list", fetch)
-        for body in pages:
-            for series in body.get("timeSeries", []):
-                iid = series.get("resource", {}).get("labels", {}).get("instance_id")
-                if iid not in wanted:
-                    continue
-                for p in series.get("points", []):
-                    # Aligned points are stamped with the END of their alignment period;
-                    # the decision module expects period starts.
-                    t = _ts(p["interval"]["endTime"]) - period_s
-                    v = p.get("value", {})
-                    val = v.get("doubleValue", v.get("int64Value"))
-                    if val is not None:
-                        out[iid].append((t, float(val)))
+            for body in pages:
+                for series in body.get("timeSeries", []):
+                    iid = series.get("resource", {}).get("labels", {}).get("instance_id")
+                    if iid not in wanted:
+                        continue
+                    for p in series.get("points", []):
+                        # Aligned points are stamped with the END of their alignment period;
+                        # the decision module expects period starts.
+                        t = _ts(p["interval"]["endTime"]) - period_s
+                        v = p.get("value", {})
+                        val = v.get("doubleValue", v.get("int64Value"))
+                        if val is not None:
+                            out[iid].append((t, float(val)))
+
+        def attempt():
+            for v in out.values():
+                v.clear()
+            fetch()
+        # Parsing happens inside the retried call: a malformed page is retried, never half-read.
+        self._call("monitoring.timeSeries.list", attempt)
         return {i: tuple(sorted(v)) for i, v in out.items()}
 
     # ---- actions ------------------------------------------------------------------------
-    def _set_label(self, node_id: str, key: str, value: Optional[str]) -> None:
+    def _set_label(self, node_id: str, key: str, value: Optional[str]) -> bool:
+        """Set (or with ``value=None`` remove) one label; False when the instance is gone."""
+        def edit(labels: dict) -> Optional[dict]:
+            if value is None:
+                if key not in labels:
+                    return None
+                return {k: v for k, v in labels.items() if k != key}
+            return {**labels, key: tags.label_value(value)}
+        return self._edit_labels(node_id, edit)
+
+    def _edit_labels(self, node_id: str, edit: Any) -> bool:
+        """Apply ``edit(labels) -> new labels | None`` under the label fingerprint precondition.
+
+        A 412 (labels changed since read) re-reads the instance once and re-applies ``edit``
+        to the fresh labels. Returns False when the instance no longer exists.
+        """
         from google.cloud import compute_v1
 
         inst = self._known[node_id]
         for attempt in range(2):
-            labels = dict(inst.labels)
-            if value is None:
-                if key not in labels:
-                    return
-                labels.pop(key)
-            else:
-                labels[key] = tags.label_value(value)
+            labels = edit(dict(inst.labels))
+            if labels is None:
+                return True
             body = compute_v1.InstancesSetLabelsRequest(labels=labels,
                                                         label_fingerprint=inst.fingerprint)
             try:
                 op = self._call("compute.instances.setLabels", lambda: self.instances.set_labels_unary(
                     project=self.project, zone=inst.zone, instance=inst.name,
-                    instances_set_labels_request_resource=body))
+                    instances_set_labels_request_resource=body, **_NO_RETRY))
                 self._check(op, "setLabels")
+                # The new fingerprint is not returned: the next write re-reads on 412.
                 self._known[node_id] = _Instance(inst.zone, inst.name, labels, inst.fingerprint)
-                return
+                return True
             except CloudError as exc:
-                # 412: labels changed since we read them (fingerprint); re-read once and retry.
+                if "404" in str(exc) or "not found" in str(exc).lower():
+                    return False
                 if attempt or ("412" not in str(exc) and "Precondition" not in str(exc)):
                     raise
-                fresh = self._call("compute.instances.get", lambda: self.instances.get(
-                    project=self.project, zone=inst.zone, instance=inst.name))
+                try:
+                    fresh = self._call("compute.instances.get", lambda: self.instances.get(
+                        project=self.project, zone=inst.zone, instance=inst.name, **_NO_RETRY))
+                except CloudError as again:
+                    if "404" in str(again):
+                        return False
+                    raise
                 inst = _Instance(inst.zone, inst.name, dict(fresh.labels),
                                  fresh.label_fingerprint)
+                self._known[node_id] = inst
+        return True
+
+    def _each_node(self, ref: ClusterRef, key: str, value: Optional[str]) -> None:
+        present = [self._set_label(n.id, key, value) for n in ref.nodes]
+        if ref.nodes and not any(present):
+            raise GroupGone("gcp", f"{self.project} compute.instances.setLabels",
+                            f"every instance of cluster {ref.cluster} is gone")
 
     def _check(self, op: Any, what: str) -> None:
         err = getattr(op, "error", None)
@@ -297,33 +421,50 @@ class GcpReaper:
                              "; ".join(e.message for e in err.errors))
 
     def mark(self, ref: ClusterRef, value: str) -> None:
-        for n in ref.nodes:
-            self._set_label(n.id, tags.IDLE_SINCE, value)
+        self._each_node(ref, tags.IDLE_SINCE, value)
 
     def unmark(self, ref: ClusterRef) -> None:
-        for n in ref.nodes:
-            self._set_label(n.id, tags.IDLE_SINCE, None)
+        try:
+            self._each_node(ref, tags.IDLE_SINCE, None)
+        except GroupGone:
+            pass  # deleted instances carry no mark
 
-    def scale_to_zero(self, ref: ClusterRef) -> None:
-        """Resize every MIG of the cluster to 0; instance templates and buckets stay."""
+    def scale_to_zero(self, ref: ClusterRef) -> list[str]:
+        """Resize every MIG of the cluster to 0; instance templates and buckets stay.
+
+        The deleted instances take their labels (mark, claim) with them: instances a later
+        resize creates start unmarked, so the next idle spell gets a new mark and full grace.
+        Raises GroupGone when every MIG is gone; returns notes otherwise.
+        """
         if not ref.groups:
             raise CloudError("gcp", f"{self.project} resize", f"cluster {ref.cluster}: its "
                              f"instances carry no {CREATED_BY} metadata (not in a MIG); "
                              "nothing resized")
+        notes, done = [], 0
         for path in ref.groups:
-            parts = path.split("/")
-            scope, where, name = parts[-4], parts[-3], parts[-1]
-            if scope == "zones":
-                op = self._call("compute.instanceGroupManagers.resize",
-                                lambda: self.migs.resize_unary(
-                                    project=self.project, zone=where,
-                                    instance_group_manager=name, size=0))
-            else:
-                op = self._call("compute.regionInstanceGroupManagers.resize",
-                                lambda: self.region_migs.resize_unary(
-                                    project=self.project, region=where,
-                                    instance_group_manager=name, size=0))
+            scope, where, name = _mig_key(path)
+            try:
+                if scope == "zones":
+                    op = self._call("compute.instanceGroupManagers.resize",
+                                    lambda: self.migs.resize_unary(
+                                        project=self.project, zone=where,
+                                        instance_group_manager=name, size=0, **_NO_RETRY))
+                else:
+                    op = self._call("compute.regionInstanceGroupManagers.resize",
+                                    lambda: self.region_migs.resize_unary(
+                                        project=self.project, region=where,
+                                        instance_group_manager=name, size=0, **_NO_RETRY))
+            except CloudError as exc:
+                if "404" in str(exc):
+                    notes.append(f"MIG {name} was already deleted")
+                    continue
+                raise
             self._check(op, "resize")
+            done += 1
+        if not done:
+            raise GroupGone("gcp", f"{self.project} resize", f"{', '.join(ref.groups)} "
+                            "deleted during the run")
+        return notes
 
     def reservations(self, ref: ClusterRef) -> list[Reservation]:
         """Specific reservations the cluster's instances consume (reservationAffinity).
@@ -334,9 +475,51 @@ class GcpReaper:
         out = []
         for zone, name in sorted(self._affinity.get((ref.environment, ref.cluster), ())):
             r = self._call("compute.reservations.get", lambda: self.reservations_client.get(
-                project=self.project, zone=zone, reservation=name))
+                project=self.project, zone=zone, reservation=name, **_NO_RETRY))
             sku = r.specific_reservation
             out.append(Reservation(id=name, instance_type=_tail(sku.instance_properties.machine_type),
                                    count=int(sku.count), region=zone.rsplit("-", 1)[0],
                                    zone=zone))
         return out
+
+    # ---- claims (infra/reaper/claims.py) --------------------------------------------------
+    def claim_key(self, ref: ClusterRef) -> tuple:
+        return ("gcp", self.project, ref.environment, ref.cluster)
+
+    def claims(self) -> list[Claim]:
+        """Every claim label on any gpulease instance of the project (one aggregated list)."""
+        out = []
+        for _, inst in self._list(tags.CLUSTER):
+            labels = dict(inst.labels)
+            for k, v in labels.items():
+                run = token_of(k)
+                if run:
+                    out.append(Claim(key=("gcp", self.project, labels.get(tags.ENVIRONMENT),
+                                          labels.get(tags.CLUSTER)), token=run, value=v))
+        return out
+
+    def claim(self, ref: ClusterRef, key: str, value: str, *, now: float) -> None:
+        """Label every instance with this run's claim, dropping expired claims of any run
+        (an instance holds at most 64 labels)."""
+        def edit(labels: dict) -> dict:
+            kept = {k: v for k, v in labels.items()
+                    if not (token_of(k) and k != key and expired(v, now))}
+            return {**kept, key: tags.label_value(value)}
+        present = [self._edit_labels(n.id, edit) for n in ref.nodes]
+        if ref.nodes and not any(present):
+            raise GroupGone("gcp", f"{self.project} compute.instances.setLabels",
+                            f"every instance of cluster {ref.cluster} is gone")
+
+    def release(self, ref: ClusterRef, key: str) -> None:
+        """Remove this run's claim label (its own key: nobody else's claim is touched)."""
+        try:
+            self._each_node(ref, key, None)
+        except GroupGone:
+            pass
+
+
+def _mig_key(path: str) -> tuple[str, str, str]:
+    """("zones"|"regions", where, name) of a created-by path
+    (``projects/NUM/zones/Z/instanceGroupManagers/N``)."""
+    parts = path.split("/")
+    return parts[-4], parts[-3], parts[-1]

@@ -1,10 +1,15 @@
 """A local HTTP fake of the Compute Engine and Cloud Monitoring REST APIs the reaper calls.
 
 It stands in for the cloud only (no gpulease logic): aggregated instance list with a label
-filter, instances.get / setLabels (with labelFingerprint preconditions, 412 on mismatch),
-zonal MIG resize (removing instances above the new size), reservations.get, and
-timeSeries.list with ALIGN_MAX / REDUCE_MAX grouped by instance id. Faults can be injected
-per operation (``fake.faults["resize"] = [503]``). Every request is logged.
+filter (with the NO_RESULTS_ON_PAGE warning entries the real list carries for empty zones),
+aggregated MIG list, instances.get / setLabels (labelFingerprint precondition, 412 on
+mismatch; label keys and values checked as Compute Engine checks them, 400 otherwise), zonal
+MIG resize (removing instances above the new size; 404 for a MIG that does not exist),
+reservations.get, and timeSeries.list with ALIGN_MAX / REDUCE_MAX grouped by instance id.
+Faults can be injected per operation (``fake.faults["resize"] = [503]``); HTML pages, non-JSON
+200s and throttling come from ``tests/fakes/fault_proxy.py`` in front of it. Resources can be
+changed mid-run (:meth:`FakeGcp.scale_mig`, :meth:`FakeGcp.delete_mig`). Every request is
+logged.
 """
 from __future__ import annotations
 
@@ -22,6 +27,13 @@ from urllib.parse import parse_qs, urlparse
 
 METRIC = "agent.googleapis.com/gpu/utilization"
 _ids = itertools.count(4_100_000_000_000_000_001)
+#: Compute Engine label rules ("Labels" requirements): at most 64 labels; keys start with a
+#: lowercase letter, 1-63 chars of [a-z0-9_-]; values 0-63 chars of [a-z0-9_-].
+MAX_LABELS = 64
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+#: a zone the fake always lists as empty, as the real aggregated list does for every zone.
+EMPTY_ZONE = "us-central1-f"
 
 
 def rfc3339(t: float) -> str:
@@ -75,6 +87,34 @@ class FakeGcp:
             (zone, f"{name}-{i:04d}") for i in range(size)], "instanceTemplate": template}
         self.templates.setdefault(template, {"name": template})
         return members
+
+    def scale_mig(self, zone: str, name: str, size: int, *, launched: float) -> list[str]:
+        """Someone raises a MIG's target size: new instances from its template (same labels
+        as the existing members, without the reaper's mark or claim)."""
+        mig = self.migs[(zone, name)]
+        template = next((self.instances[k] for k in mig["members"] if k in self.instances), None)
+        base = {k: v for k, v in (template or {}).get("labels", {}).items()
+                if k not in ("gpulease-idle-since", "gpulease-reaper-claim")}
+        added = []
+        for i in range(len(mig["members"]), size):
+            iname = f"{name}-{i:04d}"
+            iid = str(next(_ids))
+            inst = json.loads(json.dumps(template)) if template else {}
+            inst.update({"id": iid, "name": iname, "status": "PROVISIONING", "labels": dict(base),
+                         "labelFingerprint": fingerprint(base),
+                         "creationTimestamp": rfc3339(launched),
+                         "lastStartTimestamp": rfc3339(launched)})
+            self.instances[(zone, iname)] = inst
+            mig["members"].append((zone, iname))
+            added.append(iid)
+        mig["targetSize"] = size
+        return added
+
+    def delete_mig(self, zone: str, name: str) -> None:
+        """Someone deletes a MIG (and with it its instances)."""
+        mig = self.migs.pop((zone, name))
+        for key in mig["members"]:
+            self.instances.pop(key, None)
 
     def add_instance(self, zone: str, name: str, *, labels: dict, launched: float) -> str:
         iid = str(next(_ids))
@@ -185,6 +225,10 @@ class FakeGcp:
                 if body.get("labelFingerprint") != inst["labelFingerprint"]:
                     return 412, {"error": {"code": 412, "message": "Labels fingerprint either "
                                            "invalid or resource labels have changed"}}
+                bad = self._bad_labels(body.get("labels") or {})
+                if bad:
+                    return 400, {"error": {"code": 400, "message": bad, "errors": [
+                        {"reason": "invalid", "message": bad}]}}
                 inst["labels"] = dict(body.get("labels") or {})
                 inst["labelFingerprint"] = fingerprint(inst["labels"])
                 return 200, self._op("setLabels", zone)
@@ -198,6 +242,9 @@ class FakeGcp:
             mig = self.migs.get((zone, name))
             if mig is None:
                 return 404, {"error": {"code": 404, "message": f"MIG {name} not found"}}
+            if not re.fullmatch(r"[0-9]+", str(q.get("size", ""))):
+                return 400, {"error": {"code": 400, "message": "Invalid value for field 'size': "
+                                       f"'{q.get('size')}'. Must be greater than or equal to 0."}}
             size = int(q["size"])
             for key in mig["members"][size:]:
                 self.instances.pop(key, None)
@@ -208,10 +255,41 @@ class FakeGcp:
         if m and method == "GET":
             r = self.reservations.get(m.groups())
             return (200, r) if r else (404, {"error": {"code": 404, "message": "not found"}})
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/aggregated/instanceGroupManagers", path)
+        if m and method == "GET":
+            return self._fault("migAggregatedList") or self._mig_list(q)
         m = re.fullmatch(rf"/v3/projects/{p}/timeSeries", path)
         if m and method == "GET":
             return self._fault("timeSeries") or self._time_series(q)
         return 404, {"error": {"code": 404, "message": f"fake has no route {method} {path}"}}
+
+    @staticmethod
+    def _bad_labels(labels: dict) -> Optional[str]:
+        if len(labels) > MAX_LABELS:
+            return f"Invalid value for field 'labels': at most {MAX_LABELS} labels"
+        for k, v in labels.items():
+            if not _LABEL_KEY.fullmatch(str(k)):
+                return f"Invalid value for field 'labels': label key '{k}' violates format"
+            if not isinstance(v, str) or not _LABEL_VALUE.fullmatch(v):
+                return f"Invalid value for field 'labels': label value '{v}' violates format"
+        return None
+
+    def _mig_list(self, q: dict) -> tuple[int, dict]:
+        items: dict = {}
+        for (zone, name), mig in sorted(self.migs.items()):
+            items.setdefault(f"zones/{zone}", {"instanceGroupManagers": []})[
+                "instanceGroupManagers"].append({
+                    "kind": "compute#instanceGroupManager", "name": name,
+                    "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}"
+                            f"/zones/{zone}",
+                    "targetSize": mig["targetSize"],
+                    "instanceTemplate": f"global/instanceTemplates/{mig['instanceTemplate']}",
+                    "baseInstanceName": name, "status": {"isStable": True}})
+        items[f"zones/{EMPTY_ZONE}"] = {"warning": {
+            "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope "
+            f"'zones/{EMPTY_ZONE}' on this page.", "data": [{"key": "scope",
+                                                             "value": f"zones/{EMPTY_ZONE}"}]}}
+        return 200, {"kind": "compute#instanceGroupManagerAggregatedList", "items": items}
 
     def _aggregated(self, q: dict) -> tuple[int, dict]:
         flt = q.get("filter", "")
@@ -227,6 +305,10 @@ class FakeGcp:
         for zone, name in page:
             items.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(
                 self.instances[(zone, name)])
+        items.setdefault(f"zones/{EMPTY_ZONE}", {"warning": {
+            "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope "
+            f"'zones/{EMPTY_ZONE}' on this page.", "data": [{"key": "scope",
+                                                             "value": f"zones/{EMPTY_ZONE}"}]}})
         out = {"kind": "compute#instanceAggregatedList", "items": items}
         if start + size < len(keys):
             out["nextPageToken"] = str(start + size)

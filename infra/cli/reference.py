@@ -1,0 +1,189 @@
+"""docs/cli.md, generated from the `gpulease` parsers so the reference cannot drift from the code.
+
+Run: python -m infra.cli.reference > docs/cli.md   (tests/test_cli_output.py checks it is current)
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Iterator
+
+from infra.cli import COMMANDS, EPILOG, build_parser
+
+INTRO = """\
+# The `gpulease` command
+
+Generated from the command's parsers by `python -m infra.cli.reference > docs/cli.md`; a test
+fails when this file and the code disagree. `gpulease COMMAND --help` prints the same text.
+
+| command | what it does |
+| --- | --- |
+{commands}
+
+## Output
+
+- **Terminal or pipe.** On a terminal the tables have a bold header and colour (money in bold,
+  mandatory findings red, advisory yellow) and prose wraps at the terminal's width; a table
+  never shrinks below what its unwrappable columns need, so a price or a type name is never cut.
+  When stdout is not a terminal the text is plain and stable for scripts: no colour codes, no
+  wrapping, no trailing spaces, a `-` rule under each table header.
+- **Colour switches.** `--no-color` (before or after the command name) and `NO_COLOR` (any
+  non-empty value, [no-color.org](https://no-color.org)) turn colour off and win;
+  `FORCE_COLOR` (any non-empty value, [force-color.org](https://force-color.org)) turns it on
+  when piped (the layout stays the plain one); `TERM=dumb` counts as no terminal.
+- **Words.** Instance types, regions, zones and catalog versions are listed in natural order
+  (`g4dn.xlarge`, `g4dn.2xlarge`, `g4dn.12xlarge`; `europe-west4` before `europe-west10`);
+  counts agree with their noun ("1 node", "2 nodes"); a purchase mix reads
+  `1 reserved · 2 on-demand · 5 spot` (zeros left out); resource types are shown the way
+  `pulumi preview` shows them (`aws:autoscaling:Group` for `aws:autoscaling/group:Group`), the
+  JSON keeps the full token.
+- **Progress** goes to stderr, never stdout, for the commands that can take seconds (`plan`,
+  `catalog refresh`, `catalog import`, `reap`): on a terminal one spinner line with the current
+  step and the elapsed time, erased when done; when stderr is not a terminal one line per step
+  (`planning prod: running the Pulumi program under mocks (stacks/Pulumi.prod.yaml)`), except
+  with `--json`, where a script reading stderr sees only warnings, errors and the exit reason.
+- **`--json`** prints exactly one JSON document on stdout; its shape only ever gains keys.
+
+## Exit codes
+
+Every non-zero exit prints its reason on stderr: input errors as `error: FILE: CONFIG.PATH:
+what is wrong (did you mean ...)`, the others as `exit N (meaning): reason`.
+
+| code | meaning | reason printed (examples) |
+| --- | --- | --- |
+| 0 | ok | - |
+| 1 | failed at run time | `exit 1 (failed at run time): a cloud call failed for 1 cluster: dev/alpha (aws us-west-2); the other clusters were handled` |
+| 2 | bad input, nothing was done | `error: --cluster: no cluster "trian" in stack x (did you mean "train"?); clusters: train, dev` |
+| 3 | cost increase over `--fail-on-increase` | `exit 3 (cost increase over --fail-on-increase): the total monthly cost rose +$250.00 from $1,000.00 (staging) to $1,250.00 (prod), +25.0%, which is 15.0 points over --fail-on-increase 10%` |
+| 4 | a mandatory guardrail failed or a conformance error was found | `exit 4 (...): 1 mandatory guardrail violation (budget-cap) block the deploy; fix them and plan again` |
+
+When both 3 and 4 apply, both reasons are printed and the exit code is 4: a plan the clouds
+would reject cannot be deployed at any cost. The codes are defined once, in `infra/errors.py`.
+
+## `--help` speed
+
+Every help screen answers without importing Pulumi, the cloud SDKs, SciPy, pydantic (except
+`reap --help`, whose defaults come from the reaper's settings model), YAML, Jinja2 or rich:
+only the module of the command asked for is imported, and commands import their dependencies
+when they run. `python bench/cli_help.py` measures it (median of 7 runs, each in a fresh
+interpreter, warm file cache, 2 CPUs shared with other work, Python 3.11.7, measured on
+2026-12-03; `--root` measures another checkout):
+
+| help screen | before (main at b7fea39) | after |
+| --- | --- | --- |
+| `gpulease --help` | 0.244 s, 306 modules (pydantic, YAML, Jinja2) | 0.057 s, 107 modules |
+| `gpulease plan --help` | 0.234 s | 0.077 s, 109 modules |
+| `gpulease catalog list --help` | 0.258 s | 0.071 s, 112 modules |
+| `gpulease reap --help` | 0.239 s | 0.151 s, 239 modules (pydantic) |
+| slowest help screen | 0.258 s | 0.151 s |
+
+(An empty interpreter, `python -c pass`, takes 0.022 s on the same machine. Issue 15 measured
+2.7 s before SciPy was taken off the `infra.config` import path.)
+
+## Examples
+
+Run from the repository root; everything but `catalog refresh` and `reap` (which call the
+clouds, or the local emulators of docs/reaper.md) runs offline:
+
+```sh
+gpulease plan --stack dev
+gpulease plan --stack staging --json > /tmp/staging-plan.json
+gpulease plan --stack prod --diff /tmp/staging-plan.json            # only changed money
+gpulease plan --stack prod --diff staging --diff-all                # every change, $0.00 too
+gpulease plan --stack prod --diff /tmp/staging-plan.json --fail-on-increase 10 || echo "exit $?"
+gpulease explain --stack prod --cluster pretrain
+gpulease catalog list --gpu L4 --cloud gcp
+gpulease catalog versions
+gpulease render --stack dev --cluster sandbox --out /tmp/boot
+NO_COLOR=1 gpulease catalog list --gpu H100 | head -5
+```
+
+## Top level
+
+```text
+{top}
+```
+"""
+
+
+def _commands_table() -> str:
+    return "\n".join(f"| [`{name}`](#gpulease-{name}) | {summary} |"
+                     for name, summary in COMMANDS.items())
+
+
+def _subparsers(p: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def _flag(a: argparse.Action) -> str:
+    if not a.option_strings:
+        text = f"`{a.metavar or a.dest}`"
+    elif a.nargs == 0:
+        text = f"`{', '.join(a.option_strings)}`"
+    else:
+        text = f"`{', '.join(a.option_strings)} {a.metavar or a.dest.upper()}`"
+    return text.replace("|", "\\|")   # a table cell, even inside backticks
+
+
+def _default(a: argparse.Action) -> str:
+    if a.default in (None, False, argparse.SUPPRESS, []) or a.nargs == 0:
+        return ""
+    return f"`{a.default}`"
+
+
+def _options(p: argparse.ArgumentParser) -> list[str]:
+    rows = ["| option | default | what it does |", "| --- | --- | --- |"]
+    for a in p._actions:
+        if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        text = (a.help or "").replace("%%", "%").replace("|", "\\|")
+        if "%(default)s" in text:
+            text = text.replace("%(default)s", str(a.default))
+        if a.choices and not isinstance(a, argparse._SubParsersAction):
+            text += f" (one of: {', '.join(map(str, a.choices))})"
+        rows.append(f"| {_flag(a)} | {_default(a)} | {text} |")
+    return rows
+
+
+def _section(title: str, p: argparse.ArgumentParser, level: int) -> list[str]:
+    out = [f"{'#' * level} `{title}`", ""]
+    if p.description:
+        out += [" ".join(p.description.split()), ""]
+    out += ["```text", p.format_usage().strip(), "```", ""]
+    out += _options(p) + [""]
+    if p.epilog:
+        out += ["```text", p.epilog.strip("\n"), "```", ""]
+    for name, child in _subparsers(p):
+        out += _section(f"{title} {name}", child, level + 1)
+    return out
+
+
+def render_markdown() -> str:
+    import os
+
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"          # argparse wraps usage lines at the terminal's width
+    try:
+        return _render()
+    finally:
+        if saved is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved
+
+
+def _render() -> str:
+    parser = build_parser(full=True)
+    lines = INTRO.replace("{commands}", _commands_table()).replace(
+        "{top}", parser.format_help().strip("\n")).splitlines()
+    lines.append("")
+    for name, p in _subparsers(parser):
+        lines += _section(f"gpulease {name}", p, 2)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    sys.stdout.write(render_markdown())
