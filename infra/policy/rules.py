@@ -13,8 +13,9 @@ class PolicyRules(BaseModel):
 
     reserved_above_priority: int = Field(
         8, ge=0, le=10,
-        description="Clusters with priority above this need guaranteed capacity: reserved/"
-                    "committed nodes only, never spot.")
+        description="Clusters with priority above this need guaranteed capacity, never spot: "
+                    "the baseline (every node of a one-step cluster) reserved/committed, the "
+                    "burst of a demand profile reserved or on-demand by cost.")
     spot_below_priority: int = Field(
         5, ge=1, le=11,
         description="Clusters with priority below this run on spot when checkpoint_minutes is set.")
