@@ -82,7 +82,7 @@ def test_refresh_writes_versioned_file_diff_and_refuses_overwrite(fake, catalog_
     assert len(written) == 1 and file_state(written[0]) == "generated"
     cat = load_catalog(str(written[0]))
     assert cat.version == written[0].stem and cat.offering("gcp", R, "g2-standard-8").commit_1y_usd
-    assert "row(s) added" in cap.out and "biggest price moves" in cap.out
+    assert "rows added" in cap.out and "biggest price moves" in cap.out
     assert "g2-standard-8" in cap.out and "kept gcp/" not in cap.out
     assert "[1/" in cap.err and "billing catalog" in cap.err        # progress on stderr
     # a second run gets a new .N name instead of overwriting

@@ -79,7 +79,7 @@ def test_prod_corpus_read_monthly_is_not_priced_as_if_archive_were_free():
         for t in cold.tiers)
     assert configured_retrieval > read.monthly_usd - cold.storage_usd   # why it moved
     assert read.monthly_usd == pytest.approx(800_000 * 0.02)
-    assert "read(s) a month" in read.basis
+    assert "reads a month" in read.basis
 
 
 def test_the_components_apply_the_lifecycle_the_policy_chose():

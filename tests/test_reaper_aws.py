@@ -358,7 +358,7 @@ def test_reservations_that_keep_billing_are_listed_with_catalog_price(aws):
     assert o.state == d.REAPED
     (res,) = o.reservations
     assert res.id == "cr-0abc" and res.usd_per_day == pytest.approx(0.507 * 2 * 24, abs=0.01)
-    assert "keep billing ($24.34/day unused)" in o.reason
+    assert "1 reservation keeps billing ($24.34/day unused)" in o.reason
 
 
 def test_destroy_only_when_every_cluster_of_the_environment_is_due(aws):

@@ -98,7 +98,7 @@ def test_diff_orders_biggest_moves_first():
     assert d.removed == (("aws", "us-east-1", "g6.xlarge"),)
     assert [round(m.pct) for m in d.moves] == [50, -10] and d.rows_changed == 2
     text = render_diff(d)
-    assert "1 row(s) added, 1 removed, 2 with price changes" in text and "+50.0%" in text
+    assert "1 row added, 1 removed, 2 with price changes" in text and "+50.0%" in text
 
 
 def test_refresh_of_the_shipped_snapshot_validates():

@@ -24,6 +24,7 @@ from typing import Any, Optional
 from infra.catalog import FORMAT_V2, Catalog, parse_catalog
 from infra.catalog.fetchers import API_SOURCES, PRICE_COLUMNS, CloudFetch, Failure, Progress
 from infra.errors import CatalogError, Finding, InputError, did_you_mean
+from infra.text import plural
 
 GENERATOR = "gpulease catalog refresh"
 #: Sections covered by the checksum (everything that carries prices or specs).
@@ -466,7 +467,7 @@ def diff_catalogs(old: Catalog, new: Catalog) -> CatalogDiff:
 
 
 def render_diff(d: CatalogDiff, *, top: int = 10) -> str:
-    lines = [f"catalog {d.old_version} -> {d.new_version}: {len(d.added)} row(s) added, "
+    lines = [f"catalog {d.old_version} -> {d.new_version}: {plural(len(d.added), 'row')} added, "
              f"{len(d.removed)} removed, {d.rows_changed} with price changes"]
     for k in d.added:
         lines.append(f"  + {'/'.join(k)}")

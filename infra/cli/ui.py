@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
+from infra.text import plural  # noqa: F401 (re-exported: ui.plural; one plural rule)
+
 # rich is imported inside the functions that draw: `gpulease --help` never pays for it.
 
 # ---- words ---------------------------------------------------------------------------------------
@@ -39,19 +41,6 @@ def natural_sorted(items: Iterable, key: Optional[Callable[[Any], Any]] = None) 
     return sorted(items, key=k)
 
 
-#: irregular plurals the CLI prints; everything else takes "s".
-_PLURALS = {"policy": "policies", "copy": "copies", "entry": "entries", "is": "are",
-            "was": "were", "this": "these", "does": "do", "has": "have"}
-
-
-def plural(n: Union[int, float], singular: str, plural_form: Optional[str] = None, *,
-           number: bool = True) -> str:
-    """"1 node", "2 nodes", "0 nodes", "1,204 resources"; ``number=False`` gives the word only."""
-    word = singular if n == 1 else (plural_form or _PLURALS.get(singular, singular + "s"))
-    if not number:
-        return word
-    count = f"{n:,}" if isinstance(n, int) else f"{n:g}"
-    return f"{count} {word}"
 
 
 #: purchase models in the order a mix is read, with the word printed for each.

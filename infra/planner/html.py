@@ -394,12 +394,13 @@ def report_variables(plan: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def by_cloud_of(resources: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """$/month per cloud, from each priced resource's provider (`aws:...`, `gcp:...`)."""
+    """$/month per cloud, from each priced resource's `cloud` (older plans: its provider,
+    `aws:...`, `gcp:...`)."""
     out: dict[str, float] = {}
     for r in resources:
         usd = float(r.get("monthly_usd") or 0.0)
         if usd > 0:
-            cloud = str(r.get("type", "")).split(":", 1)[0] or "other"
+            cloud = str(r.get("cloud") or str(r.get("type", "")).split(":", 1)[0] or "other")
             out[cloud] = round(out.get(cloud, 0.0) + usd, 2)
     return out
 

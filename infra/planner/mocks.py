@@ -40,6 +40,7 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.sync_await import _sync_await
 
 from infra.errors import Finding, InputError
+from infra.text import plural
 
 SECRET_MASK = "[secret]"
 UNKNOWN_MASK = "[unknown]"
@@ -540,7 +541,7 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
         if mocks.rejections:
             raise ProviderRejected(mocks.rejections, headline=(
                 f"`pulumi up --stack {stack}` would fail: the provider rejects "
-                f"{len(mocks.rejections)} resource(s) before calling the cloud"))
+                f"{plural(len(mocks.rejections), 'resource')} before calling the cloud"))
         return ProgramRun(resources=monitor.recorded, result=holder.get("result"),
                           outputs=outputs, calls=mocks.calls, preview=preview,
                           warnings=warnings)

@@ -57,6 +57,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
     by_model: dict[str, float] = defaultdict(float)
     by_cluster: dict[str, float] = defaultdict(float)
     shared_hourly = 0.0
+    cloud_of_cluster = {c.name: c.cloud for c in env.clusters}
     for r in prun.resources:
         if not r.custom:
             continue
@@ -66,6 +67,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         resources.append({
             "urn": r.urn, "type": r.type, "name": r.name,
             "physical_name": getattr(r, "physical_name", None), "cluster": cluster,
+            "cloud": resource_cloud(r.type, cloud_of_cluster.get(cluster)),
             "purchase_model": entry.purchase_model if entry else "none",
             "tags": _tags_of(r.inputs), "monthly_usd": round(cost, 2), "inputs": r.inputs,
             "protect": r.protect, "retain_on_delete": r.retain_on_delete,
@@ -126,6 +128,18 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "conformance": [],
     }
     return plan
+
+
+def resource_cloud(type_: str, cluster_cloud: Optional[str]) -> str:
+    """The cloud a resource lives in: its provider package (``aws:``, ``gcp:``), or for
+    gpulease's own dynamic resources (``pulumi-python:dynamic/...``, which call a cloud API
+    directly) the cloud of the cluster they belong to."""
+    pkg = type_.split(":", 1)[0]
+    if pkg in ("aws", "gcp"):
+        return pkg
+    if type_.startswith("pulumi:providers:"):
+        return type_.rsplit(":", 1)[-1]
+    return cluster_cloud or pkg
 
 
 def cluster_json(c) -> dict[str, Any]:

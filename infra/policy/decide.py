@@ -15,6 +15,7 @@ from infra.policy.rules import PolicyRules
 from infra.policy.solver import Option, QuotaInfeasible, solve
 from infra.policy.storage import storage_decision
 from infra.policy.templates import get_template
+from infra.text import plural
 
 #: how many rejected candidates an infeasibility message lists before "and N more".
 _MAX_LISTED = 12
@@ -321,6 +322,8 @@ def _template_text(spec: ClusterSpec, c: Candidate, stack: StackSpec) -> str:
     t = get_template(c.template)
     ds = stack.storage_by_name(spec.dataset) if spec.dataset else None
     vals = {"nodes": c.nodes, "compute_nodes": max(c.nodes - 1, 0), "fabric": c.network,
+            "nodes_text": plural(c.nodes, "node"),
+            "compute_nodes_text": plural(max(c.nodes - 1, 0), "compute node"),
             "dataset": spec.dataset or "-", "dataset_tb": _num(ds.size_tb) if ds else "0",
             "checkpoint_minutes": spec.checkpoint_minutes or 0, "gpu": c.offering.gpu}
     why = t.rationale.format(**vals) if t.rationale else t.description
@@ -356,7 +359,7 @@ def _zone_text(c: Candidate) -> str:
         return (f"Zone {zone}: the cheapest spot zone of {len(o.zone_spot_usd)} "
                 f"({o.spot_in(zone):.4f} $/node-hour).")
     if o.zones:
-        return f"Zone {zone}: offers {o.instance_type} ({len(o.zones)} zone(s) do)."
+        return f"Zone {zone}: offers {o.instance_type} ({plural(len(o.regular_zones), 'zone')} of {o.region} {plural(len(o.regular_zones), 'does', number=False)})."
     return f"Zone {zone}: by naming convention (the catalog records no zones)."
 
 

@@ -26,6 +26,7 @@ from typing import Optional
 from infra.catalog import TIER_CLASSES, Catalog
 from infra.errors import Finding
 from infra.model import StorageDecision, StorageSpec, TierShare
+from infra.text import plural
 
 _TIER_KEYS = ("warm_after_days", "cold_after_days", "archive_after_days")
 
@@ -114,7 +115,7 @@ def storage_decision(spec: StorageSpec, catalog: Catalog, *, index: int = 0, sou
                  if len(options) > 1 else "no colder tier configured")
     else:
         last = best.tiers[-1].storage_class
-        basis = (f"kept at {last} and warmer: {reads_per_month:g} whole-dataset read(s) a month "
+        basis = (f"kept at {last} and warmer: {plural(reads_per_month, 'whole-dataset read')} a month "
                  f"make the configured lifecycle cost ${configured.total:,.2f}/month "
                  f"(retrieval ${configured.retrieval_usd:,.2f}, early deletion "
                  f"${configured.early_delete_usd:,.2f}) against ${best.total:,.2f}")

@@ -27,6 +27,7 @@ from typing import Mapping, Optional
 
 from infra.costing import tags
 from infra.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
+from infra.text import plural
 
 # ---- states and actions (the `--json` vocabulary) ---------------------------------------------
 BUSY = "busy"
@@ -130,7 +131,7 @@ def membership_change(ref: ClusterRef, now: Membership) -> Optional[tuple[str, s
                               "never measured: nothing scaled this run")
     if now.capacity > len(measured):
         return INSUFFICIENT, (f"capacity was raised to {now.capacity} after the utilization "
-                              f"read ({len(measured)} node(s) measured): nothing scaled this run")
+                              f"read ({plural(len(measured), 'node')} measured): nothing scaled this run")
     return None
 
 
@@ -305,7 +306,7 @@ def assess(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy,
     if lacking:
         more = f" (+{len(lacking) - 1} more)" if len(lacking) > 1 else ""
         return INSUFFICIENT, lacking[0] + more, top
-    return (IDLE, f"all {len(ref.nodes)} node(s) stayed below {policy.threshold_pct:g}% GPU for "
+    return (IDLE, f"{'the' if len(ref.nodes) == 1 else 'all'} {plural(len(ref.nodes), 'node')} stayed below {policy.threshold_pct:g}% GPU for "
             f"{window} min (max {top:.1f}%)", top)
 
 

@@ -21,6 +21,7 @@ from infra.reaper import claims as cl
 from infra.reaper import decision as d
 from infra.reaper.audit import AuditLog
 from infra.reaper.errors import GroupGone
+from infra.text import plural
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
                 continue
             if acted >= max_actions:
                 o = _outcome(ref, replace(verdict, state=d.SKIPPED, action=d.NONE, reason=(
-                    f"{verdict.reason}; per-run cap of {max_actions} teardown(s) reached "
+                    f"{verdict.reason}; per-run cap of {plural(max_actions, 'teardown')} reached "
                     "(raise --max-actions)")))
                 report.outcomes.append(o)
                 audit.write("skipped", **o.as_json())
@@ -528,7 +529,7 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
     billing = ""
     if reservations:
         known = [x.usd_per_day for x in reservations if x.usd_per_day is not None]
-        billing = (f"; {len(reservations)} reservation(s) keep billing"
+        billing = (f"; {plural(len(reservations), 'reservation')} keep{'s' if len(reservations) == 1 else ''} billing"
                    + (f" (${sum(known):,.2f}/day unused)" if known else ""))
     extra = "".join(f"; {n}" for n in (notes or ()))
     return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{keep}"
