@@ -30,6 +30,12 @@ KEEP = "gpulease-keep"
 #: --max-actions (infra/reaper/claims.py, docs/reaper.md).
 CLAIM = "gpulease-reaper-claim"
 
+#: on node groups (AWS Auto Scaling group tag; GCP: label of the instances a MIG creates, from
+#: its instance template): how many of the group's nodes are baseline (committed/reserved)
+#: capacity, as a decimal node count. The reaper and the node autostop scale idle burst
+#: capacity down to it and never below; absent = no floor (an idle group goes to zero).
+BASELINE_NODES = "gpulease-baseline-nodes"
+
 #: what a bucket holds ("dataset", "work"): informational, set by the storage components.
 PURPOSE = "gpulease-purpose"
 

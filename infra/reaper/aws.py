@@ -204,9 +204,12 @@ class AwsReaper:
         # coverage rule already treats as insufficient data.
         nodes = tuple(Node(id=str(i["InstanceId"]), location=self.region)
                       for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
+        name = str(g["AutoScalingGroupName"])
+        floor = {name: (gtags[tags.BASELINE_NODES],)} if tags.BASELINE_NODES in gtags else {}
         return ClusterRef(cloud="aws", region=self.region, environment=env, cluster=cluster,
-                          groups=(str(g["AutoScalingGroupName"]),), nodes=nodes, tags=gtags,
-                          capacity=int(g.get("DesiredCapacity", 0)))
+                          groups=(name,), nodes=nodes, tags=gtags,
+                          capacity=int(g.get("DesiredCapacity", 0)),
+                          group_nodes={name: len(nodes)}, baseline_tags=floor)
 
     def members(self, refs: Sequence[ClusterRef]) -> dict:
         """Each cluster's live instances and desired capacity, re-read right before acting."""
@@ -309,17 +312,32 @@ class AwsReaper:
 
         Raises GroupGone when every group of the cluster is gone; returns notes otherwise.
         """
+        return self._scale(ref, {asg: 0 for asg in ref.groups})
+
+    def scale_to_baseline(self, ref: ClusterRef, targets: dict) -> list[str]:
+        """Each ASG in ``targets``: min = desired = its baseline, then the idle mark is cleared.
+
+        MinSize goes to the baseline too (UpdateAutoScalingGroup needs min <= desired), which
+        also makes the group refuse a node-side autostop's decrement below it (EC2 Auto Scaling
+        API reference, TerminateInstanceInAutoScalingGroup: the group does not go below its
+        minimum). Which instances go is the group's termination policy's choice: every node
+        was measured idle.
+        """
+        return self._scale(ref, dict(targets))
+
+    def _scale(self, ref: ClusterRef, targets: dict) -> list[str]:
         notes, done = [], []
-        for asg in ref.groups:
+        for asg, size in sorted(targets.items()):
             try:
                 self._call(self.autoscaling, "update_auto_scaling_group",
-                           AutoScalingGroupName=asg, MinSize=0, DesiredCapacity=0)
+                           AutoScalingGroupName=asg, MinSize=int(size),
+                           DesiredCapacity=int(size))
                 done.append(asg)
             except GroupGone:
                 notes.append(f"group {asg} was already deleted")
         if not done:
             raise GroupGone("aws", f"{self.region} autoscaling.update_auto_scaling_group",
-                            f"{', '.join(ref.groups)} deleted during the run")
+                            f"{', '.join(sorted(targets))} deleted during the run")
         for asg in done:
             try:
                 self._call(self.autoscaling, "delete_tags",
