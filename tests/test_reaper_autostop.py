@@ -148,15 +148,15 @@ def test_aws_every_idle_node_at_the_same_minute_leaves_the_baseline_standing(tmp
     assert sorted(left) == ids[2:]
 
 
-# ---- GCP: the baseline label of the node's own MIG ------------------------------------------------
+# ---- GCP: the baseline label of the node's own MIG ---------------------------------------------
 def _vm(name, mig, floor=None, status="RUNNING", zone=GCP_ZONE):
     labels = {tags.CLUSTER: "train", tags.ENVIRONMENT: "dev"}
     if floor is not None:
         labels[tags.BASELINE_NODES] = floor
+    created_by = f"projects/123456789/zones/{zone}/instanceGroupManagers/{mig}"
     return {"name": name, "status": status, "labels": labels,
             "zone": f"https://www.googleapis.com/compute/v1/projects/ml-project/zones/{zone}",
-            "metadata": {"items": [{"key": "created-by", "value":
-                                    f"projects/123456789/zones/{zone}/instanceGroupManagers/{mig}"}]}}
+            "metadata": {"items": [{"key": "created-by", "value": created_by}]}}
 
 
 FLEET = [_vm("train-res-a", "train-reserved", "2"), _vm("train-res-b", "train-reserved", "2"),
@@ -196,8 +196,8 @@ def test_gcp_a_node_that_cannot_find_itself_keeps_running(tmp_path):
     proc, stopped, _ = _gcp(tmp_path, "")            # metadata has no name for it
     assert not stopped.exists()
     assert "not listed as one live member of a managed instance group" in proc.stderr
-    proc, stopped, _ = _gcp(_sub(tmp_path, "elsewhere"), "train-res-c", [_vm("train-res-c", "train-reserved", "2",
-                                                zone="us-east4-b")])   # same name, other zone
+    elsewhere = [_vm("train-res-c", "train-reserved", "2", zone="us-east4-b")]  # other zone
+    proc, stopped, _ = _gcp(_sub(tmp_path, "elsewhere"), "train-res-c", elsewhere)
     assert not stopped.exists() and "cannot be read" in proc.stderr
 
 

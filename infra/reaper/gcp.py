@@ -336,8 +336,33 @@ class GcpReaper:
     def utilization(self, nodes: Sequence[Node], start: float, end: float,
                     period_s: int) -> dict:
         wanted = {n.id for n in nodes}
-        out: dict[str, list] = {i: [] for i in wanted}
         flt = f'metric.type = "{METRIC}" AND resource.type = "gce_instance"'
+        return self._series(flt, start, end, period_s, wanted)
+
+    def usage(self, environment: str, clusters: Sequence[str], start: float, end: float,
+              period_s: int) -> dict:
+        """Per-period maximum GPU utilization of every instance each cluster ran in the window,
+        deleted ones included: ``{cluster: {instance id: ((period start, max %), ...)}}``.
+
+        The series are selected by the instances' labels (``metadata.user_labels``, kept with the
+        series after the VM is gone), one timeSeries.list per cluster.
+        """
+        out = {}
+        for cluster in clusters:
+            flt = (f'metric.type = "{METRIC}" AND resource.type = "gce_instance" AND '
+                   f'metadata.user_labels."{tags.ENVIRONMENT}" = '
+                   f'"{tags.label_value(environment)}" AND '
+                   f'metadata.user_labels."{tags.CLUSTER}" = "{tags.label_value(cluster)}"')
+            found = self._series(flt, start, end, period_s, None)
+            if found:
+                out[cluster] = found
+        return out
+
+    def _series(self, flt: str, start: float, end: float, period_s: int,
+                wanted: Optional[set]) -> dict:
+        """Per-instance maximum per alignment period of the series ``flt`` selects (``wanted``:
+        only these instance ids, each present in the answer even without points)."""
+        out: dict[str, list] = {i: [] for i in (wanted or ())}
         pages: list = []
 
         def fetch():
@@ -348,8 +373,11 @@ class GcpReaper:
             for body in pages:
                 for series in body.get("timeSeries", []):
                     iid = series.get("resource", {}).get("labels", {}).get("instance_id")
-                    if iid not in wanted:
+                    if wanted is not None and iid not in wanted:
                         continue
+                    if not iid:
+                        raise KeyError("resource.labels.instance_id")
+                    out.setdefault(iid, [])
                     for p in series.get("points", []):
                         # Aligned points are stamped with the END of their alignment period;
                         # the decision module expects period starts.
@@ -360,8 +388,11 @@ class GcpReaper:
                             out[iid].append((t, float(val)))
 
         def attempt():
-            for v in out.values():
-                v.clear()
+            for k in list(out):
+                if wanted is None:
+                    del out[k]
+                else:
+                    out[k].clear()
             fetch()
         # Parsing happens inside the retried call: a malformed page is retried, never half-read.
         self._call("monitoring.timeSeries.list", attempt)
