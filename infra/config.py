@@ -575,7 +575,7 @@ def _reference_findings(data: dict, catalog: Catalog, source: str) -> list[Findi
 
 def _headline(source: str) -> str:
     return (f"{source or 'stack config'}: invalid stack configuration — fix the keys below "
-            "(reference: README 'Stack configuration') and run again:")
+            "(reference: docs/config.md) and run again:")
 
 
 def catalog_selection(values: Mapping[str, Any]) -> tuple[Optional[str], Optional[str]]:

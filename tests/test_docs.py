@@ -43,3 +43,44 @@ def test_deploy_doc_lists_every_resource_type_the_program_declares():
     text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     missing = sorted(t for t in _declared_types() if f"`{t}`" not in text)
     assert missing == [], f"docs/deploy.md: add the permissions for {missing}"
+
+
+def _readme_block(opening: str) -> str:
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"^```[^\n]*\n(" + re.escape(opening) + r".*?)^```", text, re.S | re.M)
+    assert m, f"README has no block starting with {opening!r}"
+    return m.group(1)
+
+
+def test_readme_picture_is_what_plan_prints():
+    """Every line of README's `gpulease plan --stack dev` picture (but `...`) is a line the
+    command prints today, so the picture cannot drift from the product."""
+    import os
+    import subprocess
+    import sys
+
+    block = _readme_block("$ gpulease plan --stack dev")
+    out = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "--stack", "dev"],
+                         cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "NO_COLOR": "1"}).stdout
+    printed = {line.rstrip() for line in out.splitlines()}
+    shown = [line.rstrip() for line in block.splitlines()[1:] if line.strip() != "..."]
+    missing = [line for line in shown if line not in printed]
+    assert missing == [], f"README picture lines the plan no longer prints: {missing}"
+
+
+def test_readme_quick_start_stack_plans(tmp_path):
+    import contextlib
+    import io
+
+    import yaml
+
+    from infra.cli import main
+
+    doc = yaml.safe_load(_readme_block("config:\n  gpulease:owner"))
+    path = tmp_path / "Pulumi.mine.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["plan", "--config", str(path)]) == 0

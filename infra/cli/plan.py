@@ -281,9 +281,10 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
             [ui.Col("storage", style="cyan"), ui.Col("home"), ui.Col("class"), ui.Col("age"),
              ui.Col("share", right=True), ui.Col("$/GB-month", right=True),
              ui.Col("$/month", right=True, style="bold")],
-            [[s["name"], f"{s['cloud']}:{s['region']}", t["storage_class"], _age(t),
-              f"{t['share'] * 100:.0f}%", f"${t['usd_per_gb_month']}", ui.money(t["monthly_usd"])]
-             for s in plan["storage"] for t in s["tiers"]], indent=2))
+            [row for s in plan["storage"] for row in _storage_rows(s)], indent=2))
+        for s in plan["storage"]:
+            if s.get("basis"):
+                o.print(f"  {s['name']}: {s['basis']}")
     o.print()
     tot, b = plan["totals"], plan["budget"]
     rows = [["Cost by purchase model", ui.MIX_SEP.join(
@@ -299,6 +300,21 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
     o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
     o.print()
     render_findings(plan, o)
+
+
+def _storage_rows(s: dict[str, Any]) -> list[list[str]]:
+    """A dataset's tiers, then what reading it and deleting early cost (when they do)."""
+    home = f"{s['cloud']}:{s['region']}"
+    rows = [[s["name"], home, t["storage_class"], _age(t), f"{t['share'] * 100:.0f}%",
+             f"${t['usd_per_gb_month']}", ui.money(t["monthly_usd"])] for t in s["tiers"]]
+    if s.get("retrieval_usd"):
+        reads = s.get("reads_per_month") or 0
+        rows.append([s["name"], home, "retrieval", f"{reads:g} read{'s' if reads != 1 else ''}"
+                     "/month", "", "", ui.money(s["retrieval_usd"])])
+    if s.get("early_delete_usd"):
+        rows.append([s["name"], home, "early deletion", "", "", "",
+                     ui.money(s["early_delete_usd"])])
+    return rows
 
 
 def _render_resources(plan: dict[str, Any], o: ui.Out, *, all_resources: bool,

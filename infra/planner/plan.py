@@ -102,6 +102,13 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
                        "to_day": t.to_day, "share": round(t.share, 4),
                        "usd_per_gb_month": t.usd_per_gb_month,
                        "monthly_usd": round(t.monthly_usd, 2)} for t in s.tiers],
+            "storage_usd": round(s.storage_usd, 2),
+            "reads_per_month": round(s.reads_per_month, 4),
+            "retrieval_usd": round(s.retrieval_usd, 2),
+            "early_delete_usd": round(s.early_delete_usd, 2),
+            "lifecycle": {k: getattr(s.lifecycle, k) for k in (
+                "warm_after_days", "cold_after_days", "archive_after_days")},
+            "basis": s.basis,
             "monthly_usd": round(s.monthly_usd, 2)} for s in env.storage],
         "resources": resources,
         "totals": {

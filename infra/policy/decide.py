@@ -128,7 +128,7 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
 # ---- failures ---------------------------------------------------------------------------------
 def _headline(stack: StackSpec) -> str:
     return (f"{stack.source or 'stack ' + stack.stack}: no plan satisfies the policy — fix the "
-            "keys below (reference: README 'Policy') and run again:")
+            "keys below (reference: docs/policy.md) and run again:")
 
 
 _HINTS = (
