@@ -25,7 +25,8 @@ STACK = {
     "gpulease:clouds": {"aws": {"regions": ["us-east-1"]},
                         "gcp": {"project": "acme-ml-prod", "regions": ["us-central1"]}},
     "gpulease:clusters": [
-        {"name": "pretrain", "gpu": "H100", "gpus": 64, "hours_per_month": 300, "priority": 6,
+        # all or nothing: the baseline must always be there, so every GPU runs all month
+        {"name": "pretrain", "gpu": "H100", "gpus": 64, "hours_per_month": 730, "priority": 6,
          "regions": ["us-east-1"]},
         {"name": "eval", "gpu": "L4", "gpus": 8, "hours_per_month": 200, "priority": 6,
          "regions": ["us-central1"]},
@@ -86,12 +87,12 @@ def test_json_contract_profiles_and_saving(world, tmp_path, capsys):
     assert pre["profile"] == [{"gpus": 16, "hours_per_month": 730.0},
                               {"gpus": 40, "hours_per_month": 304.2},
                               {"gpus": 64, "hours_per_month": 121.7}]
-    assert pre["current"] == {"gpus": 64, "hours_per_month": 300}
+    assert pre["current"] == {"gpus": 64, "hours_per_month": 730}
     assert pre["observed"]["gpus_per_node"] == 8 and pre["observed"]["peak_gpus"] == 64
     assert pre["samples"] == 2 * 720 + 30 * (3 * 10 + 3 * 4)
     assert yaml.safe_load(pre["yaml"]) == {"gpulease:clusters": [
         {"name": "pretrain", "demand": pre["profile"]}]}
-    assert "replaces gpus: 64 and hours_per_month: 300" in pre["yaml"]
+    assert "replaces gpus: 64 and hours_per_month: 730" in pre["yaml"]
 
     ev = by["eval"]
     assert (ev["cloud"], ev["region"]) == ("gcp", "us-central1")
