@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from infra.bootstrap.settings import BootstrapSettings
 from infra.catalog import Catalog
 from infra.errors import ConfigError, Finding, did_you_mean
-from infra.model import (HOURS_PER_MONTH, MAX_IDLE_MINUTES, CloudSpec, ClusterSpec, StackSpec,
-                         StorageSpec)
+from infra.model import (HOURS_PER_MONTH, MAX_IDLE_MINUTES, CloudSpec, ClusterSpec, DemandStep,
+                         StackSpec, StorageSpec)
 from infra.policy.rules import PolicyRules
 from infra.reaper.settings import ReaperSettings
 
@@ -47,6 +47,9 @@ MAX_STACK_FILE_BYTES = 1 << 20
 MAX_CLUSTER_GPUS = 100_000
 MAX_CHECKPOINT_MINUTES = 24 * 60
 MAX_LIFECYCLE_DAYS = 100 * 365
+#: most steps a demand profile may have: a load-duration curve read off a usage graph needs a
+#: few; the policy prices (steps + 1)(steps + 2) / 2 purchase blends per offering.
+MAX_DEMAND_STEPS = 8
 
 
 class _Strict(BaseModel):
@@ -106,16 +109,41 @@ class StorageConfig(_Strict):
         description="Keep old checkpoint versions this long.")
 
 
+class DemandStepConfig(_Strict):
+    """One step of a demand profile: "at least `gpus` GPUs are busy `hours_per_month` hours a
+    month", read off a usage graph. Steps go up in GPUs and down in hours; the first is the
+    baseline, the later ones the burst (docs/policy.md, "Demand profiles")."""
+
+    gpus: int = Field(..., gt=0, le=MAX_CLUSTER_GPUS,
+                      description="GPUs busy at least this step's hours (more than the step "
+                                  "before).")
+    hours_per_month: float = Field(..., gt=0, le=HOURS_PER_MONTH,
+                                   description="Hours a month at least this step's GPUs are "
+                                               "busy (fewer than the step before; 730 = always).")
+
+
 class ClusterConfig(_Strict):
     name: str = Field(..., pattern=NAME_PATTERN, description="Cluster name.")
     gpu: str = Field(..., description="GPU model as the catalog names it, e.g. H100, A100-80GB, L4 "
                                       "(`gpulease catalog list`).")
-    gpus: int = Field(..., gt=0, le=MAX_CLUSTER_GPUS,
-                      description="Total GPUs in the cluster; nodes = GPUs / GPUs per node, "
-                                  "rounded up.")
-    hours_per_month: float = Field(..., gt=0, le=HOURS_PER_MONTH,
-                                   description="Hours per month the cluster runs (730 = always "
-                                               "on); decides whether a commitment pays.")
+    gpus: Optional[int] = Field(None, gt=0, le=MAX_CLUSTER_GPUS,
+                                description="Total GPUs in the cluster (the peak); nodes = GPUs / "
+                                            "GPUs per node, rounded up. Required without demand; "
+                                            "with demand it may be left out or must equal the "
+                                            "last step's gpus.")
+    hours_per_month: Optional[float] = Field(None, gt=0, le=HOURS_PER_MONTH,
+                                             description="Hours per month all the cluster's GPUs "
+                                                         "run (730 = always on); decides whether a"
+                                                         " commitment pays. Required without "
+                                                         "demand; left out with demand (each step"
+                                                         " has its own hours).")
+    demand: list[DemandStepConfig] = Field(
+        default_factory=list, max_length=MAX_DEMAND_STEPS,
+        description="Demand profile instead of gpus + hours_per_month: a load-duration curve of "
+                    f"up to {MAX_DEMAND_STEPS} steps, e.g. `[{{gpus: 16, hours_per_month: 730}}, "
+                    "{gpus: 64, hours_per_month: 200}]` = 16 GPUs always busy, 64 for 200 h a "
+                    "month. The policy buys each step's nodes separately: commitment for the "
+                    "baseline, on-demand or spot for the burst.")
     priority: int = Field(..., ge=1, le=10, description="1 (lowest) .. 10 (highest): above 8 needs "
                                                         "guaranteed (reserved) capacity, below 5 "
                                                         "may run on spot (gpulease:policy).")
@@ -298,6 +326,9 @@ def _message(err: dict) -> str:
         return f"must be a mapping of keys to values, not a list (got {value!r})"
     if t == "too_short":
         return "must not be empty"
+    if t == "too_long":
+        return (f"must have at most {ctx.get('max_length')} entries (got "
+                f"{ctx.get('actual_length')})")
     return err.get("msg", t)
 
 
@@ -388,7 +419,7 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
     def bad(path: str, msg: str, level: str = "error") -> None:
         findings.append(Finding(path, msg, level=level, source=source))
 
-    references = _reference_findings(data, catalog, source)
+    references = _reference_findings(data, catalog, source) + _demand_findings(data, source)
     if "environment" not in data and not re.fullmatch(ENVIRONMENT_PATTERN, stack):
         from infra.costing.tags import label_value
 
@@ -500,11 +531,17 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
             if c.template not in tn:
                 bad(f"{path}.template", f'unknown template "{c.template}"'
                     f"{did_you_mean(c.template, tn)}; templates: {', '.join(tn)}")
+        steps = tuple(DemandStep(d.gpus, d.hours_per_month) for d in c.demand) or (
+            (DemandStep(c.gpus, c.hours_per_month),)
+            if c.gpus is not None and c.hours_per_month is not None else ())
+        if not steps:
+            continue  # reported by _demand_findings
         clusters.append(ClusterSpec(
-            name=c.name, gpu=c.gpu, gpus=c.gpus, hours_per_month=c.hours_per_month,
+            name=c.name, gpu=c.gpu, gpus=steps[-1].gpus, hours_per_month=steps[0].hours_per_month,
             priority=c.priority, checkpoint_minutes=c.checkpoint_minutes,
             distributed=c.distributed, dataset=c.dataset, regions=tuple(c.regions),
-            idle_minutes=c.idle_minutes, template=c.template, index=i))
+            idle_minutes=c.idle_minutes, template=c.template, index=i,
+            demand=steps if len(steps) > 1 else ()))
     if not model.clusters:
         bad("gpulease:clusters", "no clusters configured; the plan would be empty",
             level="warning")
@@ -570,6 +607,75 @@ def _reference_findings(data: dict, catalog: Catalog, source: str) -> list[Findi
         if isinstance(ds, str) and ds not in names:
             bad(f"gpulease:clusters[{i}].dataset", f'names no storage entry: "{ds}"'
                 f"{did_you_mean(ds, names)}; add it under gpulease:storage or fix the name")
+    return out
+
+
+def _number(value: Any) -> Optional[float]:
+    """A config number as pydantic will read it (numbers and numeric strings), else None (the
+    schema reports the value)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _demand_findings(data: dict, source: str) -> list[Finding]:
+    """Checks of each cluster's size keys against its demand profile, on the raw values (so they
+    are reported together with type errors): without demand, gpus and hours_per_month are
+    required; with demand, GPUs strictly increase and hours strictly decrease along the steps,
+    hours_per_month is left out and gpus, if given, equals the last step's."""
+    out: list[Finding] = []
+    clusters = data.get("clusters") if isinstance(data.get("clusters"), list) else []
+    for i, c in enumerate(clusters):
+        if not isinstance(c, dict):
+            continue
+        path = f"gpulease:clusters[{i}]"
+
+        def bad(key: str, msg: str) -> None:
+            out.append(Finding(f"{path}.{key}", msg, source=source))
+
+        demand = c.get("demand")
+        if demand is None:
+            for key in ("gpus", "hours_per_month"):
+                if c.get(key) is None:
+                    bad(key, "required key is missing (or describe the load as steps with "
+                             f"{path}.demand)")
+            continue
+        if not isinstance(demand, list):
+            continue  # "must be a list", from the schema
+        if not demand:
+            bad("demand", "an empty demand profile describes no load: give at least one step "
+                          "{gpus, hours_per_month}, or leave demand out and set gpus and "
+                          "hours_per_month")
+            continue
+        steps = [(_number(d.get("gpus")), _number(d.get("hours_per_month")))
+                 if isinstance(d, dict) else (None, None) for d in demand]
+        for j in range(1, len(steps)):
+            (g0, h0), (g1, h1) = steps[j - 1], steps[j]
+            if g0 is not None and g1 is not None and g1 <= g0:
+                bad(f"demand[{j}].gpus", f"must be more than the step before ({path}.demand"
+                    f"[{j - 1}].gpus = {g0:g}) (got {g1:g}): each step reads \"at least G GPUs "
+                    "busy H hours a month\", so GPUs go up from step to step; merge or reorder "
+                    "the steps")
+            if h0 is not None and h1 is not None and h1 >= h0:
+                bad(f"demand[{j}].hours_per_month", f"must be fewer than the step before "
+                    f"({path}.demand[{j - 1}].hours_per_month = {h0:g}) (got {h1:g}): more GPUs "
+                    "are busy for fewer hours, so hours go down from step to step; merge or "
+                    "reorder the steps")
+        if c.get("hours_per_month") is not None:
+            bad("hours_per_month", f"leave it out when {path}.demand is given: each step has "
+                f"its own hours (the first step's are the baseline's)")
+        peak = steps[-1][0]
+        gpus = _number(c.get("gpus"))
+        if gpus is not None and peak is not None and gpus != peak:
+            bad("gpus", f"must equal the last demand step's gpus ({peak:g}), the peak (got "
+                f"{gpus:g}); or leave gpus out")
     return out
 
 

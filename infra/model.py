@@ -21,6 +21,16 @@ PURCHASE_MODELS: tuple[str, ...] = ("reserved", "on_demand", "spot")
 #: Hours in the billing month the cost model uses (AWS and GCP both bill 730 h/month).
 HOURS_PER_MONTH = 730.0
 
+#: Commitment terms a stack may price reserved nodes at: "none" = no commitment (a guaranteed node
+#: is a plain capacity reservation, billed at the on-demand rate and cancellable any time).
+COMMITMENT_TERMS: tuple[str, ...] = ("none", "1y", "3y")
+#: Months a commitment of each term bills, whether or not the capacity is still needed.
+TERM_MONTHS = {"none": 0, "1y": 12, "3y": 36}
+
+#: Parts of a cluster's demand: the baseline (the nodes of the first demand step, the ones busy
+#: the most hours) and the burst above it (the nodes of the later steps).
+DEMAND_PARTS: tuple[str, ...] = ("baseline", "burst")
+
 #: Longest idle window a cluster may ask for (one week): the config rejects more, and the reaper
 #: treats a larger `gpulease-idle-minutes` tag value as invalid.
 MAX_IDLE_MINUTES = 7 * 24 * 60
@@ -113,8 +123,15 @@ class Offering:
         if model == "spot":
             return self.spot_usd
         if model == "reserved":
+            if commitment_term == "none":
+                return None
             return self.commit_3y_usd if commitment_term == "3y" else self.commit_1y_usd
         raise ValueError(f"unknown purchase model {model!r}")
+
+    def is_commitment(self, commitment_term: str) -> bool:
+        """True when a reserved node of this offering is bought at a commitment price for the
+        term (locked in for the term's months); False = a plain capacity reservation."""
+        return self.price("reserved", commitment_term) is not None
 
     def reservation_rate(self, commitment_term: str = "1y",
                          plain_at_on_demand: bool = True) -> Optional[float]:
@@ -214,7 +231,37 @@ class StorageSpec:
 
 
 @dataclass(frozen=True)
+class DemandStep:
+    """One step of a cluster's load-duration curve: at least ``gpus`` GPUs are busy
+    ``hours_per_month`` hours a month (``gpulease:clusters[].demand[]``)."""
+
+    gpus: int
+    hours_per_month: float
+
+    def as_dict(self) -> dict:
+        return {"gpus": self.gpus, "hours_per_month": self.hours_per_month}
+
+
+@dataclass(frozen=True)
+class NodeStep:
+    """The nodes of one demand step on an offering: node k (1-based) runs the hours of the first
+    step whose GPUs exceed (k - 1) x GPUs per node, so a step may own no node of its own."""
+
+    step: int          # index into ClusterSpec.steps
+    first: int         # 1-based index of its first node
+    nodes: int
+    hours_per_month: float
+
+    @property
+    def part(self) -> str:
+        return "baseline" if self.step == 0 else "burst"
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
+    """One cluster of the stack. ``gpus`` is the peak; ``hours_per_month`` the hours of the first
+    demand step (with one step: all GPUs run those hours, the classic form)."""
+
     name: str
     gpu: str
     gpus: int
@@ -230,6 +277,29 @@ class ClusterSpec:
     template: Optional[str] = None
     #: index in ``gpulease:clusters`` (for error messages that point at the config path).
     index: int = 0
+    #: the load-duration curve when it has more than one step (GPUs strictly increasing, hours
+    #: strictly decreasing, the last step = ``gpus``); empty = one step (gpus, hours_per_month).
+    demand: tuple[DemandStep, ...] = ()
+
+    @property
+    def steps(self) -> tuple[DemandStep, ...]:
+        return self.demand or (DemandStep(self.gpus, self.hours_per_month),)
+
+    @property
+    def has_profile(self) -> bool:
+        """True when the demand has more than one step (baseline plus burst)."""
+        return len(self.steps) > 1
+
+    def node_steps(self, gpus_per_node: int) -> tuple[NodeStep, ...]:
+        """The demand steps as node counts on nodes of ``gpus_per_node`` GPUs (steps that own no
+        node are left out; hours strictly decrease along the result)."""
+        out, before = [], 0
+        for i, st in enumerate(self.steps):
+            upto = -(-st.gpus // gpus_per_node)
+            if upto > before:
+                out.append(NodeStep(i, before + 1, upto - before, st.hours_per_month))
+                before = upto
+        return tuple(out)
 
     @property
     def interruptible(self) -> bool:
@@ -323,6 +393,96 @@ class CostBreakdown:
 
 
 @dataclass(frozen=True)
+class NodeBlock:
+    """Consecutive nodes of a decided cluster (in node order: most hours first) that run the same
+    hours and are bought the same way, with what they cost a month.
+
+    ``costs`` is the block's share of the cluster's cost: its reserved / on-demand / spot nodes,
+    the rework its spot nodes' interruptions cause (in a gang: to every node running with them),
+    and its share of the TCP communication overhead; egress stays with the cluster.
+    """
+
+    first: int
+    nodes: int
+    hours_per_month: float
+    purchase: str
+    part: str = "baseline"
+    step: int = 0
+    costs: CostBreakdown = CostBreakdown()
+
+    def as_dict(self) -> dict:
+        return {"first_node": self.first, "nodes": self.nodes,
+                "hours_per_month": self.hours_per_month, "purchase": self.purchase,
+                "part": self.part, "step": self.step,
+                "monthly_usd": round(self.costs.monthly_usd, 2)}
+
+
+@dataclass(frozen=True)
+class DemandPart:
+    """The baseline or the burst of a decided cluster: its nodes, how they are bought, the hours
+    each block runs and what the part costs a month (egress stays with the cluster)."""
+
+    part: str
+    blocks: tuple[NodeBlock, ...]
+
+    @property
+    def nodes(self) -> int:
+        return sum(b.nodes for b in self.blocks)
+
+    @property
+    def purchase(self) -> PurchaseMix:
+        counts = {"reserved": 0, "on_demand": 0, "spot": 0}
+        for b in self.blocks:
+            counts[b.purchase] += b.nodes
+        return PurchaseMix(**counts)
+
+    @property
+    def costs(self) -> CostBreakdown:
+        keys = ("reserved_usd", "on_demand_usd", "spot_usd", "spot_rework_usd",
+                "communication_usd")
+        return CostBreakdown(**{k: sum(getattr(b.costs, k) for b in self.blocks) for k in keys})
+
+    @property
+    def node_hours(self) -> float:
+        """Node-hours a month the part's nodes run (reserved ones are billed 730 h anyway)."""
+        return sum(b.nodes * b.hours_per_month for b in self.blocks)
+
+    def as_dict(self) -> dict:
+        return {"part": self.part, "nodes": self.nodes, "purchase": self.purchase.as_dict(),
+                "node_hours": round(self.node_hours, 2),
+                "blocks": [b.as_dict() for b in self.blocks],
+                "costs": self.costs.as_dict(), "monthly_usd": round(self.costs.monthly_usd, 2)}
+
+
+@dataclass(frozen=True)
+class TermOption:
+    """What one commitment term would cost a cluster on its chosen offering, over the horizon.
+
+    ``purchase``: the blend that is cheapest over the horizon with this term's rates;
+    ``monthly_usd``: its bill per month; ``horizon_monthly_usd``: the average per month over the
+    horizon, counting the months a commitment bills after the horizon ends;
+    ``committed_usd``: the total the commitment locks in (reserved nodes at a commitment price x
+    the months billed); ``lock_in_months``: the months billed (0 = nothing locked in).
+    ``unavailable``: why the term cannot be used (None = it can).
+    """
+
+    term: str
+    purchase: PurchaseMix
+    monthly_usd: float
+    horizon_monthly_usd: float
+    committed_usd: float
+    lock_in_months: int
+    unavailable: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return {"term": self.term, "purchase": self.purchase.as_dict(),
+                "monthly_usd": round(self.monthly_usd, 2),
+                "horizon_monthly_usd": round(self.horizon_monthly_usd, 2),
+                "committed_usd": round(self.committed_usd, 2),
+                "lock_in_months": self.lock_in_months, "unavailable": self.unavailable}
+
+
+@dataclass(frozen=True)
 class Alternative:
     cloud: str
     region: str
@@ -352,10 +512,61 @@ class ClusterDecision:
     zone: Optional[str] = None
     commitment_term: str = "1y"
     distributed: bool = False
+    #: the nodes by demand step and purchase model (empty = derived: one step, by purchase
+    #: model in the order reserved, on-demand, spot; see ``node_blocks``).
+    blocks: tuple[NodeBlock, ...] = ()
+    #: what each commitment term would cost over the horizon (``gpulease explain``).
+    terms: tuple[TermOption, ...] = ()
+    commitment_horizon_months: int = 12
+    #: total the decision's commitment locks in (reserved nodes at a commitment price x months).
+    committed_usd: float = 0.0
+    lock_in_months: int = 0
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def node_blocks(self) -> tuple[NodeBlock, ...]:
+        """The decision's blocks; for a decision built without them (one demand step), one block
+        per purchase model, in node order reserved, on-demand, spot, costed by model."""
+        if self.blocks:
+            return self.blocks
+        c, out, first = self.costs, [], 1
+        for model in ("reserved", "on_demand", "spot"):
+            n = getattr(self.purchase, model)
+            if not n:
+                continue
+            share = CostBreakdown(**({"reserved_usd": c.reserved_usd} if model == "reserved" else
+                                     {"on_demand_usd": c.on_demand_usd} if model == "on_demand"
+                                     else {"spot_usd": c.spot_usd,
+                                           "spot_rework_usd": c.spot_rework_usd}))
+            out.append(NodeBlock(first=first, nodes=n, hours_per_month=self.spec.hours_per_month,
+                                 purchase=model, costs=share))
+            first += n
+        return tuple(out)
+
+    @property
+    def parts(self) -> tuple[DemandPart, ...]:
+        """The baseline and (with a demand profile) the burst, in that order."""
+        out = []
+        for part in DEMAND_PARTS:
+            blocks = tuple(b for b in self.node_blocks if b.part == part)
+            if blocks:
+                out.append(DemandPart(part, blocks))
+        return tuple(out)
+
+    @property
+    def baseline_nodes(self) -> int:
+        """Nodes of the first demand step: the floor idle capacity is never scaled below."""
+        return sum(b.nodes for b in self.node_blocks if b.part == "baseline")
+
+    @property
+    def standing_nodes(self) -> int:
+        """Nodes started when the cluster is created: the baseline, and every reserved node
+        (billed every hour whether it runs or not)."""
+        return sum(b.nodes for b in self.node_blocks
+                   if b.part == "baseline" or b.purchase == "reserved")
 
     @property
     def cloud(self) -> str:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import calendar
+import datetime as dt
 from typing import Any, Optional
 
 from typing import TYPE_CHECKING
@@ -16,9 +18,10 @@ if TYPE_CHECKING:  # imported where used: `--help` must not load the model (pyda
 DESCRIPTION = """\
 Explain the policy's decision for a stack: per cluster the chosen cloud, region, zone,
 instance type, nodes, purchase mix, network and template, the monthly cost broken down by the
-cost model (reserved, on-demand, spot, spot rework, data gravity, communication), the rationale,
-and the ranked alternatives with the reason each lost. Offline: reads the stack file and the
-price catalog only."""
+cost model (reserved, on-demand, spot, spot rework, data gravity, communication), for a demand
+profile the baseline and burst parts, what each commitment term (none, 1y, 3y) would cost over
+the commitment horizon and the lock-in, the rationale, and the ranked alternatives with the
+reason each lost. Offline: reads the stack file and the price catalog only."""
 
 EPILOG = """\
 examples:
@@ -62,8 +65,33 @@ def select(env: EnvironmentDecision, name: Optional[str]) -> list[ClusterDecisio
     return [env.cluster(name)]
 
 
-def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
+def add_months(day: dt.date, months: int) -> dt.date:
+    """The same day ``months`` later (clamped to the month's last day)."""
+    y, m = divmod(day.month - 1 + months, 12)
+    year, month = day.year + y, m + 1
+    return day.replace(year=year, month=month,
+                       day=min(day.day, calendar.monthrange(year, month)[1]))
+
+
+def commitment_doc(c: ClusterDecision, start: dt.date) -> dict[str, Any]:
+    """The decision's lock-in (what buying its commitment today signs up for) and what each
+    term would cost over the horizon (TermOption), with end dates from ``start``."""
+    terms = []
+    for t in c.terms:
+        d = t.as_dict()
+        d["chosen"] = t.term == c.commitment_term
+        d["ends"] = add_months(start, t.lock_in_months).isoformat() if t.lock_in_months else None
+        terms.append(d)
+    return {"term": c.commitment_term, "horizon_months": c.commitment_horizon_months,
+            "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
+            "starts": start.isoformat() if c.lock_in_months else None,
+            "ends": add_months(start, c.lock_in_months).isoformat() if c.lock_in_months
+            else None, "terms": terms}
+
+
+def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None) -> dict[str, Any]:
     o = c.offering
+    start = start or dt.date.today()
     return {
         "name": c.name, "cloud": c.cloud, "region": c.region, "zone": c.zone,
         "instance_type": o.instance_type, "gpu": o.gpu, "gpus_per_node": o.gpus_per_node,
@@ -71,6 +99,9 @@ def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
         "network": c.network, "distributed": c.distributed,
         "commitment_term": c.commitment_term, "hourly_usd": round(c.hourly_usd, 2),
         "monthly_usd": round(c.monthly_usd, 2), "costs": c.costs.as_dict(),
+        "demand": [st.as_dict() for st in c.spec.steps], "baseline_nodes": c.baseline_nodes,
+        "parts": [part.as_dict() for part in c.parts],
+        "commitment": commitment_doc(c, start),
         "rationale": c.rationale,
         "alternatives": [{
             "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
@@ -80,11 +111,57 @@ def cluster_doc(c: ClusterDecision) -> dict[str, Any]:
     }
 
 
-def render_cluster(c: ClusterDecision, o: ui.Out) -> None:
+def _demand(c: ClusterDecision) -> str:
+    if not c.spec.has_profile:
+        return f"{c.spec.gpus} x {c.spec.gpu}, {c.spec.hours_per_month:g} h/month"
+    steps = " + ".join(f"{st.gpus} GPUs {st.hours_per_month:g} h" for st in c.spec.steps)
+    return f"{c.spec.gpu}, demand {steps} a month"
+
+
+def render_parts(c: ClusterDecision, o: ui.Out) -> None:
+    """Baseline / burst: nodes, purchase and hours per block, cost per month."""
+    o.print("Demand parts (nodes in order of hours; egress stays with the cluster)", indent=2,
+            style="bold")
+    rows = []
+    for part in c.parts:
+        for b in part.blocks:
+            rows.append([part.part, f"{b.first}-{b.first + b.nodes - 1}" if b.nodes > 1
+                         else str(b.first), str(b.nodes), b.purchase,
+                         f"{b.hours_per_month:g}", _money(b.costs.monthly_usd)])
+    o.print(o.table([ui.Col("part"), ui.Col("node"), ui.Col("count", right=True),
+                     ui.Col("purchase"), ui.Col("h/month", right=True),
+                     ui.Col("$/month", right=True)], rows, indent=4))
+
+
+def render_terms(c: ClusterDecision, o: ui.Out, start: dt.date) -> None:
+    """What each commitment term would cost over the horizon, and the decision's lock-in."""
+    doc = commitment_doc(c, start)
+    rows = []
+    for term, t in zip(c.terms, doc["terms"]):
+        if t["unavailable"]:
+            rows.append([t["term"], "-", "-", "-", "-", "-", t["unavailable"]])
+            continue
+        rows.append([t["term"] + (" *" if t["chosen"] else ""), _mix(term.purchase),
+                     _money(t["monthly_usd"]), _money(t["horizon_monthly_usd"]),
+                     _money(t["committed_usd"]), str(t["lock_in_months"]), t["ends"] or "-"])
+    o.print(f"Commitment terms over a {doc['horizon_months']}-month horizon (* = this plan's "
+            "term; avg = per month over the horizon, months billed after it included)",
+            indent=2, style="bold")
+    o.print(o.table([ui.Col("term"), ui.Col("purchase"), ui.Col("$/month", right=True),
+                     ui.Col("avg $/month", right=True), ui.Col("committed", right=True),
+                     ui.Col("months", right=True), ui.Col("ends")], rows, indent=4))
+    if doc["lock_in_months"]:
+        o.print(f"Lock-in: {_money(doc['committed_usd'])} committed for "
+                f"{doc['lock_in_months']} months ({doc['starts']} to {doc['ends']})", indent=2)
+    else:
+        o.print("Lock-in: none (no node at a commitment price)", indent=2)
+
+
+def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = None) -> None:
     o_ = c.offering
+    start = start or dt.date.today()
     o.line(("Cluster ", "bold"), (c.name, "bold cyan"),
-           f"  (priority {c.spec.priority}, {c.spec.gpus} x {c.spec.gpu}, "
-           f"{c.spec.hours_per_month:g} h/month"
+           f"  (priority {c.spec.priority}, {_demand(c)}"
            + (f", checkpoint every {c.spec.checkpoint_minutes} min" if c.spec.interruptible
               else ", not interruptible") + ")")
     o.print(o.table(
@@ -100,6 +177,10 @@ def render_cluster(c: ClusterDecision, o: ui.Out) -> None:
                     [[label, _money(costs[key])] for key, label in _COST_ROWS]
                     + [[("total", "bold"), (_money(costs["monthly_usd"]), "bold")]],
                     indent=4))
+    if c.spec.has_profile:
+        render_parts(c, o)
+    if c.terms:
+        render_terms(c, o, start)
     o.line(("Why: ", "bold"), c.rationale, indent=2)
     if c.alternatives:
         o.print("Alternatives (ranked by monthly cost)", indent=2, style="bold")

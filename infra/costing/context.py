@@ -36,9 +36,30 @@ class CostContext:
     reservation_created: bool = False
     #: idle window stamped on compute (reaper input); None for non-compute components.
     idle_minutes: Optional[int] = None
+    #: clusters with a demand profile: child resource name -> the tags.DEMAND_PART value of
+    #: the nodes it runs or reserves.
+    parts: dict = field(default_factory=dict)
+    #: clusters with a demand profile: node group (or instance template) name -> its baseline
+    #: nodes (tags.BASELINE_NODES, the reaper's floor).
+    baseline_nodes: dict = field(default_factory=dict)
 
     def purchase_of(self, resource_name: str) -> str:
         return self.roles.get(resource_name, self.purchase_model)
+
+    def stamp_demand(self, resource_name: str, models, *, floor: bool = False) -> None:
+        """Record the demand part of the nodes of purchase ``models`` a resource runs or
+        reserves (and with ``floor`` its baseline nodes), for clusters with a demand profile;
+        a one-step cluster has no parts and gets neither tag."""
+        d = self.decision
+        if d is None or not d.spec.has_profile:
+            return
+        blocks = [b for b in d.node_blocks if b.purchase in models]
+        if not blocks:
+            return
+        self.parts[resource_name] = tags.part_value(b.part for b in blocks)
+        if floor:
+            self.baseline_nodes[resource_name] = sum(b.nodes for b in blocks
+                                                     if b.part == "baseline")
 
 
 def shared(purchase_model: str = "none") -> CostContext:

@@ -39,6 +39,29 @@ BASELINE_NODES = "gpulease-baseline-nodes"
 #: what a bucket holds ("dataset", "work"): informational, set by the storage components.
 PURPOSE = "gpulease-purpose"
 
+#: clusters with a demand profile (more than one demand step) only: which part of the demand
+#: the nodes a resource runs or reserves belong to - the baseline (the first step's nodes) or
+#: the burst above it; a node group that runs nodes of both carries PART_BOTH.
+DEMAND_PART = "gpulease-demand-part"
+PART_BASELINE = "baseline"
+PART_BURST = "burst"
+PART_BOTH = "baseline-burst"
+#: clusters with a demand profile only, on node groups (AWS Auto Scaling group, propagated to
+#: its instances; GCP instance template, so its VMs carry the label): how many of the group's
+#: nodes are the baseline, the floor idle burst capacity is scaled down to and never below.
+#: Absent = no floor (a one-step cluster is stopped whole when idle).
+BASELINE_NODES = "gpulease-baseline-nodes"
+
+
+def part_value(parts) -> str:
+    """DEMAND_PART value for a set of demand parts ("baseline", "burst")."""
+    parts = set(parts)
+    if parts == {"baseline"}:
+        return PART_BASELINE
+    if parts == {"burst"}:
+        return PART_BURST
+    return PART_BOTH
+
 #: every resource gpulease creates that can carry tags/labels must carry all of these.
 REQUIRED = (CLUSTER, ENVIRONMENT, OWNER, COST_CENTER, PURCHASE_MODEL, TEMPLATE)
 REQUIRED_AWS = REQUIRED + (MONTHLY_USD,)

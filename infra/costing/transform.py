@@ -91,6 +91,10 @@ def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: float,
     }
     if ctx.idle_minutes is not None:
         values[tags.IDLE_MINUTES] = str(ctx.idle_minutes)
+    if name in ctx.parts:
+        values[tags.DEMAND_PART] = ctx.parts[name]
+    if name in ctx.baseline_nodes:
+        values[tags.BASELINE_NODES] = str(ctx.baseline_nodes[name])
     if cloud == "aws":
         values[tags.MONTHLY_USD] = tags.usd(monthly_usd)
         return values

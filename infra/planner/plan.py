@@ -136,7 +136,15 @@ def cluster_json(c) -> dict[str, Any]:
         "purchase": c.purchase.as_dict(), "template": c.template, "network": c.network,
         "distributed": c.distributed, "commitment_term": c.commitment_term,
         "hourly_usd": round(c.hourly_usd, 2), "monthly_usd": round(c.monthly_usd, 2),
-        "costs": c.costs.as_dict(), "rationale": c.rationale,
+        "costs": c.costs.as_dict(),
+        # Demand (docs/policy.md "Demand profiles"): the steps as configured, the nodes of the
+        # baseline / burst parts with their purchase, hours and cost, and the lock-in.
+        "demand": [st.as_dict() for st in c.spec.steps],
+        "baseline_nodes": c.baseline_nodes,
+        "parts": [part.as_dict() for part in c.parts],
+        "commitment_horizon_months": c.commitment_horizon_months,
+        "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
+        "rationale": c.rationale,
         "alternatives": [{
             "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
             "purchase": a.purchase.as_dict(),

@@ -1,12 +1,15 @@
 """Candidates: every offering a cluster could run on, priced by the cost model or rejected with why."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from infra.catalog import TIER_CLASSES, Catalog
-from infra.model import ClusterSpec, CostBreakdown, Offering, PurchaseMix, StackSpec
-from infra.policy.costmodel import Rates, cluster_costs, rates_of, steady_mix
+from infra.model import (COMMITMENT_TERMS, TERM_MONTHS, ClusterSpec, CostBreakdown, NodeBlock,
+                         NodeStep, Offering, PurchaseMix, StackSpec, TermOption)
+from infra.policy.blend import Blend, better, blends, cheapest, objective
+from infra.policy.costmodel import CostInputs, Rates, blend_costs, rates_of
 from infra.policy.rules import PolicyRules
 from infra.policy.templates import ClusterTemplate, Facts, choose_template, get_template
 
@@ -33,6 +36,14 @@ class Candidate:
     term: str = "1y"
     #: hourly rate of a reserved node (commitment, or on-demand for a plain reservation).
     reserved_rate: Optional[float] = None
+    #: the nodes as (node step, first node, nodes, purchase model) runs
+    #: (``Context.blocks_of`` turns them into NodeBlocks with their cost shares).
+    layout: tuple = ()
+    #: what the choice minimises: monthly_usd, or with commitment_term auto the average per
+    #: month over the horizon (lock-in beyond it included).
+    objective_usd: Optional[float] = None
+    #: months billed / horizon of the reserved part (1.0 = no lock-in beyond the horizon).
+    lock_in_factor: float = 1.0
 
     @property
     def feasible(self) -> bool:
@@ -41,6 +52,13 @@ class Candidate:
     @property
     def monthly_usd(self) -> Optional[float]:
         return None if self.costs is None else self.costs.monthly_usd
+
+    @property
+    def objective(self) -> Optional[float]:
+        """The value the environment solve minimises (monthly_usd unless the term is auto)."""
+        if self.costs is None:
+            return None
+        return self.monthly_usd if self.objective_usd is None else self.objective_usd
 
     @property
     def hourly_usd(self) -> float:
@@ -60,9 +78,16 @@ class Candidate:
     @property
     def sort_key(self) -> tuple:
         """Deterministic order: cheapest first, then fewer GPUs, then by name."""
-        m = self.monthly_usd
+        m = self.objective
         return (m is None, m if m is not None else 0.0, self.gpus, self.offering.cloud,
                 self.offering.region, self.offering.instance_type)
+
+
+def billed_months(term: str, horizon_months: int) -> int:
+    """Months a commitment bills to cover ``horizon_months``: whole terms (a 3y commitment
+    bills 36 months even if the horizon is 18; a 1y one renewed for 18 months bills 24)."""
+    m = TERM_MONTHS[term]
+    return 0 if not m else math.ceil(horizon_months / m) * m
 
 
 def matches_residency(region: str, allow: tuple[str, ...]) -> bool:
@@ -80,6 +105,64 @@ class Context:
     interruptions: dict = field(default_factory=dict)
     by_gpu: dict = field(default_factory=dict)
     _gravity: dict = field(default_factory=dict)
+    _steps: dict = field(default_factory=dict)
+    _spot: dict = field(default_factory=dict)
+
+    def shape_of(self, spec: ClusterSpec, c: Candidate) -> "Shape":
+        """What pricing a candidate again needs (decisions, alternatives, term options); kept
+        off the candidates, of which a plan holds tens of thousands."""
+        gang = c.distributed and c.nodes > 1
+        return Shape(spec=spec, offering=c.offering,
+                     steps=self.node_steps(spec, c.offering.gpus_per_node), nodes=c.nodes,
+                     gang=gang, tcp_gang=gang and c.network == "none",
+                     egress=c.costs.egress_usd if c.costs is not None else 0.0,
+                     interruptions=self.interruptions.get(c.offering.cloud, 0.0))
+
+    def inputs_of(self, spec: ClusterSpec, c: Candidate, spot: Optional[float] = None
+                  ) -> CostInputs:
+        """The cost-model inputs the candidate was priced with (``spot``: another spot rate)."""
+        o = c.offering
+        rates = Rates(c.reserved_rate, o.on_demand_usd,
+                      self.spot_rate(o) if spot is None else spot)
+        return self.shape_of(spec, c).inputs(rates, self.rules)
+
+    def blocks_of(self, spec: ClusterSpec, c: Candidate) -> tuple[NodeBlock, ...]:
+        """The candidate's nodes by demand step and purchase model, with their cost shares."""
+        return node_blocks(c.layout, self.inputs_of(spec, c))
+
+    def spot_rate(self, offering: Offering) -> Optional[float]:
+        """``offering.cheapest_spot_usd`` memoised (a zone search; every cluster asks)."""
+        hit = self._spot.get(id(offering))
+        if hit is None or hit[0] is not offering:
+            hit = self._spot[id(offering)] = (offering, offering.cheapest_spot_usd)
+        return hit[1]
+
+    def node_steps(self, spec: ClusterSpec, gpus_per_node: int) -> tuple[NodeStep, ...]:
+        """``spec.node_steps`` memoised per cluster and node size (every candidate asks)."""
+        key = (spec.index, spec.name, gpus_per_node)
+        hit = self._steps.get(key)
+        if hit is None or hit[0] is not spec:
+            hit = self._steps[key] = (spec, spec.node_steps(gpus_per_node))
+        return hit[1]
+
+    @property
+    def terms(self) -> tuple[str, ...]:
+        """Commitment terms each candidate is priced at: the stack's, or all with ``auto``."""
+        t = self.rules.commitment_term
+        return COMMITMENT_TERMS if t == "auto" else (t,)
+
+    def lock_in_factor(self, offering: Offering, term: str, horizon: bool = False) -> float:
+        """Months a commitment of ``term`` bills / the horizon (1.0 when nothing is committed).
+
+        Only ``auto`` weighs lock-in in the decision (a fixed term is the stack's choice, and
+        the decision is its monthly optimum); ``horizon=True`` asks for the horizon view anyway
+        (the per-term comparison that `gpulease explain` shows).
+        """
+        if (self.rules.commitment_term != "auto" and not horizon) or not TERM_MONTHS[term] \
+                or not offering.is_commitment(term):
+            return 1.0
+        return billed_months(term, self.rules.commitment_horizon_months) / float(
+            self.rules.commitment_horizon_months)
 
     @classmethod
     def build(cls, stack: StackSpec, catalog: Catalog, rules: PolicyRules) -> "Context":
@@ -121,32 +204,134 @@ class Context:
         return out
 
 
-def _band_mix(spec: ClusterSpec, rates: Rates, nodes: int, rules: PolicyRules, cost_of,
-              tcp_gang: bool) -> tuple[Optional[PurchaseMix], str, Optional[float]]:
-    """Purchase mix by priority band, with the cost math allowed to override the default."""
+def allowed_models(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules,
+                   guaranteed_baseline: bool = True) -> list[frozenset]:
+    """Purchase models each node step may take: the priority band's, among the priced ones.
+
+    Above ``reserved_above_priority`` the baseline (first step) is reserved and the burst
+    reserved or on-demand (never spot); in the spot band (interruptible, priority below
+    ``spot_below_priority``) every model; otherwise reserved or on-demand.
+    """
+    priced = _PRICED[(rates.reserved is not None, rates.on_demand is not None,
+                      rates.spot is not None)]
+    if spec.priority > rules.reserved_above_priority:
+        burst = _STEADY & priced
+        base = _RESERVED & priced if guaranteed_baseline else burst
+        return [base if st.step == 0 else burst for st in steps]
+    spot_band = spec.interruptible and spec.priority < rules.spot_below_priority
+    band = (_ALL if spot_band else _STEADY) & priced
+    return [band] * len(steps)
+
+
+_ALL = frozenset(("reserved", "on_demand", "spot"))
+_STEADY = frozenset(("reserved", "on_demand"))
+_RESERVED = frozenset(("reserved",))
+#: (reserved, on-demand, spot priced) -> the priced models
+_PRICED = {(r, o, s): frozenset(m for m, ok in zip(("reserved", "on_demand", "spot"), (r, o, s))
+                                if ok)
+           for r in (False, True) for o in (False, True) for s in (False, True)}
+
+
+def band_blend(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules, k: CostInputs,
+               lock_in_factor: float = 1.0) -> tuple[Optional[Blend], str, Optional[float]]:
+    """The cheapest purchase the priority band allows (``infra.policy.blend``), with the basis
+    the rationale names and the objective of what it was compared against (spot vs not)."""
     if spec.priority > rules.reserved_above_priority:
         if rates.reserved is None:
             return None, "no_commit_guaranteed", None
-        return PurchaseMix(reserved=nodes), "guaranteed", None
-    # A TCP-only gang bills its on-demand nodes for the communication overhead too, so the
-    # break-even compares the commitment with those effective hours.
-    hours = spec.hours_per_month
-    if tcp_gang and rules.tcp_communication_share:
-        hours = hours / (1.0 - rules.tcp_communication_share)
-    steady, basis = steady_mix(nodes, rates, hours)
+        best = cheapest(blends(steps, allowed_models(spec, steps, rates, rules), k,
+                               lock_in_factor))
+        return best, "guaranteed", None
+    options = blends(steps, allowed_models(spec, steps, rates, rules), k, lock_in_factor)
+    steady = with_spot = None
+    for b in options:   # one pass: the cheapest with and without spot
+        if b.has_spot:
+            if with_spot is None or b.beats(with_spot):
+                with_spot = b
+        elif steady is None or b.beats(steady):
+            steady = b
     spot_band = spec.interruptible and spec.priority < rules.spot_below_priority
-    if not spot_band:
+    if not spot_band or rates.spot is None:
+        if steady is None:
+            return None, "no_price", None
+        if spot_band:
+            basis = "no_spot_price"
+        elif rates.on_demand is None:
+            basis = "only_commit_priced"
+        elif rates.reserved is None:
+            basis = "no_commit_price"
+        elif len(steps) > 1:
+            basis = "break_even"
+        else:
+            basis = ("break_even_reserved" if steady.models[0] == "reserved"
+                     else "break_even_on_demand")
         return steady, basis, None
-    if rates.spot is None:
-        return steady, "no_spot_price" if steady is not None else "no_price", None
-    spot = PurchaseMix(spot=nodes)
     if steady is None:
-        return spot, "spot", None
-    cs, cst = cost_of(spot).monthly_usd, cost_of(steady).monthly_usd
-    if cs <= cst:
-        return spot, "spot", cst
-    # Spot is the default for this band, but with the expected rework it costs more.
-    return steady, "spot_overridden", cs
+        return with_spot, "spot", None
+    best = with_spot if with_spot is not None and with_spot.beats(steady) else steady
+    if best.has_spot:
+        return best, "spot", steady.objective
+    # Spot is the band's default, but with the expected rework it costs more.
+    return best, "spot_overridden", with_spot.objective
+
+
+class Priced(NamedTuple):
+    """The purchase of one candidate under one commitment term, templates applied."""
+
+    term: str
+    rates: Rates
+    blend: Optional[Blend]
+    basis: str
+    compared: Optional[float]
+    #: the nodes as (step, first node, nodes, model) runs, after the template's rules.
+    layout: tuple = ()
+    costs: Optional[CostBreakdown] = None
+    objective: float = 0.0
+    lock_in_factor: float = 1.0
+    inputs: Optional[CostInputs] = None
+
+    @property
+    def purchase(self) -> Optional[PurchaseMix]:
+        return layout_purchase(self.layout)
+
+
+def layout_purchase(layout) -> Optional[PurchaseMix]:
+    if not layout:
+        return None
+    counts = {"reserved": 0, "on_demand": 0, "spot": 0}
+    for _, _, n, m in layout:
+        counts[m] += n
+    return PurchaseMix(**counts)
+
+
+def node_blocks(layout, k: Optional[CostInputs]) -> tuple[NodeBlock, ...]:
+    """The layout's blocks with their cost shares (``blend_costs(per_block=True)``)."""
+    if not layout:
+        return ()
+    _, shares = blend_costs(tuple((n, st.hours_per_month, m) for st, _, n, m in layout), k,
+                            per_block=True)
+    return tuple(NodeBlock(first=first, nodes=n, hours_per_month=st.hours_per_month, purchase=m,
+                           part=st.part, step=st.step, costs=c)
+                 for (st, first, n, m), c in zip(layout, shares))
+
+
+def finish(steps, blend: Optional[Blend], k: CostInputs, *, spot_all: bool = False,
+           cache_on_demand: bool = False) -> tuple[tuple, CostBreakdown]:
+    """Layout and costs of a step assignment after the template's rules: ``spot_all`` = every
+    node spot (a template that forces spot); ``cache_on_demand`` = node 1 (the cache node, up
+    whenever the cluster is) runs on-demand instead of spot."""
+    models = ["spot"] * len(steps) if spot_all else list(blend.models)
+    layout = [(st, st.first, st.nodes, m) for st, m in zip(steps, models)]
+    changed = spot_all
+    if cache_on_demand and layout and layout[0][3] == "spot":
+        st, first, n, _ = layout[0]
+        layout[0:1] = [(st, first, 1, "on_demand")] + (
+            [(st, first + 1, n - 1, "spot")] if n > 1 else [])
+        changed = True
+    if not changed and blend is not None:
+        return tuple(layout), blend.costs(k)
+    total, _ = blend_costs(tuple((n, st.hours_per_month, m) for st, _, n, m in layout), k)
+    return tuple(layout), total
 
 
 def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
@@ -154,12 +339,11 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
     """Price one offering for one cluster under every rule; the first broken rule rejects it."""
     rules, stack = ctx.rules, ctx.stack
     cspec = stack.clouds[o.cloud]
-    term = rules.commitment_term
     nodes = -(-spec.gpus // o.gpus_per_node)
+    steps = ctx.node_steps(spec, o.gpus_per_node)
     gpus = nodes * o.gpus_per_node
     distributed = spec.distributed if spec.distributed is not None else nodes > 1
     gang = distributed and nodes > 1
-    rates = rates_of(o, rules)
     reason: Optional[str] = None
 
     def reject(why: str) -> None:
@@ -193,22 +377,22 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
     if why:
         reject(why)
 
-    lam = ctx.interruptions.get(o.cloud, 0.0)
-
-    def cost_of(mix: PurchaseMix) -> CostBreakdown:
-        return cluster_costs(mix=mix, rates=rates, hours=spec.hours_per_month, gang=gang,
-                             tcp_gang=tcp_gang, interruptions_per_hour=lam,
-                             checkpoint_minutes=spec.checkpoint_minutes,
-                             restart_minutes=rules.spot_restart_minutes,
-                             communication_share=rules.tcp_communication_share,
-                             egress_usd=egress)
-
-    mix, basis, compared = _band_mix(spec, rates, nodes, rules, cost_of, tcp_gang)
+    shape = Shape(spec, o, steps, nodes, gang, tcp_gang, egress,
+                  ctx.interruptions.get(o.cloud, 0.0))
+    best: Optional[Priced] = None
+    for term in ctx.terms:   # "none", "1y", "3y": on a tie the shorter lock-in wins
+        p = price_band(shape, term, rules, ctx.lock_in_factor(o, term), ctx.spot_rate(o))
+        if best is None or (p.blend is not None and (
+                best.blend is None or better(p.blend.objective, best.blend.objective))):
+            best = p
+    term, rates, basis, compared = best.term, best.rates, best.basis, best.compared
+    blend = best.blend
+    mix = blend.purchase if blend is not None else None
     spot_allowed = spec.interruptible and spec.priority <= rules.reserved_above_priority
     facts = Facts(nodes=nodes, distributed=distributed, rdma=o.has_rdma,
                   rdma_fabric=network != "none", dataset=bool(spec.dataset),
                   dataset_tb=ds.size_tb if ds is not None else 0.0,
-                  spot=bool(mix and mix.spot), interruptible=spec.interruptible,
+                  spot=bool(mix and mix.spot == nodes), interruptible=spec.interruptible,
                   spot_allowed=spot_allowed, priority=spec.priority,
                   production=stack.is_prod)
     if forced is not None:
@@ -218,25 +402,119 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
             reject(f"template {tmpl.name} needs {' and '.join(unmet)}")
     else:
         tmpl = choose_template(facts)
-    if tmpl.purchase_rule == "spot" and (mix is None or mix.spot != nodes):
-        if rates.spot is None:
-            reject("no price (no spot price)")
-        elif spot_allowed:
-            mix, basis, compared = PurchaseMix(spot=nodes), "spot_forced", None
-    if (tmpl.cache_node == "on_demand" and mix is not None and mix.spot and nodes >= 2
-            and rates.on_demand is not None):
-        mix = PurchaseMix(reserved=mix.reserved, on_demand=mix.on_demand + 1, spot=mix.spot - 1)
-        basis = basis + "+cache"
-    if mix is None:
-        reject({"no_commit_guaranteed": f"no price (no {term} commitment price; priority "
+    priced = apply_template(shape, best, tmpl, rules, spot_allowed)
+    if priced.basis == "no_spot_for_template":
+        reject("no price (no spot price)")
+        priced = apply_template(shape, best, None, rules, spot_allowed)
+    if not priced.layout:
+        which = "1y or 3y" if rules.commitment_term == "auto" else term
+        reject({"no_commit_guaranteed": f"no price (no {which} commitment price; priority "
                 f"{spec.priority} > {rules.reserved_above_priority} needs guaranteed capacity)",
                 }.get(basis, "no price (neither on-demand nor commitment price)"))
-    costs = cost_of(mix) if mix is not None else None
-    cand = Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
-                     network=network, purchase=mix, costs=costs, template=tmpl.name,
-                     basis=basis, rejected=reason, compared_usd=compared, term=term,
-                     reserved_rate=rates.reserved)
-    return cand
+    return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
+                     network=network, purchase=priced.purchase, costs=priced.costs,
+                     template=tmpl.name, basis=priced.basis, rejected=reason,
+                     compared_usd=priced.compared, term=term, reserved_rate=rates.reserved,
+                     layout=priced.layout, objective_usd=priced.objective,
+                     lock_in_factor=priced.lock_in_factor)
+
+
+class Shape(NamedTuple):
+    """What pricing a candidate needs besides the term: the cluster, the offering, its node
+    steps and the cost-model flags."""
+
+    spec: ClusterSpec
+    offering: Offering
+    steps: tuple[NodeStep, ...]
+    nodes: int
+    gang: bool
+    tcp_gang: bool
+    egress: float
+    interruptions: float
+
+    def inputs(self, rates: Rates, rules: PolicyRules) -> CostInputs:
+        # positional: (rates, gang, tcp_gang, interruptions_per_hour, checkpoint_minutes,
+        # restart_minutes, communication_share, egress_usd)
+        return CostInputs(rates, self.gang, self.tcp_gang, self.interruptions,
+                          self.spec.checkpoint_minutes, rules.spot_restart_minutes,
+                          rules.tcp_communication_share, self.egress)
+
+
+def price_band(shape: Shape, term: str, rules: PolicyRules, lock_in_factor: float,
+               spot_rate: Optional[float] = None) -> Priced:
+    """The band's cheapest blend under one commitment term (no template applied yet).
+    ``spot_rate``: the offering's spot rate when the caller has it (``Context.spot_rate``)."""
+    o = shape.offering
+    rates = (rates_of(o, rules, term) if spot_rate is None else
+             Rates(o.reservation_rate(term, rules.reserve_at_on_demand_rate), o.on_demand_usd,
+                   spot_rate))
+    k = shape.inputs(rates, rules)
+    blend, basis, compared = band_blend(shape.spec, shape.steps, rates, rules, k, lock_in_factor)
+    return Priced(term=term, rates=rates, blend=blend, basis=basis, compared=compared,
+                  lock_in_factor=lock_in_factor, inputs=k)
+
+
+def apply_template(shape: Shape, p: Priced, tmpl: Optional[ClusterTemplate],
+                   rules: PolicyRules, spot_allowed: bool) -> Priced:
+    """The template's purchase rules on a band blend: a spot template puts every node on spot
+    (when the work may run there), a cache node runs on-demand rather than spot.
+    ``tmpl=None``: the band blend as it is."""
+    rates, basis, compared = p.rates, p.basis, p.compared
+    blend = p.blend
+    spot_all = False
+    if tmpl is not None and tmpl.purchase_rule == "spot" and (
+            blend is None or blend.purchase.spot != shape.nodes):
+        if rates.spot is None:
+            return Priced(p.term, rates, blend, "no_spot_for_template", compared)
+        if spot_allowed:
+            spot_all, basis, compared = True, "spot_forced", None
+    if blend is None and not spot_all:
+        return p
+    cache = (tmpl is not None and tmpl.cache_node == "on_demand" and shape.nodes >= 2
+             and rates.on_demand is not None)
+    k = p.inputs or shape.inputs(rates, rules)
+    layout, costs = finish(shape.steps, blend, k, spot_all=spot_all, cache_on_demand=cache)
+    if cache and layout[0][3] == "on_demand" and (
+            spot_all or (blend is not None and blend.models[0] == "spot")):
+        basis = basis + "+cache"
+    return Priced(term=p.term, rates=rates, blend=blend, basis=basis, compared=compared,
+                  layout=layout, costs=costs, objective=objective(costs, p.lock_in_factor),
+                  lock_in_factor=p.lock_in_factor, inputs=k)
+
+
+def term_options(spec: ClusterSpec, c: Candidate, ctx: Context) -> tuple[TermOption, ...]:
+    """What each commitment term would cost the candidate over the horizon: per term the blend
+    that is cheapest over ``commitment_horizon_months`` (what ``auto`` compares), its monthly
+    bill, its average per month over the horizon and what one purchase of the term commits."""
+    rules, o = ctx.rules, c.offering
+    shape = ctx.shape_of(spec, c)
+    spot_allowed = spec.interruptible and spec.priority <= rules.reserved_above_priority
+    tmpl = get_template(c.template) if c.template else None
+    out = []
+    for term in COMMITMENT_TERMS:
+        factor = ctx.lock_in_factor(o, term, horizon=True)
+        p = price_band(shape, term, rules, factor, ctx.spot_rate(o))
+        q = apply_template(shape, p, tmpl, rules, spot_allowed)
+        if q.basis == "no_spot_for_template":
+            q = apply_template(shape, p, None, rules, spot_allowed)
+        if not q.layout:
+            why = ("no commitment price for guaranteed capacity" if p.basis ==
+                   "no_commit_guaranteed" else "no price")
+            out.append(TermOption(term, PurchaseMix(), 0.0, 0.0, 0.0, 0, unavailable=why))
+            continue
+        months, committed = lock_in(o, term, q.costs)
+        out.append(TermOption(term, q.purchase, q.costs.monthly_usd,
+                              objective(q.costs, factor), committed, months))
+    return tuple(out)
+
+
+def lock_in(offering: Offering, term: str, costs: CostBreakdown) -> tuple[int, float]:
+    """(months, USD) one purchase of the term locks in: the reserved nodes at a commitment
+    price for the term's months; plain capacity reservations lock nothing in."""
+    months = TERM_MONTHS.get(term, 0)
+    if not months or not costs.reserved_usd or not offering.is_commitment(term):
+        return 0, 0.0
+    return months, costs.reserved_usd * months
 
 
 def candidates_for(spec: ClusterSpec, ctx: Context) -> list[Candidate]:

@@ -9,8 +9,8 @@ from infra.catalog import Catalog
 from infra.errors import Finding, PolicyError
 from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
                          EnvironmentDecision, PurchaseMix, StackSpec)
-from infra.policy.candidates import Candidate, Context, candidates_for
-from infra.policy.costmodel import break_even_utilization, cluster_costs, rates_of
+from infra.policy.candidates import Candidate, Context, candidates_for, lock_in, term_options
+from infra.policy.costmodel import blend_costs, break_even_utilization, rates_of
 from infra.policy.rules import PolicyRules
 from infra.policy.solver import Option, QuotaInfeasible, solve
 from infra.policy.storage import storage_decision
@@ -26,6 +26,11 @@ def _num(v: float) -> str:
 
 def _money(v: float) -> str:
     return f"${v:,.2f}"
+
+
+def _delta(a: float, b: float) -> float:
+    """a - b as the plan shows them: the difference of the cent-rounded amounts."""
+    return round(a, 2) - round(b, 2)
 
 
 def _where(c: Candidate) -> str:
@@ -95,7 +100,7 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
         raise PolicyError(findings, headline=_headline(stack))
 
     quotas = {(cl, r): q for cl, cs in stack.clouds.items() for r, q in cs.quota_gpus.items()}
-    options = [[Option(c.monthly_usd, c.gpus, c.quota_key if c.quota_key in quotas else None)
+    options = [[Option(c.objective, c.gpus, c.quota_key if c.quota_key in quotas else None)
                 for c in ok] for ok in feasible]
     try:
         sol = solve(options, quotas)
@@ -113,14 +118,19 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
     decisions = []
     for i, spec in enumerate(stack.clusters):
         c = chosen[i]
+        blocks = ctx.blocks_of(spec, c)
+        months, committed = lock_in(c.offering, c.term, c.costs)
         decisions.append(ClusterDecision(
             spec=spec, offering=c.offering, nodes=c.nodes, purchase=c.purchase,
             network=c.network, template=c.template, hourly_usd=c.hourly_usd, costs=c.costs,
-            rationale=_rationale(spec, c, feasible[i], rules, stack, i in displaced),
+            rationale=_rationale(spec, c, feasible[i], rules, stack, i in displaced, blocks),
             alternatives=_alternatives(spec, c, all_cands[i], rules, ctx,
                                        shared_users if i in displaced else None),
             zone=chosen_zone(c),
-            commitment_term=rules.commitment_term, distributed=c.distributed))
+            commitment_term=c.term, distributed=c.distributed, blocks=blocks,
+            terms=term_options(spec, c, ctx),
+            commitment_horizon_months=rules.commitment_horizon_months,
+            committed_usd=committed, lock_in_months=months))
     return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
                                catalog_version=catalog.version, catalog_as_of=catalog.as_of)
 
@@ -206,16 +216,19 @@ def _quota_users(stack: StackSpec, chosen: list[Candidate]) -> dict:
 
 
 # ---- explanations ---------------------------------------------------------------------------
-def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
-    term, p, n, h = rules.commitment_term, spec.priority, c.nodes, spec.hours_per_month
+def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, blocks=()) -> str:
+    term, p, n, h = c.term, spec.priority, c.nodes, spec.hours_per_month
     o = c.offering
-    rates = rates_of(o, rules)
+    rates = rates_of(o, rules, term)
     be = break_even_utilization(rates)
     u = h / HOURS_PER_MONTH
     basis = c.basis.removesuffix("+cache")
-    if basis == "guaranteed":
+    if spec.has_profile:
+        text = _profile_text(spec, c, rules, rates, blocks)
+    elif basis == "guaranteed":
         how = (f"{term} commitment" if o.price("reserved", term) is not None else
-               f"capacity reservation at the on-demand rate: no {term} commitment price in the catalog")
+               f"capacity reservation at the on-demand rate: no {term} commitment price in the catalog"
+               if term != "none" else "capacity reservation at the on-demand rate: no commitment")
         text = (f"Priority {p} > {rules.reserved_above_priority} needs guaranteed capacity: all "
                 f"{n} nodes reserved ({how}).")
     elif basis == "break_even_reserved":
@@ -234,7 +247,7 @@ def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
     elif basis == "no_spot_price":
         text = "Not spot: the offering has no spot price, so on-demand/reserved by break-even."
     elif basis == "spot":
-        saving = (f"{_money(c.compared_usd - c.monthly_usd)}/month less than "
+        saving = (f"{_money(_delta(c.compared_usd, c.objective))}/month less than "
                   f"{'on-demand/reserved' if c.compared_usd is not None else 'any other model'}"
                   if c.compared_usd is not None else "the least")
         text = (f"Spot: checkpointable work (every {spec.checkpoint_minutes} min) at priority {p} "
@@ -250,7 +263,58 @@ def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules) -> str:
         text = f"Purchase: {c.purchase.as_dict()}."
     if c.basis.endswith("+cache"):
         text += " The cache node runs on-demand so that an interruption never loses staged data."
+    if rules.commitment_term == "auto":
+        text += " " + _term_text(c, rules)
     return text
+
+
+_MODEL_WORD = {"reserved": "reserved", "on_demand": "on-demand", "spot": "spot"}
+
+
+def _profile_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, rates, blocks) -> str:
+    """The blend of a multi-step demand: per block what it is and why, with the break-even
+    (with ``auto``, of the reserved rate scaled by months billed / horizon)."""
+    if rates.reserved is not None and c.lock_in_factor != 1.0:
+        rates = rates._replace(reserved=rates.reserved * c.lock_in_factor)
+    be = break_even_utilization(rates)
+    parts = []
+    for b in blocks:
+        u = b.hours_per_month / HOURS_PER_MONTH
+        what = f"{b.nodes} {b.part} node{'s' if b.nodes != 1 else ''} x {b.hours_per_month:g} h"
+        if b.purchase == "reserved":
+            why = (f"{u:.0%} utilization beats the {be:.0%} break-even" if be is not None
+                   and u > be else "guaranteed capacity" if b.part == "baseline"
+                   and spec.priority > rules.reserved_above_priority else "cheapest")
+        elif b.purchase == "on_demand":
+            why = (f"{u:.0%} utilization is below the {be:.0%} break-even" if be is not None
+                   and u <= be else "no commitment price" if rates.reserved is None
+                   else "cheapest")
+            if spec.priority > rules.reserved_above_priority and b.part == "burst":
+                why += "; burst of guaranteed work is never spot"
+        else:
+            why = "cheapest with the expected rework"
+        parts.append(f"{what}: {_MODEL_WORD[b.purchase]} ({why})")
+    steps = ", ".join(f"{st.gpus} GPUs for {st.hours_per_month:g} h" for st in spec.steps)
+    text = f"Demand profile ({steps} a month): " + "; ".join(parts) + "."
+    if c.basis == "spot_overridden":
+        text += (f" Spot on the burst would cost {_money(c.compared_usd)}/month with expected "
+                 "rework, more.")
+    elif c.basis == "spot" and c.compared_usd is not None:
+        text += (f" Spot saves {_money(c.compared_usd - c.objective)}/month against the best "
+                 "blend without spot.")
+    return text
+
+
+def _term_text(c: Candidate, rules: PolicyRules) -> str:
+    h = rules.commitment_horizon_months
+    if not c.costs.reserved_usd:
+        return (f"Commitment term auto: no node is reserved, so no term is bought "
+                f"(horizon {h} months).")
+    if c.term == "none":
+        return (f"Commitment term auto: plain capacity reservations without a commitment cost "
+                f"least over the {h}-month horizon.")
+    return (f"Commitment term auto: {c.term} costs least over the {h}-month horizon "
+            f"(average {_money(c.objective)}/month, months billed beyond the horizon included).")
 
 
 def _template_text(spec: ClusterSpec, c: Candidate, stack: StackSpec) -> str:
@@ -265,7 +329,7 @@ def _template_text(spec: ClusterSpec, c: Candidate, stack: StackSpec) -> str:
 
 
 def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: PolicyRules,
-               stack: StackSpec, displaced: bool) -> str:
+               stack: StackSpec, displaced: bool, blocks=()) -> str:
     o = c.offering
     head = f"{_where(c)} ({c.nodes} x {o.gpus_per_node} {o.gpu})"
     others = [x for x in ok if x is not c]
@@ -276,13 +340,13 @@ def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: Poli
     else:
         nxt = others[0]
         where = (f"is the cheapest of {len(ok)} feasible candidates; next best {_where(nxt)} "
-                 f"costs +{_money(nxt.monthly_usd - c.monthly_usd)}/month")
+                 f"costs +{_money(_delta(nxt.objective, c.objective))}/month")
     gravity = ""
     if c.costs.egress_usd:
         ds = stack.storage_by_name(spec.dataset)
         gravity = (f" (including {_money(c.costs.egress_usd)}/month to move and stage dataset "
                    f"{ds.name} from {ds.home})")
-    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules)} "
+    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules, blocks)} "
             f"{_template_text(spec, c, stack)}")
 
 
@@ -316,12 +380,13 @@ def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: fl
 def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
                   rules: PolicyRules, ctx: Context, quota_users: Optional[dict]
                   ) -> tuple[Alternative, ...]:
-    base = chosen.monthly_usd
+    base = chosen.objective
+    per = "/month over the horizon" if rules.commitment_term == "auto" else "/month"
     alts: list[tuple[tuple, Alternative]] = []
     for c in cands:
         if c is chosen:
             continue
-        m = c.monthly_usd
+        m = c.objective
         if c.rejected:
             why = c.rejected
         elif quota_users is not None and m < base:
@@ -330,46 +395,38 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
             why = (f"quota (shared {c.offering.cloud}:{c.offering.region} quota of {q} GPUs "
                    f"goes to {users or 'other clusters'})")
         else:
-            why = f"cost (+{_money(m - base)}/month)"
+            why = f"cost (+{_money(_delta(m, base))}{per})"
         alts.append(((m is None, m or 0.0), Alternative(
             c.offering.cloud, c.offering.region, c.offering.instance_type,
-            c.purchase or PurchaseMix(), m, why)))
-    # The chosen offering with the purchase models the rules or the math ruled out.
+            c.purchase or PurchaseMix(), c.monthly_usd, why)))
+    # The chosen offering with the purchase models the rules or the math ruled out: every node
+    # on one model (each node keeping the hours of its demand step).
     o, n = chosen.offering, chosen.nodes
-    rates = rates_of(o, rules)
-    gang = chosen.distributed and n > 1
+    rates = rates_of(o, rules, chosen.term)
+    k = ctx.inputs_of(spec, chosen)
+    steps = ctx.node_steps(spec, o.gpus_per_node)
     for model in ("spot", "on_demand", "reserved"):
         mix = PurchaseMix(**{model: n})
         if mix == chosen.purchase or rates.of(model) is None:
             continue
-        cost = cluster_costs(mix=mix, rates=rates, hours=spec.hours_per_month, gang=gang,
-                             tcp_gang=gang and chosen.network == "none",
-                             interruptions_per_hour=ctx.interruptions.get(o.cloud, 0.0),
-                             checkpoint_minutes=spec.checkpoint_minutes,
-                             restart_minutes=rules.spot_restart_minutes,
-                             communication_share=rules.tcp_communication_share,
-                             egress_usd=chosen.costs.egress_usd).monthly_usd
+        cost = blend_costs(tuple((st.nodes, st.hours_per_month, model) for st in steps),
+                           k)[0].monthly_usd
         alts.append(((False, cost), Alternative(
             o.cloud, o.region, o.instance_type, mix, cost,
-            _variant_reason(model, spec, rules, cost - base, chosen))))
+            _variant_reason(model, spec, rules, _delta(cost, chosen.monthly_usd), chosen))))
     # The chosen offering's spot in its other zones (alternatives that differ only by zone).
     if chosen.purchase.spot and len(o.zone_spot_usd) > 1:
         zone = chosen_zone(chosen)
+        blocks = tuple((n, st.hours_per_month, m) for st, _, n, m in chosen.layout)
         for z, usd in o.zone_spot_usd:
             if z == zone:
                 continue
-            zrates = rates.__class__(rates.reserved, rates.on_demand, usd)
-            cost = cluster_costs(mix=chosen.purchase, rates=zrates, hours=spec.hours_per_month,
-                                 gang=gang, tcp_gang=gang and chosen.network == "none",
-                                 interruptions_per_hour=ctx.interruptions.get(o.cloud, 0.0),
-                                 checkpoint_minutes=spec.checkpoint_minutes,
-                                 restart_minutes=rules.spot_restart_minutes,
-                                 communication_share=rules.tcp_communication_share,
-                                 egress_usd=chosen.costs.egress_usd).monthly_usd
+            zk = ctx.inputs_of(spec, chosen, spot=usd)
+            cost = blend_costs(blocks, zk)[0].monthly_usd
             alts.append(((False, cost), Alternative(
                 o.cloud, o.region, o.instance_type, chosen.purchase, cost,
                 f"zone (spot in {z} costs {usd:.4f}/h vs {o.spot_in(zone):.4f}/h in {zone}: "
-                f"+{_money(cost - base)}/month)", zone=z)))
+                f"+{_money(_delta(cost, chosen.monthly_usd))}/month)", zone=z)))
     alts.sort(key=lambda t: (t[0], t[1].cloud, t[1].region, t[1].instance_type, t[1].zone or ""))
     keep = [a for _, a in alts[:rules.max_alternatives]]
     # The runner-up the rationale names ("next best ...") is always listed, even when cheaper

@@ -13,13 +13,24 @@ class PolicyRules(BaseModel):
 
     reserved_above_priority: int = Field(
         8, ge=0, le=10,
-        description="Clusters with priority above this need guaranteed capacity: reserved/"
-                    "committed nodes only, never spot.")
+        description="Clusters with priority above this need guaranteed capacity, never spot: "
+                    "the baseline (every node of a one-step cluster) reserved/committed, the "
+                    "burst of a demand profile reserved or on-demand by cost.")
     spot_below_priority: int = Field(
         5, ge=1, le=11,
         description="Clusters with priority below this run on spot when checkpoint_minutes is set.")
-    commitment_term: Literal["1y", "3y"] = Field(
-        "1y", description="Commitment length priced for reserved nodes (1y or 3y).")
+    commitment_term: Literal["1y", "3y", "none", "auto"] = Field(
+        "1y", description="Commitment length priced for reserved nodes: 1y or 3y; none = no "
+                          "commitment (guaranteed nodes become plain capacity reservations at the "
+                          "on-demand rate); auto = per cluster the term that costs least over "
+                          "commitment_horizon_months, counting the months a commitment bills after "
+                          "the horizon (docs/policy.md).")
+    commitment_horizon_months: int = Field(
+        12, ge=1, le=120,
+        description="How many months the clusters' baseline is surely needed: commitment_term "
+                    "auto weighs each term's saving against the months it would bill beyond it "
+                    "(a 3y commitment bills 36 months even if the horizon is 18); `gpulease "
+                    "explain` compares the terms over it.")
     require_rdma_for_distributed: bool = Field(
         True, description="Multi-node distributed work only on RDMA-capable offerings "
                           "(EFA; GPUDirect-TCPX/TCPXO/RDMA).")

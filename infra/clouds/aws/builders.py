@@ -136,6 +136,38 @@ def purchase_label(decision: ClusterDecision) -> str:
     return models[0] if len(models) == 1 else "mixed"
 
 
+#: purchase models in node order: an ASG fills its on-demand base capacity first and puts every
+#: node above it on one market, so a decision it can carry keeps this order along the nodes.
+NODE_ORDER = ("reserved", "on_demand", "spot")
+
+
+def asg_capacity(decision: ClusterDecision, *, without_reserved: bool = False) -> dict:
+    """Sizes and purchase split of the cluster's Auto Scaling group.
+
+    The group holds the nodes in node order (most hours first; ``without_reserved``: all but
+    the reserved ones, which a Capacity Block group runs). ``on_demand_base_capacity`` covers
+    the reserved and on-demand nodes (launched into the capacity reservation first), every node
+    above it is spot (``on_demand_percentage_above_base_capacity`` 0) or, when the plan has no
+    spot node, on-demand (100) - EC2 Auto Scaling user guide, "Instances distribution" of a
+    mixed instances policy. ``desired_capacity`` is what starts at creation: the baseline and
+    the reserved nodes (paid every hour); the burst up to ``max_size`` is started by raising the
+    desired capacity and stopped by node autostop / the reaper. Raises ValueError for a
+    decision whose blocks are not in node order (the group could not carry it).
+    """
+    blocks = [b for b in decision.node_blocks
+              if not (without_reserved and b.purchase == "reserved")]
+    ranks = [NODE_ORDER.index(b.purchase) for b in blocks]
+    if ranks != sorted(ranks):
+        raise ValueError(f"{decision.name}: nodes bought {[b.purchase for b in blocks]} are not "
+                         "in the order reserved, on-demand, spot that one Auto Scaling group "
+                         "carries")
+    nodes = sum(b.nodes for b in blocks)
+    base = sum(b.nodes for b in blocks if b.purchase != "spot")
+    standing = sum(b.nodes for b in blocks if b.part == "baseline" or b.purchase == "reserved")
+    return {"max_size": nodes, "desired_capacity": standing, "on_demand_base_capacity": base,
+            "on_demand_percentage_above_base_capacity": 0 if nodes > base else 100}
+
+
 def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
     """Reserved nodes get an ODCR / Capacity Block, except in a dev stack that did not ask."""
     if decision.purchase.reserved == 0:

@@ -14,6 +14,7 @@ from infra import naming
 from infra.bootstrap.render import encode_user_data
 from infra.catalog import Catalog
 from infra.clouds.aws import builders, staging
+from infra.clouds.aws.builders import NODE_ORDER
 from infra.clouds.aws.network import Network
 from infra.clouds.aws.storage import Storage, StorageArgs
 from infra.costing import tags
@@ -93,6 +94,14 @@ class GpuCluster(pulumi.ComponentResource):
             reservation_created=self.use_odcr or self.use_block,
             idle_minutes=d.spec.idle_minutes,
             egress_anchor=f"{name}-work-bucket" if self.work_bucket_needed else None)
+        # Demand parts (clusters with a demand profile): which nodes each resource runs or
+        # reserves, and the baseline floor of each group, for the bill and the reaper.
+        main_models = ("on_demand", "spot") if self.use_block else NODE_ORDER
+        for res, models in ((asg_name, main_models), (f"{name}-lt", main_models),
+                            (f"{name}-odcr", ("reserved",)), (f"{name}-block", ("reserved",)),
+                            (block_asg_name, ("reserved",)), (f"{name}-block-lt", ("reserved",))):
+            self.cost_context.stamp_demand(res, models,
+                                           floor=res in (asg_name, block_asg_name))
 
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         invoke = pulumi.InvokeOutputOptions(parent=self, provider=args.provider)
@@ -224,14 +233,15 @@ class GpuCluster(pulumi.ComponentResource):
             min_size=0)
         self.asg = None
         if main_nodes > 0:
-            base = p.on_demand + (p.reserved if not self.use_block else 0)
+            size = builders.asg_capacity(d, without_reserved=self.use_block)
             self.asg = aws.autoscaling.Group(
-                asg_name, max_size=main_nodes, desired_capacity=main_nodes,
+                asg_name, max_size=size["max_size"], desired_capacity=size["desired_capacity"],
                 placement_group=self.placement_group.id if self.placement_group else None,
                 mixed_instances_policy={
                     "instances_distribution": {
-                        "on_demand_base_capacity": base,
-                        "on_demand_percentage_above_base_capacity": 0,
+                        "on_demand_base_capacity": size["on_demand_base_capacity"],
+                        "on_demand_percentage_above_base_capacity":
+                            size["on_demand_percentage_above_base_capacity"],
                         "on_demand_allocation_strategy": builders.ON_DEMAND_ALLOCATION,
                         "spot_allocation_strategy": builders.SPOT_ALLOCATION},
                     "launch_template": {

@@ -2,7 +2,9 @@
 
 One instance template and one zonal MIG per purchase model the plan uses (reserved /
 on-demand / spot), a specific reservation for the reserved nodes, compact placement for
-distributed clusters, and the cluster's work bucket when its dataset lives elsewhere.
+distributed clusters, and the cluster's work bucket when its dataset lives elsewhere. With a
+demand profile each MIG starts with its standing nodes (baseline and reserved) and grows by
+the burst; its template labels the VMs with their demand part and the MIG's baseline floor.
 The assembly follows the pure builders in :mod:`infra.clouds.gcp.layout`.
 """
 from __future__ import annotations
@@ -99,6 +101,12 @@ class GpuCluster(pulumi.ComponentResource):
             egress_anchor=names["work_bucket"],
             reservation_created=d.purchase.reserved > 0,
             idle_minutes=d.spec.idle_minutes)
+        # Demand parts (clusters with a demand profile): the nodes each MIG runs; its template
+        # labels the VMs with the part and the MIG's baseline floor for the reaper.
+        for m in models:
+            self.cost_context.stamp_demand(names["migs"][m], (m,))
+            self.cost_context.stamp_demand(names["templates"][m], (m,), floor=True)
+        self.cost_context.stamp_demand(f"{name}-reservation", ("reserved",))
         child = pulumi.ResourceOptions(parent=self)
 
         zone = layout.cluster_zone(d)
@@ -255,7 +263,8 @@ class GpuCluster(pulumi.ComponentResource):
                 names["migs"][model], name=mig_name(name, model),
                 base_instance_name=name, zone=zone,
                 versions=[{"instance_template": tpl.self_link, "name": layout.gcp_name(model)}],
-                target_size=getattr(d.purchase, model),
+                # The standing nodes (baseline, reserved); the burst joins by resizing.
+                target_size=layout.standing_nodes(d, model),
                 # Training nodes are replaced only when recreated anyway (no rolling restarts
                 # mid-run); RECREATE needs max_surge 0 (no spare GPU capacity to surge into).
                 update_policy={"type": "OPPORTUNISTIC", "minimal_action": "REPLACE",

@@ -146,16 +146,36 @@ def supports_compact_placement(offering: Offering) -> bool:
     return offering.instance_type.startswith(COMPACT_PLACEMENT_SERIES)
 
 
+def standing_nodes(decision: ClusterDecision, model: str) -> int:
+    """Nodes of one purchase model's MIG started when it is created (its ``target_size``): the
+    baseline's and the reserved ones (billed every hour anyway). The burst above is added by
+    resizing the MIG and removed by node autostop / the reaper."""
+    return sum(b.nodes for b in decision.node_blocks if b.purchase == model
+               and (b.part == "baseline" or b.purchase == "reserved"))
+
+
+def created_whole(decision: ClusterDecision, model: str) -> bool:
+    """True when a MIG's nodes start together: all at creation, or all in one burst step."""
+    blocks = [b for b in decision.node_blocks if b.purchase == model]
+    standing = standing_nodes(decision, model)
+    nodes = sum(b.nodes for b in blocks)
+    return standing == nodes or (standing == 0 and len({b.step for b in blocks}) == 1)
+
+
 def placement_vm_count(decision: ClusterDecision, model: str) -> Optional[int]:
     """``vm_count`` of the compact placement policy of one MIG, or None (no policy).
 
     Only distributed clusters on a supporting series get one, the reserved MIG included: its
     reservation is created with the same policy (``infra.clouds.gcp.reservation``), since a VM
-    with a compact policy only consumes a reservation that carries it.
+    with a compact policy only consumes a reservation that carries it. A COLLOCATED policy needs
+    exactly ``vm_count`` VMs created together (pulumi-gcp ResourcePolicyGroupPlacementPolicy),
+    so a MIG whose nodes start in more than one step (baseline plus burst, or several burst
+    steps of a demand profile) gets none: its VMs stay in the cluster's one zone.
     """
     nodes = getattr(decision.purchase, model)
     if (not decision.distributed or nodes < 2
-            or not supports_compact_placement(decision.offering)):
+            or not supports_compact_placement(decision.offering)
+            or not created_whole(decision, model)):
         return None
     if nodes > COMPACT_PLACEMENT_MAX_VMS:
         raise ConfigError([Finding(
