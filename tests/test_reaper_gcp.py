@@ -200,3 +200,27 @@ def test_reserved_mig_at_its_baseline_is_not_resized(gcp):
     resized = [p for _, p in gcp.mutations if p.endswith("/resize")]
     assert [p.split("/")[-2] for p in resized] == ["eval-ondemand"]
     assert (mig_size(gcp, "eval-reserved"), mig_size(gcp, "eval-ondemand")) == (2, 0)
+
+
+def test_the_floors_the_plan_stamps_are_the_floors_the_reaper_keeps(gcp):
+    """The contract with the demand-profile components: the prod plan labels pretrain's reserved
+    MIG template with its baseline and the on-demand one with 0; MIGs built from those labels
+    are scaled to exactly that."""
+    from tests.conftest import program_run
+
+    planned = {r.name: r.inputs["labels"] for r in program_run("prod").resources
+               if r.type == "gcp:compute/instanceTemplate:InstanceTemplate"
+               and r.name.startswith("pretrain-")}
+    reserved, burst = planned["pretrain-reserved-template"], planned["pretrain-on-demand-template"]
+    floor = int(reserved[tags.BASELINE_NODES])
+    assert floor > 0 and burst[tags.BASELINE_NODES] == "0"
+    ids = gcp.add_mig(ZONE, "pretrain-reserved", floor + 1, launched=T0, labels=reserved)
+    ids += gcp.add_mig(ZONE, "pretrain-on-demand", 2, launched=T0, labels=burst)
+    for i in ids:
+        gcp.put_points(i, T0, T0 + 5 * 3600, 0.2, gpus=8)
+    window = int(reserved[tags.IDLE_MINUTES])
+    r = reaper(gcp)
+    assert reap(r, T0 + (window + 5) * 60, envs=("prod",))["pretrain"].state == d.MARKED
+    o = reap(r, T0 + (window + 40) * 60, envs=("prod",))["pretrain"]
+    assert (o.action, o.baseline_nodes, o.nodes_removed) == (d.SCALE_TO_BASELINE, floor, 3)
+    assert (mig_size(gcp, "pretrain-reserved"), mig_size(gcp, "pretrain-on-demand")) == (floor, 0)

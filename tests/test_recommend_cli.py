@@ -12,7 +12,7 @@ import yaml
 
 from infra.cli import main
 from infra.recommend import profile as pf
-from infra.recommend.saving import Profile, apply_to_values, supports_profiles
+from infra.recommend.saving import Profile, apply_to_values
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_recommend_aws import bursty, cloud, moto_url  # noqa: F401 (fixtures)
 from tests.test_recommend_gcp import labels, ran
@@ -101,15 +101,11 @@ def test_json_contract_profiles_and_saving(world, tmp_path, capsys):
     pasted = apply_to_values(STACK, Profile("eval", (pf.Step(8, 121.7),)))
     assert ev["saving_usd"] == pytest.approx(plan_usd(STACK) - plan_usd(pasted), abs=0.011)
     assert ev["saving_usd"] > 0
-    if supports_profiles():
-        pasted = apply_to_values(STACK, Profile("pretrain", tuple(
-            pf.Step(s["gpus"], s["hours_per_month"]) for s in pre["profile"])))
-        assert pre["saving_usd"] == pytest.approx(plan_usd(STACK) - plan_usd(pasted), abs=0.011)
-        assert pre["saving_usd"] > 0
-    else:
-        assert pre["saving_usd"] is None
-        assert "needs demand profiles in the config model (issue 16, parts 1-2)" in \
-            pre["saving_note"]
+    pasted = apply_to_values(STACK, Profile("pretrain", tuple(
+        pf.Step(s["gpus"], s["hours_per_month"]) for s in pre["profile"])))
+    # the worked example of docs/recommend.md: every step on demand at $55.04 a node-hour
+    assert plan_usd(STACK) - plan_usd(pasted) == pytest.approx(170_750.59, abs=0.011)
+    assert pre["saving_usd"] == pytest.approx(170_750.59, abs=0.011)
     assert err == ""                      # --json: no progress lines on stderr
 
 
@@ -193,3 +189,20 @@ def test_help_imports_no_heavy_package():
     heavy = {"pulumi", "pulumi_aws", "pulumi_gcp", "boto3", "botocore", "google", "jinja2",
              "yaml", "rich", "moto", "pydantic"}
     assert "usage: gpulease recommend" in p.stdout and not loaded & heavy, loaded & heavy
+
+
+def test_a_cluster_that_already_has_a_profile_shows_it_as_current(world, tmp_path, capsys):
+    values = json.loads(json.dumps(STACK))
+    pre = values["gpulease:clusters"][0]
+    del pre["gpus"], pre["hours_per_month"]
+    pre["demand"] = [{"gpus": 32, "hours_per_month": 730}, {"gpus": 64, "hours_per_month": 100}]
+    code, doc, _ = run_json(["recommend", "--config", str(write_stack(tmp_path, values))], capsys)
+    got = {c["name"]: c for c in doc["clusters"]}["pretrain"]
+    assert code == 0
+    assert got["current"] == {"gpus": 64, "hours_per_month": 730, "demand": pre["demand"]}
+    assert "demand:   # replaces the current demand" in got["yaml"]
+    # the observed baseline is half the configured one: the smaller commitment is cheaper
+    assert got["profile"][0] == {"gpus": 16, "hours_per_month": 730.0}
+    pasted = apply_to_values(values, Profile("pretrain", tuple(
+        pf.Step(s["gpus"], s["hours_per_month"]) for s in got["profile"])))
+    assert got["saving_usd"] == pytest.approx(plan_usd(values) - plan_usd(pasted), abs=0.011)

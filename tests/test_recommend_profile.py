@@ -206,3 +206,13 @@ def test_rendered_yaml_without_a_profile_is_only_comments():
     assert yaml.safe_load(text) is None
     assert text.startswith("# sandbox: no GPU reached 5%")
     assert "remove the cluster, or keep it and let the reaper keep it scaled to zero" in text
+
+
+def test_the_baseline_percentile_clears_every_commitments_break_even():
+    """docs/recommend.md's reason for the 10th percentile: a level busy 90% of the hours is above
+    the break-even utilization (commitment rate / on-demand rate) of every offering shipped."""
+    from infra.catalog import load_catalog
+
+    ratios = [getattr(o, k) / o.on_demand_usd for o in load_catalog().offerings
+              for k in ("commit_1y_usd", "commit_3y_usd") if getattr(o, k) and o.on_demand_usd]
+    assert ratios and max(ratios) < 1 - pf.BASELINE_PERCENTILE / 100

@@ -32,10 +32,10 @@ exit codes: 0 ok · 1 a cloud call failed for some cluster (the others are still
 
 
 def max_steps_limit() -> int:
-    """The most steps a demand profile may have: the config's limit once it has profiles."""
-    from infra import config
+    """The most steps a demand profile may have (the config's limit)."""
+    from infra.config import MAX_DEMAND_STEPS
 
-    return int(getattr(config, "MAX_DEMAND_STEPS", pf.DEFAULT_MAX_STEPS))
+    return MAX_DEMAND_STEPS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

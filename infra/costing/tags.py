@@ -30,12 +30,6 @@ KEEP = "gpulease-keep"
 #: --max-actions (infra/reaper/claims.py, docs/reaper.md).
 CLAIM = "gpulease-reaper-claim"
 
-#: on node groups (AWS Auto Scaling group tag; GCP: label of the instances a MIG creates, from
-#: its instance template): how many of the group's nodes are baseline (committed/reserved)
-#: capacity, as a decimal node count. The reaper and the node autostop scale idle burst
-#: capacity down to it and never below; absent = no floor (an idle group goes to zero).
-BASELINE_NODES = "gpulease-baseline-nodes"
-
 #: what a bucket holds ("dataset", "work"): informational, set by the storage components.
 PURPOSE = "gpulease-purpose"
 
@@ -49,7 +43,9 @@ PART_BOTH = "baseline-burst"
 #: clusters with a demand profile only, on node groups (AWS Auto Scaling group, propagated to
 #: its instances; GCP instance template, so its VMs carry the label): how many of the group's
 #: nodes are the baseline, the floor idle burst capacity is scaled down to and never below.
-#: Absent = no floor (a one-step cluster is stopped whole when idle).
+#: Absent = no floor (a one-step cluster is stopped whole when idle). Value: a decimal node
+#: count; read by the reaper (per ASG / per MIG from its VMs' labels) and the node autostop
+#: (docs/reaper.md, "Baselines"), which treat an unreadable value as "do not scale".
 BASELINE_NODES = "gpulease-baseline-nodes"
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from infra.errors import CloudError, GpuleaseError
 from infra.recommend import profile as pf
-from infra.recommend.saving import Profile, ProfileUnsupported, saving_usd
+from infra.recommend.saving import Profile, saving_usd
 
 
 @dataclass
@@ -86,9 +86,8 @@ def _num(x: float) -> str:
 
 def current_of(cluster) -> dict:
     out = {"gpus": cluster.gpus, "hours_per_month": cluster.hours_per_month}
-    demand = getattr(cluster, "demand", ())
-    if demand:
-        out["demand"] = [{"gpus": s.gpus, "hours_per_month": s.hours_per_month} for s in demand]
+    if cluster.demand:
+        out["demand"] = [s.as_dict() for s in cluster.demand]
     return out
 
 
@@ -155,8 +154,6 @@ def run(spec, catalog, decision, adaptors: Mapping[tuple, Any], *, now: float,
                                         current=decision)
             if der.kind == "idle":
                 res.saving_note = "the saving of removing the cluster"
-        except ProfileUnsupported as exc:
-            res.saving_note = str(exc)
         except GpuleaseError as exc:
             first = getattr(exc, "findings", None)
             res.saving_note = ("the profile's plan is infeasible: "

@@ -5,7 +5,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from infra.errors import GpuleaseError
 from infra.recommend.profile import Step
 
 if TYPE_CHECKING:  # the policy and the catalog load only when a saving is computed
@@ -21,21 +20,12 @@ class Profile:
     steps: tuple[Step, ...]
 
 
-class ProfileUnsupported(GpuleaseError):
-    """This checkout's config model has no demand profiles (``ClusterSpec.demand``, issue 16)."""
-
-
-def supports_profiles() -> bool:
-    """True once the config model carries demand profiles (``ClusterSpec.demand``)."""
-    from infra.model import ClusterSpec
-
-    return any(f.name == "demand" for f in dataclasses.fields(ClusterSpec))
-
-
 def with_profile(spec: "StackSpec", profile: Profile) -> "StackSpec":
     """The stack with the cluster's demand replaced by ``profile``, exactly as the config reader
     builds a cluster from a ``demand`` list (gpus = the last step's, hours_per_month = the
     first step's); no steps = the cluster removed."""
+    from infra.model import DemandStep
+
     names = [c.name for c in spec.clusters]
     if profile.cluster not in names:
         raise KeyError(f"no cluster {profile.cluster!r} in {spec.source or spec.stack}")
@@ -47,19 +37,10 @@ def with_profile(spec: "StackSpec", profile: Profile) -> "StackSpec":
         steps = profile.steps
         if not steps:
             continue
-        demand: dict = {}
-        if len(steps) > 1:
-            if not supports_profiles():
-                raise ProfileUnsupported(
-                    f"cluster {c.name}: pricing a {len(steps)}-step demand profile needs demand "
-                    "profiles in the config model (issue 16, parts 1-2)")
-            from infra.model import DemandStep
-
-            demand = {"demand": tuple(DemandStep(s.gpus, s.hours_per_month) for s in steps)}
-        elif supports_profiles():
-            demand = {"demand": ()}
+        demand = tuple(DemandStep(s.gpus, s.hours_per_month) for s in steps)
         clusters.append(dataclasses.replace(c, gpus=steps[-1].gpus,
-                                            hours_per_month=steps[0].hours_per_month, **demand))
+                                            hours_per_month=steps[0].hours_per_month,
+                                            demand=demand if len(demand) > 1 else ()))
     return dataclasses.replace(spec, clusters=tuple(clusters))
 
 
@@ -69,8 +50,7 @@ def saving_usd(spec: "StackSpec", catalog: "Catalog", profile: Profile, *,
     demand replaced by ``profile``, against its current plan: ``infra.policy.decide`` runs on
     both, so quotas, the budget and every other cluster are weighed as in `gpulease plan`.
 
-    Raises ``PolicyError`` when either plan is infeasible, ``ProfileUnsupported`` for a
-    multi-step profile without demand profiles in the config model.
+    Raises ``PolicyError`` when either plan is infeasible.
     """
     from infra.policy import decide
 
@@ -93,12 +73,7 @@ def apply_to_values(values: dict, profile: Profile) -> dict:
         if not profile.steps:
             continue
         rest = {k: v for k, v in entry.items() if k not in ("gpus", "hours_per_month", "demand")}
-        if len(profile.steps) == 1 and not supports_profiles():
-            # the classic keys say the same: one step is gpus running hours_per_month
-            rest.update(gpus=profile.steps[0].gpus,
-                        hours_per_month=profile.steps[0].hours_per_month)
-        else:
-            rest["demand"] = [s.as_dict() for s in profile.steps]
+        rest["demand"] = [s.as_dict() for s in profile.steps]
         new.append(rest)
     out[key] = new
     return out
