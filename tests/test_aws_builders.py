@@ -177,15 +177,17 @@ def test_node_policy_is_least_privilege():
     assert _stmt(pol, "NodeAutostop")["Condition"]["StringEquals"] == {
         "autoscaling:ResourceTag/gpulease-cluster": "c1",
         "autoscaling:ResourceTag/gpulease-environment": "prod"}
-    # the autostop reads the opt-out tag on its own ASG: read-only, no resource-level permissions
+    # the autostop reads the opt-out and baseline tags and the members of its own ASG:
+    # read-only, no resource-level permissions
     assert _stmt(pol, "NodeAutostopOptOut") == {
         "Sid": "NodeAutostopOptOut", "Effect": "Allow",
-        "Action": ["autoscaling:DescribeAutoScalingInstances", "autoscaling:DescribeTags"],
+        "Action": ["autoscaling:DescribeAutoScalingInstances",
+                   "autoscaling:DescribeAutoScalingGroups"],
         "Resource": "*"}
     # Only actions without resource-level permissions use "*", and never a write without a fence:
     # an unfenced "*" statement holds nothing but these read-only Describe actions.
     read_only = {"ec2:DescribeInstances", "autoscaling:DescribeAutoScalingInstances",
-                 "autoscaling:DescribeTags"}
+                 "autoscaling:DescribeAutoScalingGroups"}
     for s in pol["Statement"]:
         if s["Resource"] == "*" and "Condition" not in s:
             actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]

@@ -21,13 +21,17 @@ from tests.test_bootstrap_fixtures import make_stack
 
 #: the instance id the fake AWS metadata server answers.
 INSTANCE_ID = "i-0123456789abcdef0"
+#: the zone the fake GCP metadata server answers.
+GCP_ZONE = "us-central1-a"
 
 
 class FakeMetadata:
     """A local HTTP fake of the AWS IMDSv2 / GCP metadata server; records every request."""
 
-    def __init__(self, cloud: str):
+    def __init__(self, cloud: str, gcp_name: str = "", instance_id: str = INSTANCE_ID):
         self.cloud = cloud
+        self.gcp_name = gcp_name
+        self.instance_id = instance_id
         self.notice = False
         self.expire_token_once = False
         self.requests: list[tuple[str, str, dict]] = []
@@ -74,7 +78,7 @@ class FakeMetadata:
                     if self.path == "/latest/meta-data/local-ipv4":
                         return self._send(200, "10.0.1.20")
                     if self.path == "/latest/meta-data/instance-id":
-                        return self._send(200, INSTANCE_ID)
+                        return self._send(200, fake.instance_id)
                     return self._send(404)
                 if self.headers.get("Metadata-Flavor") != "Google":
                     return self._send(403, "Missing Metadata-Flavor:Google header")
@@ -82,6 +86,10 @@ class FakeMetadata:
                     return self._send(200, "TRUE" if fake.notice else "FALSE")
                 if self.path == "/computeMetadata/v1/instance/network-interfaces/0/ip":
                     return self._send(200, "10.128.0.7")
+                if self.path == "/computeMetadata/v1/instance/name" and fake.gcp_name:
+                    return self._send(200, fake.gcp_name)
+                if self.path == "/computeMetadata/v1/instance/zone":
+                    return self._send(200, f"projects/123456789/zones/{GCP_ZONE}")
                 self._send(404)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -334,7 +342,7 @@ def test_autostop_stops_only_after_the_idle_window(tmp_path):
     # idle for 40 of 30 minutes, and the ASG carries no opt-out tag: stop
     (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
     bin_dir = _fake_cli(tmp_path, "aws", {"describe-auto-scaling-instances": (0, "train-asg"),
-                                          "describe-tags": (0, "0")})
+                                          "describe-auto-scaling-groups": asg_doc("train-asg")})
     with FakeMetadata("aws") as fake:
         proc = _run(script, {**env, "GPULEASE_NVIDIA_SMI": idle, "GPULEASE_METADATA_URL": fake.url,
                              "PATH": f"{bin_dir}:{os.environ['PATH']}"})
@@ -365,11 +373,25 @@ def _aws_region() -> str:
     return _offering("aws").region
 
 
-@pytest.mark.parametrize("count,stops", [("1", False), ("0", True)])
-def test_aws_autostop_reads_the_opt_out_on_its_asg(tmp_path, count, stops):
+def asg_doc(name: str, tagkv: dict | None = None, members=(INSTANCE_ID,),
+            states: dict | None = None) -> tuple[int, str]:
+    """A DescribeAutoScalingGroups answer as `aws ... --output json` prints it."""
+    states = states or {}
+    return 0, json.dumps({"AutoScalingGroups": [{
+        "AutoScalingGroupName": name, "MinSize": 0, "MaxSize": 8,
+        "DesiredCapacity": len(members),
+        "Instances": [{"InstanceId": i, "LifecycleState": states.get(i, "InService"),
+                       "HealthStatus": "Healthy"} for i in members],
+        "Tags": [{"ResourceId": name, "ResourceType": "auto-scaling-group", "Key": k,
+                  "Value": v, "PropagateAtLaunch": True} for k, v in (tagkv or {}).items()]}]})
+
+
+@pytest.mark.parametrize("keep,stops", [(True, False), (False, True)])
+def test_aws_autostop_reads_the_opt_out_on_its_asg(tmp_path, keep, stops):
+    group = "gpulease-dev-train-asg"
     script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
-        "describe-auto-scaling-instances": (0, "gpulease-dev-train-asg"),
-        "describe-tags": (0, count)})
+        "describe-auto-scaling-instances": (0, group),
+        "describe-auto-scaling-groups": asg_doc(group, {tags.KEEP: ""} if keep else {})})
     with FakeMetadata("aws") as fake:
         proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
     assert proc.returncode == 0, proc.stderr
@@ -377,32 +399,40 @@ def test_aws_autostop_reads_the_opt_out_on_its_asg(tmp_path, count, stops):
     if not stops:
         assert (f"opt-out is on (tag {tags.KEEP} on Auto Scaling group gpulease-dev-train-asg)"
                 in proc.stdout)
-    # the ASG is found from the instance id (IMDSv2), then only the opt-out key of THAT group
+    # the ASG is found from the instance id (IMDSv2), then THAT group is described
     find, describe = _calls(tmp_path, "aws")
     assert find[:2] == ["autoscaling", "describe-auto-scaling-instances"]
     assert find[find.index("--instance-ids") + 1] == INSTANCE_ID
     assert find[find.index("--region") + 1] == _aws_region()
-    assert describe[:2] == ["autoscaling", "describe-tags"]
-    flt = describe[describe.index("--filters") + 1:describe.index("--filters") + 3]
-    assert flt == ["Name=auto-scaling-group,Values=gpulease-dev-train-asg",
-                   f"Name=key,Values={tags.KEEP}"]
-    assert describe[describe.index("--query") + 1] == "length(Tags)"
+    assert describe[:2] == ["autoscaling", "describe-auto-scaling-groups"]
+    assert describe[describe.index("--auto-scaling-group-names") + 1:] == [group, "--output",
+                                                                            "json"]
+    assert describe[describe.index("--region") + 1] == _aws_region()
     assert fake.requests[0][:2] == ("PUT", "/latest/api/token")
     assert ("GET", "/latest/meta-data/instance-id") in [r[:2] for r in fake.requests]
 
 
 @pytest.mark.parametrize("answers,metadata,why", [
-    ({"describe-auto-scaling-instances": (255, ""), "describe-tags": (0, "0")}, True,
+    ({"describe-auto-scaling-instances": (255, ""),
+      "describe-auto-scaling-groups": asg_doc("asg-1")}, True,
      "describe-auto-scaling-instances failed for " + INSTANCE_ID),
-    ({"describe-auto-scaling-instances": (0, "None"), "describe-tags": (0, "0")}, True,
+    ({"describe-auto-scaling-instances": (0, "None"),
+      "describe-auto-scaling-groups": asg_doc("asg-1")}, True,
      f"{INSTANCE_ID} is in no Auto Scaling group"),
-    ({"describe-auto-scaling-instances": (0, "asg-1"), "describe-tags": (254, "")}, True,
-     "describe-tags failed for Auto Scaling group asg-1"),
-    ({"describe-auto-scaling-instances": (0, "asg-1"), "describe-tags": (0, "None")}, True,
-     "describe-tags for asg-1 answered 'None'"),
-    ({"describe-auto-scaling-instances": (0, "asg-1"), "describe-tags": (0, "0")}, False,
+    ({"describe-auto-scaling-instances": (0, "asg-1"),
+      "describe-auto-scaling-groups": (254, "")}, True,
+     "describe-auto-scaling-groups failed for Auto Scaling group asg-1"),
+    ({"describe-auto-scaling-instances": (0, "asg-1"),
+      "describe-auto-scaling-groups": (0, "<html>proxy</html>")}, True,
+     "the describe-auto-scaling-groups answer is not JSON"),
+    ({"describe-auto-scaling-instances": (0, "asg-1"),
+      "describe-auto-scaling-groups": (0, '{"AutoScalingGroups": []}')}, True,
+     "describe-auto-scaling-groups did not describe exactly one group"),
+    ({"describe-auto-scaling-instances": (0, "asg-1"),
+      "describe-auto-scaling-groups": asg_doc("asg-1")}, False,
      "instance metadata (IMDSv2) did not give this node's instance id"),
-], ids=["find-asg-fails", "no-asg", "describe-tags-fails", "garbled-answer", "no-metadata"])
+], ids=["find-asg-fails", "no-asg", "describe-fails", "garbled-answer", "no-group",
+        "no-metadata"])
 def test_aws_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, answers, metadata,
                                                                  why):
     script, env, stopped = _idle_node(tmp_path, "aws", "aws", answers)
@@ -413,7 +443,8 @@ def test_aws_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, answ
         proc = _run(script, {**env, "GPULEASE_METADATA_URL": "http://127.0.0.1:9"})
     assert proc.returncode == 0, proc.stderr
     assert not stopped.exists(), proc.stdout + proc.stderr
-    assert f"opt-out {tags.KEEP} cannot be read ({why}): not stopping" in proc.stderr
+    assert f"opt-out {tags.KEEP} or the baseline {tags.BASELINE_NODES} cannot be read " \
+           f"({why}): not stopping" in proc.stderr
     if not metadata:
         assert _calls(tmp_path, "aws") == []  # no instance id: no cloud call at all
 
@@ -458,7 +489,8 @@ def test_gcp_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, answ
     proc = _run(script, env)
     assert proc.returncode == 0, proc.stderr
     assert not stopped.exists(), proc.stdout + proc.stderr
-    assert f"opt-out {tags.KEEP} cannot be read ({why}): not stopping" in proc.stderr
+    assert f"opt-out {tags.KEEP} or the baseline {tags.BASELINE_NODES} cannot be read " \
+           f"({why}): not stopping" in proc.stderr
 
 
 def test_autostop_reads_no_opt_out_before_the_idle_window_ends(tmp_path):

@@ -2,11 +2,15 @@
 and a time from the future is no evidence (issue 14). The rendered script runs for real."""
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.test_bootstrap_watcher import AUTOSTOP, _files, _idle_node, _run
+from infra.costing import tags
+from tests.test_bootstrap_watcher import (AUTOSTOP, GCP_ZONE, INSTANCE_ID, FakeMetadata, _calls,
+                                          _files, _idle_node, _run, asg_doc)
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])
@@ -20,12 +24,13 @@ def test_idle_count_lives_in_run_which_every_boot_empties(cloud, tmp_path):
 @pytest.mark.parametrize("written", [
     "future",                                 # clock stepped back / hand edit: in the future
     "garbage", "12e9", "-5",
-])
+], ids=["future", "garbage", "12e9", "-5"])  # (an id from the clock differs between xdist workers)
 def test_unusable_idle_count_restarts_instead_of_stopping(tmp_path, written):
     if written == "future":  # computed here: a collection-time value differs between workers
         written = str(int(time.time()) + 24 * 3600)
     script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
-        "describe-auto-scaling-instances": (0, "train-asg"), "describe-tags": (0, "0")})
+        "describe-auto-scaling-instances": (0, "train-asg"),
+        "describe-auto-scaling-groups": asg_doc("train-asg")})
     state = tmp_path / "state" / "last-busy"
     state.write_text(written)
     proc = _run(script, env)
@@ -36,9 +41,179 @@ def test_unusable_idle_count_restarts_instead_of_stopping(tmp_path, written):
 
 def test_a_valid_idle_count_still_stops(tmp_path):
     script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
-        "describe-auto-scaling-instances": (0, "train-asg"), "describe-tags": (0, "0")})
+        "describe-auto-scaling-instances": (0, "train-asg"),
+        "describe-auto-scaling-groups": asg_doc("train-asg")})
     from tests.test_bootstrap_watcher import FakeMetadata
 
     with FakeMetadata("aws") as fake:
         proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
     assert proc.returncode == 0 and stopped.exists(), proc.stdout + proc.stderr
+
+
+# ---- issue 16: a node never leaves when that would take its group below the baseline -----------
+def _sub(tmp: Path, name: str) -> Path:
+    """A fresh directory per simulated node (each has its own state and CLI log)."""
+    p = tmp / name
+    p.mkdir()
+    return p
+
+
+ASG = "gpulease-prod-pretrain-asg"
+LOWER = ("i-0000000000000000a", "i-0000000000000000b")   # sort before INSTANCE_ID
+HIGHER = ("i-fffffffffffffff01", "i-fffffffffffffff02")  # sort after it
+
+
+def _aws(tmp_path, doc, **env_extra):
+    script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
+        "describe-auto-scaling-instances": (0, ASG), "describe-auto-scaling-groups": doc})
+    with FakeMetadata("aws") as fake:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url, **env_extra})
+    assert proc.returncode == 0, proc.stderr
+    return proc, stopped
+
+
+def test_aws_a_burst_node_above_the_baseline_leaves(tmp_path):
+    proc, stopped = _aws(tmp_path, asg_doc(ASG, {tags.BASELINE_NODES: "2"},
+                                           members=LOWER + (INSTANCE_ID,)))
+    assert stopped.exists(), proc.stdout + proc.stderr
+
+
+def test_aws_a_baseline_node_stays(tmp_path):
+    proc, stopped = _aws(tmp_path, asg_doc(ASG, {tags.BASELINE_NODES: "2"},
+                                           members=(INSTANCE_ID,) + HIGHER))
+    assert not stopped.exists()
+    assert (f"this node is one of the 2 baseline node(s) of Auto Scaling group {ASG} (3 live): "
+            "the baseline is never scaled down, not stopping") in proc.stdout
+
+
+def test_aws_members_that_are_leaving_do_not_count(tmp_path):
+    """Terminating or standby instances are no part of the baseline: with them gone the group
+    is at its baseline, so this node stays even though it ranks last."""
+    doc = asg_doc(ASG, {tags.BASELINE_NODES: "1"}, members=LOWER + (INSTANCE_ID,),
+                  states={LOWER[0]: "Terminating", LOWER[1]: "Standby"})
+    proc, stopped = _aws(tmp_path, doc)
+    assert not stopped.exists() and "of the 1 baseline node(s)" in proc.stdout
+    # a Pending member does count: it will be in service
+    doc = asg_doc(ASG, {tags.BASELINE_NODES: "1"}, members=LOWER[:1] + (INSTANCE_ID,),
+                  states={LOWER[0]: "Pending:Wait"})
+    proc, stopped = _aws(_sub(tmp_path, "pending"), doc)
+    assert stopped.exists(), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("raw", ["two", "-1", "1.5", ""])
+def test_aws_an_unreadable_baseline_keeps_the_node(tmp_path, raw):
+    proc, stopped = _aws(tmp_path, asg_doc(ASG, {tags.BASELINE_NODES: raw},
+                                           members=LOWER + (INSTANCE_ID,)))
+    assert not stopped.exists()
+    assert f"Auto Scaling group {ASG} carries an invalid {tags.BASELINE_NODES} value" in \
+        proc.stderr and "not stopping" in proc.stderr
+
+
+def test_aws_a_failed_leave_with_a_baseline_never_powers_off(tmp_path):
+    """The group refuses (e.g. at its minimum, which the reaper sets to the baseline): a power
+    off would only get the node replaced."""
+    script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
+        "describe-auto-scaling-instances": (0, ASG),
+        "describe-auto-scaling-groups": asg_doc(ASG, {tags.BASELINE_NODES: "1"},
+                                                members=LOWER[:1] + (INSTANCE_ID,)),
+        "terminate-instance-in-auto-scaling-group": (1, "")})
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "shutdown").write_text(f"#!/bin/sh\ntouch {tmp_path / 'powered-off'}\n")
+    (bin_dir / "shutdown").chmod(0o755)
+    env.pop("GPULEASE_STOP_CMD")
+    with FakeMetadata("aws") as fake:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+    assert proc.returncode == 0, proc.stderr
+    terminate = _calls(tmp_path, "aws")[-1]
+    assert terminate[:2] == ["autoscaling", "terminate-instance-in-auto-scaling-group"]
+    assert "--should-decrement-desired-capacity" in terminate
+    assert not (tmp_path / "powered-off").exists()
+    assert "could not leave the group (it has a baseline): keeps running" in proc.stderr
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3, 4), (4, 3, 2, 1, 0), (2, 0, 4, 1, 3)])
+def test_aws_every_idle_node_at_the_same_minute_leaves_the_baseline_standing(tmp_path, order):
+    """Five idle nodes, baseline 2, all deciding from the same (stale) view of the group: the
+    three that rank last leave, the two first stay, whatever order they run in."""
+    ids = [f"i-0{k}{'0' * 15}" for k in range(5)]
+    doc = asg_doc(ASG, {tags.BASELINE_NODES: "2"}, members=tuple(ids))
+    left = []
+    for k in order:
+        node = _sub(tmp_path, f"node{k}")
+        script, env, stopped = _idle_node(node, "aws", "aws", {
+            "describe-auto-scaling-instances": (0, ASG), "describe-auto-scaling-groups": doc})
+        with FakeMetadata("aws", instance_id=ids[k]) as fake:
+            proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+        assert proc.returncode == 0, proc.stderr
+        if stopped.exists():
+            left.append(ids[k])
+    assert sorted(left) == ids[2:]
+
+
+# ---- GCP: the baseline label of the node's own MIG ---------------------------------------------
+def _vm(name, mig, floor=None, status="RUNNING", zone=GCP_ZONE):
+    labels = {tags.CLUSTER: "train", tags.ENVIRONMENT: "dev"}
+    if floor is not None:
+        labels[tags.BASELINE_NODES] = floor
+    created_by = f"projects/123456789/zones/{zone}/instanceGroupManagers/{mig}"
+    return {"name": name, "status": status, "labels": labels,
+            "zone": f"https://www.googleapis.com/compute/v1/projects/ml-project/zones/{zone}",
+            "metadata": {"items": [{"key": "created-by", "value": created_by}]}}
+
+
+FLEET = [_vm("train-res-a", "train-reserved", "2"), _vm("train-res-b", "train-reserved", "2"),
+         _vm("train-res-c", "train-reserved", "2"),
+         _vm("train-spot-a", "train-spot", "0"), _vm("train-spot-b", "train-spot", "0")]
+
+
+def _gcp(tmp_path, me, nodes=FLEET):
+    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud",
+                                      {"list": (0, json.dumps(nodes))})
+    with FakeMetadata("gcp", gcp_name=me) as fake:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+    assert proc.returncode == 0, proc.stderr
+    return proc, stopped, fake
+
+
+@pytest.mark.parametrize("me,stops", [("train-res-a", False), ("train-res-b", False),
+                                      ("train-res-c", True), ("train-spot-a", True),
+                                      ("train-spot-b", True)])
+def test_gcp_reserved_mig_keeps_its_baseline_burst_mig_empties(tmp_path, me, stops):
+    proc, stopped, fake = _gcp(tmp_path, me)
+    assert stopped.exists() == stops, proc.stdout + proc.stderr
+    if not stops:
+        assert ("this node is one of the 2 baseline node(s) of MIG train-reserved (3 live)"
+                in proc.stdout)
+    asked = {r[1] for r in fake.requests}
+    assert asked == {"/computeMetadata/v1/instance/name", "/computeMetadata/v1/instance/zone"}
+
+
+def test_gcp_without_any_baseline_label_no_metadata_is_asked(tmp_path):
+    nodes = [_vm("train-a", "train-spot"), _vm("train-b", "train-spot")]
+    proc, stopped, fake = _gcp(tmp_path, "train-b", nodes)
+    assert stopped.exists() and fake.requests == []
+
+
+def test_gcp_a_node_that_cannot_find_itself_keeps_running(tmp_path):
+    proc, stopped, _ = _gcp(tmp_path, "")            # metadata has no name for it
+    assert not stopped.exists()
+    assert "not listed as one live member of a managed instance group" in proc.stderr
+    elsewhere = [_vm("train-res-c", "train-reserved", "2", zone="us-east4-b")]  # other zone
+    proc, stopped, _ = _gcp(_sub(tmp_path, "elsewhere"), "train-res-c", elsewhere)
+    assert not stopped.exists() and "cannot be read" in proc.stderr
+
+
+def test_gcp_an_unreadable_baseline_label_keeps_the_node(tmp_path):
+    nodes = FLEET[:2] + [_vm("train-res-c", "train-reserved", "two")]
+    proc, stopped, _ = _gcp(tmp_path, "train-res-c", nodes)
+    assert not stopped.exists()
+    assert f"MIG train-reserved carries an invalid {tags.BASELINE_NODES} value 'two'" in proc.stderr
+
+
+def test_gcp_all_reserved_nodes_at_once_leave_the_baseline_standing(tmp_path):
+    left = []
+    for me in ("train-res-c", "train-res-a", "train-res-b"):
+        proc, stopped, _ = _gcp(_sub(tmp_path, me), me)
+        if stopped.exists():
+            left.append(me)
+    assert left == ["train-res-c"]

@@ -373,3 +373,77 @@ def test_destroy_only_when_every_cluster_of_the_environment_is_due(aws):
     o = by_cluster(report)["idle-one"]
     assert o.state == d.SKIPPED and "would also take down cluster(s) busy-one" in o.reason
     assert destroyed == [] and aws.group(a)["DesiredCapacity"] == 2
+
+
+# ---- issue 16: idle burst capacity goes down to the baseline, never below ----------------------
+def test_idle_burst_scaled_down_to_the_baseline_and_no_further(aws, tmp_path):
+    asg, ids, t0 = aws.cluster("dev", "pretrain", nodes=5,
+                               extra={tags.BASELINE_NODES: "2"})
+    aws.util(ids, t0, t0 + 240 * 60, 0.5)
+    r = aws.reaper()
+    first = by_cluster(reap(r, t0 + 40 * 60))["pretrain"]
+    assert (first.state, first.action, first.baseline_nodes) == (d.MARKED, d.MARK, 2)
+    log = tmp_path / "audit.jsonl"
+    with AuditLog(str(log)) as audit:
+        report = reap(r, t0 + 75 * 60, audit=audit)
+    o = by_cluster(report)["pretrain"]
+    assert (o.state, o.action, o.applied) == (d.REAPED, d.SCALE_TO_BASELINE, True)
+    assert (o.baseline_nodes, o.nodes_removed) == (2, 3)
+    assert "scaled down to the baseline: 3 nodes removed, 2 nodes of baseline kept" in o.reason
+    g = aws.group(asg)
+    assert (g["MinSize"], g["DesiredCapacity"], g["MaxSize"]) == (2, 2, 5)
+    assert len([i for i in g["Instances"] if i["LifecycleState"] == "InService"]) == 2
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)
+    as_json = report.as_json()["clusters"][0]
+    assert (as_json["action"], as_json["baseline_nodes"], as_json["nodes_removed"]) == \
+        (d.SCALE_TO_BASELINE, 2, 3)
+    acted = [json.loads(x) for x in log.read_text().splitlines()
+             if json.loads(x)["event"] == "action"]
+    assert [(a["ok"], a["action"], a["nodes_removed"], a["baseline_nodes"]) for a in acted] == \
+        [(True, d.SCALE_TO_BASELINE, 3, 2)]
+
+    # idle still, at its baseline: never marked, never reaped again, never scaled below it
+    for later in (t0 + 120 * 60, t0 + 200 * 60):
+        again = by_cluster(reap(r, later, grace=0))["pretrain"]
+        assert (again.state, again.action, again.applied) == (d.SKIPPED, d.NONE, False)
+        assert "at its baseline of 2 nodes" in again.reason and again.nodes_removed is None
+    assert aws.group(asg)["DesiredCapacity"] == 2
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)
+
+
+def test_dry_run_says_how_many_nodes_would_go(aws):
+    asg, ids, t0 = aws.cluster("dev", "pretrain", nodes=3, extra={tags.BASELINE_NODES: "1"})
+    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60)
+    o = by_cluster(reap(r, t0 + 75 * 60, apply=False))["pretrain"]
+    assert (o.state, o.action, o.applied, o.nodes_removed) == \
+        (d.IDLE, d.SCALE_TO_BASELINE, False, 2)
+    assert aws.group(asg)["DesiredCapacity"] == 3
+
+
+def test_destroy_spares_an_environment_that_keeps_a_baseline(aws):
+    based, based_ids, t0 = aws.cluster("dev", "pretrain", nodes=3,
+                                       extra={tags.BASELINE_NODES: "1"})
+    plain, plain_ids, _ = aws.cluster("dev", "sandbox")
+    aws.util(based_ids + plain_ids, t0, t0 + 120 * 60, 0.0)
+    r = aws.reaper()
+    destroyed = []
+    reap(r, t0 + 40 * 60)
+    out = by_cluster(reap(r, t0 + 75 * 60, policy={"destroy": True},
+                          destroyer=destroyed.append))
+    assert (out["pretrain"].state, out["pretrain"].action) == (d.REAPED, d.SCALE_TO_BASELINE)
+    assert out["sandbox"].state == d.SKIPPED
+    assert "would also take down cluster(s) pretrain (keeps a baseline)" in out["sandbox"].reason
+    assert destroyed == []
+    assert aws.group(based)["DesiredCapacity"] == 1 and aws.group(plain)["DesiredCapacity"] == 2
+
+
+def test_an_unreadable_baseline_tag_is_never_guessed(aws):
+    asg, ids, t0 = aws.cluster("dev", "pretrain", nodes=3,
+                               extra={tags.BASELINE_NODES: "two"})
+    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    o = by_cluster(reap(aws.reaper(), t0 + 80 * 60, grace=0))["pretrain"]
+    assert (o.state, o.action) == (d.SKIPPED, d.NONE)
+    assert "invalid 'two' gpulease-baseline-nodes tag" in o.reason
+    assert aws.group(asg)["DesiredCapacity"] == 3 and tags.IDLE_SINCE not in aws.group_tags(asg)

@@ -161,3 +161,97 @@ def test_decision_module_imports_no_sdk():
             "bad = [m for m in ('boto3','botocore','google','pydantic','pulumi') if m in sys.modules];"
             "print(bad); sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# ---- issue 16: idle burst capacity goes down to the baseline, never below ---------------------
+def based(nodes=5, baseline="2", groups=None, **tagkv):
+    """A cluster whose ASG (or, with ``groups``, MIGs: {group: (nodes, baseline or None)})
+    carries gpulease-baseline-nodes."""
+    r = ref(nodes=nodes, **tagkv)
+    if groups is None:
+        return d.ClusterRef(**{**r.__dict__, "group_nodes": {"asg": nodes},
+                               "baseline_tags": {"asg": (baseline,)} if baseline is not None
+                               else {}})
+    return d.ClusterRef(**{**r.__dict__, "groups": tuple(sorted(groups)),
+                           "group_nodes": {g: n for g, (n, _) in groups.items()},
+                           "baseline_tags": {g: b for g, (_, b) in groups.items() if b}})
+
+
+def idle(nodes):
+    return {f"i-{k}": series(0.5) for k in range(nodes)}
+
+
+def test_idle_burst_is_marked_with_the_baseline_named():
+    v = d.decide(based(), idle(5), now=NOW, policy=P)
+    assert (v.state, v.action, v.baseline_nodes) == (d.IDLE, d.MARK, 2)
+    assert "acts down to its baseline of 2 nodes (removes 3 nodes) after a 30-min grace" \
+        in v.reason
+
+
+def test_after_the_grace_the_burst_goes_and_the_baseline_stays():
+    v = d.decide(based(**{tags.IDLE_SINCE: mark(32)}), idle(5), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.IDLE, d.SCALE_TO_BASELINE)
+    assert (v.baseline_nodes, v.nodes_removed, v.targets) == (2, 3, (("asg", 2),))
+
+
+def test_destroy_never_takes_a_baseline_down():
+    v = d.decide(based(**{tags.IDLE_SINCE: mark(32)}), idle(5), now=NOW,
+                 policy=d.Policy(destroy=True))
+    assert v.action == d.SCALE_TO_BASELINE and v.targets == (("asg", 2),)
+
+
+@pytest.mark.parametrize("nodes,baseline", [(2, "2"), (1, "2"), (3, "0003"), (2, "9999999")])
+def test_a_cluster_at_or_below_its_baseline_is_not_reaped_again(nodes, baseline):
+    v = d.decide(based(nodes=nodes, baseline=baseline), idle(nodes), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE)
+    assert f"at its baseline of {int(baseline)} nodes (gpulease-baseline-nodes), which is " \
+           "never scaled down" in v.reason
+    assert v.nodes_removed is None and v.targets == ()
+
+
+def test_at_the_baseline_a_leftover_mark_is_cleared():
+    v = d.decide(based(nodes=2, **{tags.IDLE_SINCE: mark(90)}), idle(2), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.UNMARK)
+    assert "clears the idle mark" in v.reason
+
+
+def test_a_busy_cluster_with_a_baseline_is_busy():
+    v = d.decide(based(), {**idle(5), "i-4": series(60)}, now=NOW, policy=P)
+    assert (v.state, v.action, v.baseline_nodes) == (d.BUSY, d.NONE, 2)
+
+
+def test_baseline_zero_is_scale_to_zero():
+    v = d.decide(based(baseline="0", **{tags.IDLE_SINCE: mark(32)}), idle(5), now=NOW, policy=P)
+    assert (v.action, v.nodes_removed, v.targets) == (d.SCALE_TO_ZERO, 5, ())
+
+
+def test_no_tag_is_todays_behaviour():
+    v = d.decide(based(baseline=None, **{tags.IDLE_SINCE: mark(32)}), idle(5), now=NOW,
+                 policy=P)
+    assert (v.action, v.baseline_nodes, v.nodes_removed) == (d.SCALE_TO_ZERO, None, 5)
+
+
+def test_groups_are_floored_one_by_one():
+    """GCP: a reserved MIG is never resized below its baseline, the burst MIG goes to zero."""
+    groups = {"reserved-mig": (3, ("2", "2", "2")), "spot-mig": (2, ("0", "0")),
+              "untagged-mig": (0, None)}
+    v = d.decide(based(nodes=5, groups=groups, **{tags.IDLE_SINCE: mark(32)}), idle(5),
+                 now=NOW, policy=P)
+    assert v.action == d.SCALE_TO_BASELINE
+    assert v.targets == (("reserved-mig", 2), ("spot-mig", 0))
+    assert (v.baseline_nodes, v.nodes_removed) == (2, 3)
+
+
+def test_disagreeing_floors_in_one_group_keep_the_largest():
+    groups = {"mig": (4, ("1", "3", "1", "1"))}
+    v = d.decide(based(nodes=4, groups=groups, **{tags.IDLE_SINCE: mark(32)}), idle(4),
+                 now=NOW, policy=P)
+    assert v.targets == (("mig", 3),) and v.nodes_removed == 1
+
+
+@pytest.mark.parametrize("raw", ["-1", "2.5", "two", "", "1e3", "\u0663", "12345678"])
+def test_an_unreadable_baseline_skips_the_cluster(raw):
+    v = d.decide(based(baseline=raw, **{tags.IDLE_SINCE: mark(32)}), idle(5), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE)
+    assert "gpulease-baseline-nodes tag on asg (a whole number of nodes): its baseline is " \
+           "unknown, so nothing is scaled" in v.reason

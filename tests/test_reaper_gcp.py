@@ -155,3 +155,72 @@ def test_consumed_reservation_listed_with_catalog_price(gcp):
     o = reap(r, T0 + 80 * 60, grace=0, pricer=engine.catalog_pricer(catalog))["r"]
     (res,) = o.reservations
     assert (res.id, res.count, res.usd_per_day) == ("r-res", 2, 60.0 * 2 * 24)
+
+
+# ---- issue 16: a reserved MIG is never resized below its baseline ---------------------------------
+def test_idle_burst_mig_resized_to_zero_reserved_mig_to_its_baseline(gcp):
+    reserved = gcp.add_mig(ZONE, "pretrain-reserved", 3, launched=T0, reservation="pre-res",
+                           labels=labels("dev", "pretrain", **{tags.BASELINE_NODES: "2"}))
+    burst = gcp.add_mig(ZONE, "pretrain-spot", 2, launched=T0,
+                        labels=labels("dev", "pretrain", **{tags.BASELINE_NODES: "0"}))
+    for i in reserved + burst:
+        gcp.put_points(i, T0, T0 + 5 * 3600, 0.3, gpus=8)
+    r = reaper(gcp)
+    assert reap(r, T0 + 40 * 60)["pretrain"].state == d.MARKED
+    o = reap(r, T0 + 75 * 60)["pretrain"]
+    assert (o.state, o.action, o.applied) == (d.REAPED, d.SCALE_TO_BASELINE, True)
+    assert (o.baseline_nodes, o.nodes_removed) == (2, 3)
+    assert (mig_size(gcp, "pretrain-reserved"), mig_size(gcp, "pretrain-spot")) == (2, 0)
+    resized = [p for _, p in gcp.mutations if p.endswith("/resize")]
+    assert sorted(p.split("/")[-2] for p in resized) == ["pretrain-reserved", "pretrain-spot"]
+
+    # the two baseline VMs carry the old mark; the next run clears it and resizes nothing
+    again = reap(r, T0 + 120 * 60, grace=0)["pretrain"]
+    assert (again.state, again.action, again.applied) == (d.SKIPPED, d.UNMARK, True)
+    assert "at its baseline of 2 nodes" in again.reason
+    assert all(tags.IDLE_SINCE not in gcp.labels_of(ZONE, f"pretrain-reserved-{k:04d}")
+               for k in range(2))
+    third = reap(r, T0 + 180 * 60, grace=0)["pretrain"]
+    assert (third.state, third.action) == (d.SKIPPED, d.NONE)
+    assert [p for _, p in gcp.mutations if p.endswith("/resize")] == resized
+    assert mig_size(gcp, "pretrain-reserved") == 2
+
+
+def test_reserved_mig_at_its_baseline_is_not_resized(gcp):
+    reserved = gcp.add_mig(ZONE, "eval-reserved", 2, launched=T0,
+                           labels=labels("dev", "eval", **{tags.BASELINE_NODES: "2"}))
+    burst = gcp.add_mig(ZONE, "eval-ondemand", 1, launched=T0,
+                        labels=labels("dev", "eval", **{tags.BASELINE_NODES: "0"}))
+    for i in reserved + burst:
+        gcp.put_points(i, T0, T0 + 5 * 3600, 0.0)
+    r = reaper(gcp)
+    reap(r, T0 + 40 * 60)
+    o = reap(r, T0 + 75 * 60)["eval"]
+    assert (o.action, o.nodes_removed) == (d.SCALE_TO_BASELINE, 1)
+    resized = [p for _, p in gcp.mutations if p.endswith("/resize")]
+    assert [p.split("/")[-2] for p in resized] == ["eval-ondemand"]
+    assert (mig_size(gcp, "eval-reserved"), mig_size(gcp, "eval-ondemand")) == (2, 0)
+
+
+def test_the_floors_the_plan_stamps_are_the_floors_the_reaper_keeps(gcp):
+    """The contract with the demand-profile components: the prod plan labels pretrain's reserved
+    MIG template with its baseline and the on-demand one with 0; MIGs built from those labels
+    are scaled to exactly that."""
+    from tests.conftest import program_run
+
+    planned = {r.name: r.inputs["labels"] for r in program_run("prod").resources
+               if r.type == "gcp:compute/instanceTemplate:InstanceTemplate"
+               and r.name.startswith("pretrain-")}
+    reserved, burst = planned["pretrain-reserved-template"], planned["pretrain-on-demand-template"]
+    floor = int(reserved[tags.BASELINE_NODES])
+    assert floor > 0 and burst[tags.BASELINE_NODES] == "0"
+    ids = gcp.add_mig(ZONE, "pretrain-reserved", floor + 1, launched=T0, labels=reserved)
+    ids += gcp.add_mig(ZONE, "pretrain-on-demand", 2, launched=T0, labels=burst)
+    for i in ids:
+        gcp.put_points(i, T0, T0 + 5 * 3600, 0.2, gpus=8)
+    window = int(reserved[tags.IDLE_MINUTES])
+    r = reaper(gcp)
+    assert reap(r, T0 + (window + 5) * 60, envs=("prod",))["pretrain"].state == d.MARKED
+    o = reap(r, T0 + (window + 40) * 60, envs=("prod",))["pretrain"]
+    assert (o.action, o.baseline_nodes, o.nodes_removed) == (d.SCALE_TO_BASELINE, floor, 3)
+    assert (mig_size(gcp, "pretrain-reserved"), mig_size(gcp, "pretrain-on-demand")) == (floor, 0)

@@ -24,6 +24,7 @@ COMMANDS = {
     "catalog": "GPU offerings and prices; refresh or import the price catalog",
     "render": "write the files a cluster's nodes boot with",
     "reap": "scale idle clusters to zero (dry run by default)",
+    "recommend": "demand profiles (baseline + burst) sized from observed GPU use",
 }
 
 EPILOG = """\

@@ -9,6 +9,7 @@ that did not come from AWS, becomes an :mod:`infra.reaper.errors` type there and
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections import Counter
 from typing import Any, Callable, Optional, Sequence
 
@@ -32,6 +33,12 @@ _ASG_LIVE = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
 #: DescribeAutoScalingGroups shows a group being deleted with this Status (API reference,
 #: AutoScalingGroup.Status).
 _DELETING = "Delete in progress"
+#: the dimension the CloudWatch agent appends from the instance's group (the rendered agent
+#: config's append_dimensions): how `gpulease recommend` finds a group's past instances.
+ASG_DIMENSION = "AutoScalingGroupName"
+#: DescribeScalingActivities names the instance in the activity's description ("Launching a
+#: new EC2 instance: i-4ba0837f", API reference example); EC2 ids are 8 or 17 hex digits.
+_INSTANCE_IN_TEXT = re.compile(r"\bi-(?:[0-9a-f]{17}|[0-9a-f]{8})\b")
 
 _RETRY_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestLimitExceeded",
@@ -204,9 +211,12 @@ class AwsReaper:
         # coverage rule already treats as insufficient data.
         nodes = tuple(Node(id=str(i["InstanceId"]), location=self.region)
                       for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
+        name = str(g["AutoScalingGroupName"])
+        floor = {name: (gtags[tags.BASELINE_NODES],)} if tags.BASELINE_NODES in gtags else {}
         return ClusterRef(cloud="aws", region=self.region, environment=env, cluster=cluster,
-                          groups=(str(g["AutoScalingGroupName"]),), nodes=nodes, tags=gtags,
-                          capacity=int(g.get("DesiredCapacity", 0)))
+                          groups=(name,), nodes=nodes, tags=gtags,
+                          capacity=int(g.get("DesiredCapacity", 0)),
+                          group_nodes={name: len(nodes)}, baseline_tags=floor)
 
     def members(self, refs: Sequence[ClusterRef]) -> dict:
         """Each cluster's live instances and desired capacity, re-read right before acting."""
@@ -282,6 +292,72 @@ class AwsReaper:
                     break
         return {i: tuple(sorted(v)) for i, v in out.items()}
 
+    # ---- history (`gpulease recommend`) ----------------------------------------------------
+    def usage(self, environment: str, clusters, start: float, end: float,
+              period_s: int) -> dict:
+        """Per-period maximum GPU utilization of every instance each of ``clusters`` (of
+        ``environment``) ran in the window: ``{cluster: {instance id: ((period start, max %),
+        ...)}}``.
+
+        A group's instances over the window are its live members, the instances its metrics
+        name (ListMetrics lists only metrics with data in the past two weeks) and the instances
+        its scaling activities name (kept six weeks): burst nodes terminated 2 to 6 weeks ago
+        are found through the latter.
+        """
+        members: dict[str, set] = {}
+        wanted = set(clusters)
+        for ref in self.discover(frozenset({environment})):
+            if ref.cluster not in wanted:
+                continue
+            ids = members.setdefault(ref.cluster, set())
+            ids.update(n.id for n in ref.nodes)
+            for asg in ref.groups:
+                ids |= self._instances_in_metrics(asg) | self._instances_in_activities(asg)
+        every = sorted(set().union(*members.values())) if members else []
+        series = self.utilization([Node(id=i) for i in every], start, end, period_s) \
+            if every else {}
+        return {c: {i: series.get(i, ()) for i in sorted(ids)} for c, ids in members.items()}
+
+    def _instances_in_metrics(self, asg: str) -> set:
+        out: set = set()
+        token = None
+        while True:
+            page = self._call(self.cloudwatch, "list_metrics", Namespace=NAMESPACE,
+                              MetricName=METRIC, expect=("Metrics",),
+                              Dimensions=[{"Name": ASG_DIMENSION, "Value": asg}],
+                              **({"NextToken": token} if token else {}))
+            try:
+                for m in page["Metrics"]:
+                    out.update(str(x["Value"]) for x in m.get("Dimensions", [])
+                               if x.get("Name") == "InstanceId")
+            except (KeyError, TypeError) as exc:
+                raise MalformedResponse("aws", f"{self.region} monitoring.list_metrics",
+                                        f"a metric lacks {exc}") from None
+            token = page.get("NextToken")
+            if not token:
+                return out
+
+    def _instances_in_activities(self, asg: str) -> set:
+        out: set = set()
+        token = None
+        while True:
+            try:
+                page = self._call(self.autoscaling, "describe_scaling_activities",
+                                  AutoScalingGroupName=asg, MaxRecords=100,
+                                  expect=("Activities",),
+                                  **({"NextToken": token} if token else {}))
+            except GroupGone:
+                return out    # deleted since discovery: its metrics still say who ran in it
+            try:
+                for a in page["Activities"]:
+                    out.update(_INSTANCE_IN_TEXT.findall(str(a.get("Description", ""))))
+            except (KeyError, TypeError) as exc:
+                raise MalformedResponse("aws", f"{self.region} autoscaling.describe_scaling_"
+                                        "activities", f"an activity lacks {exc}") from None
+            token = page.get("NextToken")
+            if not token:
+                return out
+
     # ---- actions ------------------------------------------------------------------------
     def _tag(self, asg: str, key: str, value: Optional[str] = "") -> dict:
         tag = {"ResourceId": asg, "ResourceType": "auto-scaling-group", "Key": key,
@@ -309,17 +385,32 @@ class AwsReaper:
 
         Raises GroupGone when every group of the cluster is gone; returns notes otherwise.
         """
+        return self._scale(ref, {asg: 0 for asg in ref.groups})
+
+    def scale_to_baseline(self, ref: ClusterRef, targets: dict) -> list[str]:
+        """Each ASG in ``targets``: min = desired = its baseline, then the idle mark is cleared.
+
+        MinSize goes to the baseline too (UpdateAutoScalingGroup needs min <= desired), which
+        also makes the group refuse a node-side autostop's decrement below it (EC2 Auto Scaling
+        API reference, TerminateInstanceInAutoScalingGroup: the group does not go below its
+        minimum). Which instances go is the group's termination policy's choice: every node
+        was measured idle.
+        """
+        return self._scale(ref, dict(targets))
+
+    def _scale(self, ref: ClusterRef, targets: dict) -> list[str]:
         notes, done = [], []
-        for asg in ref.groups:
+        for asg, size in sorted(targets.items()):
             try:
                 self._call(self.autoscaling, "update_auto_scaling_group",
-                           AutoScalingGroupName=asg, MinSize=0, DesiredCapacity=0)
+                           AutoScalingGroupName=asg, MinSize=int(size),
+                           DesiredCapacity=int(size))
                 done.append(asg)
             except GroupGone:
                 notes.append(f"group {asg} was already deleted")
         if not done:
             raise GroupGone("aws", f"{self.region} autoscaling.update_auto_scaling_group",
-                            f"{', '.join(ref.groups)} deleted during the run")
+                            f"{', '.join(sorted(targets))} deleted during the run")
         for asg in done:
             try:
                 self._call(self.autoscaling, "delete_tags",

@@ -15,7 +15,11 @@ Rules (issue 7):
   replaced the marked ones (scale to zero, then back up) cannot inherit an old mark's grace;
 - tag/label values come from the cloud and are untrusted: a window outside
   ``1..MAX_IDLE_MINUTES``, or a mark that is unreadable, in the future or stale, is a finding
-  for that cluster (skipped or re-marked), never an exception.
+  for that cluster (skipped or re-marked), never an exception;
+- a group carrying a baseline (``gpulease-baseline-nodes``, issue 16) is scaled down to it and
+  never below: an idle cluster with burst nodes above its baseline is scaled to the baseline, a
+  cluster at its baseline is left alone, and an unreadable baseline skips the cluster (never
+  guess a floor).
 """
 from __future__ import annotations
 
@@ -54,14 +58,20 @@ CLOCK_SKEW_S = 300
 #: of being proven over days of metrics.
 MARK_STALE_AFTER_S = 24 * 3600
 _MINUTES = re.compile(r"[0-9]{1,7}")
+#: a baseline node count as tagged: ASCII digits (a larger value than the group holds simply
+#: means the whole group is baseline).
+_NODES = re.compile(r"[0-9]{1,7}")
 
 NONE = "none"
 MARK = "mark"
 UNMARK = "unmark"
 SCALE_TO_ZERO = "scale-to-zero"
+#: an idle cluster whose groups carry a baseline: burst nodes above it are removed, the
+#: baseline keeps running (committed/reserved capacity is paid for either way).
+SCALE_TO_BASELINE = "scale-to-baseline"
 DESTROY = "destroy"
 #: actions that stop paying for compute; the per-run cap counts these.
-TEARDOWN_ACTIONS = (SCALE_TO_ZERO, DESTROY)
+TEARDOWN_ACTIONS = (SCALE_TO_ZERO, SCALE_TO_BASELINE, DESTROY)
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,11 @@ class ClusterRef:
     capacity: int = 0
     #: names/ids of reservations tied to the cluster (filled by the adaptor when known).
     reservation_ids: tuple[str, ...] = ()
+    #: live nodes per group (ASG name / MIG path); empty with one group = all ``nodes``.
+    group_nodes: Mapping[str, int] = field(default_factory=dict)
+    #: raw ``gpulease-baseline-nodes`` values per group that carries one (AWS: the ASG's tag;
+    #: GCP: the labels of the MIG's live instances, from its instance template). Untrusted.
+    baseline_tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -165,6 +180,12 @@ class Verdict:
     window_minutes: Optional[int] = None
     #: when the grace period ends (marked clusters), epoch seconds.
     acts_after: Optional[float] = None
+    #: the cluster's baseline (sum of its groups' floors); None = no group carries one.
+    baseline_nodes: Optional[int] = None
+    #: teardowns: nodes the action removes (scale-to-baseline: the burst above the baseline).
+    nodes_removed: Optional[int] = None
+    #: scale-to-baseline: (group, target size) for every group above its floor.
+    targets: tuple[tuple[str, int], ...] = ()
 
 
 Samples = Mapping[str, tuple[tuple[float, float], ...]]
@@ -181,6 +202,45 @@ def parse_minutes(raw: object) -> Optional[int]:
         return None  # "1e12", "-5", "30.5", "٣٠" (non-ASCII digits), "" ...
     value = int(text)
     return value if 1 <= value <= MAX_IDLE_MINUTES else None
+
+
+def parse_nodes(raw: object) -> Optional[int]:
+    """A baseline tag's node count: ASCII digits only; anything else is None."""
+    text = str(raw).strip() if raw is not None else ""
+    return int(text) if _NODES.fullmatch(text) else None
+
+
+def floors(ref: ClusterRef) -> tuple[dict[str, int], Optional[str]]:
+    """({group: baseline nodes} for every group carrying the tag, None) or ({}, the problem).
+
+    A group whose instances disagree (a template being rolled out) takes the largest value:
+    never scale below any floor a node was launched with.
+    """
+    out: dict[str, int] = {}
+    for group, values in sorted(ref.baseline_tags.items()):
+        parsed = [parse_nodes(v) for v in values]
+        bad = [v for v, n in zip(values, parsed) if n is None]
+        if bad or not parsed:
+            shown = _shown(bad[0]) if bad else "''"
+            return {}, (f"an invalid {shown} {tags.BASELINE_NODES} tag on {group} (a whole "
+                        "number of nodes): its baseline is unknown, so nothing is scaled")
+        out[group] = max(n for n in parsed if n is not None)
+    return out, None
+
+
+def group_sizes(ref: ClusterRef) -> dict[str, int]:
+    """Live nodes per group (one group: all the cluster's nodes)."""
+    if ref.group_nodes:
+        return dict(ref.group_nodes)
+    return {ref.groups[0]: len(ref.nodes)} if len(ref.groups) == 1 else {}
+
+
+def scale_targets(ref: ClusterRef, floor: Mapping[str, int]) -> tuple[dict[str, int], int]:
+    """({group: new size} for every group above its floor, nodes removed). A group without a
+    floor goes to zero; a group at or below its floor is not touched (never raised)."""
+    sizes = group_sizes(ref)
+    goal = {g: floor.get(g, 0) for g in ref.groups if sizes.get(g, 0) > floor.get(g, 0)}
+    return goal, sum(sizes[g] - t for g, t in goal.items())
 
 
 def window_minutes(ref: ClusterRef, policy: Policy) -> Optional[int]:
@@ -322,6 +382,10 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         what = "no" if raw is None else f"an invalid {_shown(raw)}"
         return Verdict(SKIPPED, f"{what} {tags.IDLE_MINUTES} tag (a whole number of minutes "
                        f"from 1 to {MAX_IDLE_MINUTES}) and no --idle-minutes given", NONE)
+    floor, bad_floor = floors(ref)
+    if bad_floor:
+        return Verdict(SKIPPED, bad_floor, NONE, window_minutes=window)
+    baseline = sum(floor.values()) if floor else None
     marked = bool(ref.tags.get(tags.IDLE_SINCE))
     since, problem = mark(ref, now=now, policy=policy)
     if not ref.nodes:
@@ -336,18 +400,40 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         if marked:
             reason += (f"; clears the idle mark set {_iso(since)}" if since is not None
                        else f"; clears the idle mark ({problem})")
-            return Verdict(state, reason, UNMARK, top, window)
-        return Verdict(state, reason, NONE, top, window)
+            return Verdict(state, reason, UNMARK, top, window, baseline_nodes=baseline)
+        return Verdict(state, reason, NONE, top, window, baseline_nodes=baseline)
+    goal, removed = scale_targets(ref, floor)
+    if floor and not removed:
+        # Committed/reserved capacity bills whether it runs or not, and the reaper already
+        # removed what was above it: nothing to do, and nothing to mark.
+        reason += (f"; at its baseline of {_n_nodes(baseline)} ({tags.BASELINE_NODES}), which "
+                   "is never scaled down")
+        if marked:
+            return Verdict(SKIPPED, reason + "; clears the idle mark", UNMARK, top, window,
+                           baseline_nodes=baseline)
+        return Verdict(SKIPPED, reason, NONE, top, window, baseline_nodes=baseline)
+    keep = len(ref.nodes) - removed if floor else 0
+    teardown = SCALE_TO_BASELINE if keep > 0 else policy.teardown
+    removes = removed if teardown == SCALE_TO_BASELINE else len(ref.nodes)
+    plan = (f" down to its baseline of {_n_nodes(baseline)} (removes {_n_nodes(removes)})"
+            if teardown == SCALE_TO_BASELINE else "")
     if since is None:
         redo = f"; {problem}: re-marks it" if problem else "; marks it"
-        return Verdict(IDLE, reason + f"{redo}, acts after a {policy.grace_minutes}-min grace "
-                       "period if still idle", MARK, top, window)
+        return Verdict(IDLE, reason + f"{redo}, acts{plan} after a {policy.grace_minutes}-min "
+                       "grace period if still idle", MARK, top, window, baseline_nodes=baseline)
     # The mark has minute resolution (tags.timestamp_label truncates), so count the grace from
     # the END of the marked minute: never act before the full grace period has passed.
     acts_after = since + 60 + policy.grace_minutes * 60
     if now < acts_after:
         left = int((acts_after - now + 59) // 60)
         return Verdict(MARKED, f"{reason}; marked idle {_iso(since)}, grace period ends "
-                       f"{_iso(acts_after)} ({left} min left)", NONE, top, window, acts_after)
+                       f"{_iso(acts_after)} ({left} min left)", NONE, top, window, acts_after,
+                       baseline_nodes=baseline)
     return Verdict(IDLE, f"{reason}; marked idle {_iso(since)} and idle ever since, grace "
-                   "period over", policy.teardown, top, window, acts_after)
+                   "period over", teardown, top, window, acts_after, baseline_nodes=baseline,
+                   nodes_removed=removes,
+                   targets=tuple(sorted(goal.items())) if teardown == SCALE_TO_BASELINE else ())
+
+
+def _n_nodes(n: Optional[int]) -> str:
+    return f"{n} node" + ("" if n == 1 else "s")

@@ -54,6 +54,9 @@ class Adaptor(Protocol):
 
     def scale_to_zero(self, ref: d.ClusterRef) -> Optional[list]: ...
 
+    #: resize each group named in ``targets`` to its size (the baseline); others untouched.
+    def scale_to_baseline(self, ref: d.ClusterRef, targets: dict) -> Optional[list]: ...
+
     def reservations(self, ref: d.ClusterRef) -> list[Reservation]: ...
 
     #: each cluster's compute right now (node ids, capacity, deleted groups), by ref.key.
@@ -90,6 +93,10 @@ class Outcome:
     applied: bool = False
     groups: tuple[str, ...] = ()
     reservations: tuple[Reservation, ...] = ()
+    #: the cluster's baseline (``gpulease-baseline-nodes`` summed over its groups); None = none.
+    baseline_nodes: Optional[int] = None
+    #: teardowns: nodes removed (``applied``) or that would be (dry run); None otherwise.
+    nodes_removed: Optional[int] = None
 
     def as_json(self) -> dict:
         out = {k: getattr(self, k) for k in (
@@ -99,7 +106,8 @@ class Outcome:
             out["max_gpu_utilization"] = round(out["max_gpu_utilization"], 2)
         out.update(window_minutes=self.window_minutes, applied=self.applied,
                    groups=list(self.groups),
-                   reservations=[asdict(r) for r in self.reservations])
+                   reservations=[asdict(r) for r in self.reservations],
+                   baseline_nodes=self.baseline_nodes, nodes_removed=self.nodes_removed)
         return out
 
 
@@ -135,10 +143,12 @@ def catalog_pricer(catalog) -> Pricer:
 
 
 def _outcome(ref: d.ClusterRef, v: d.Verdict, **kw) -> Outcome:
+    removed = v.nodes_removed if v.action in d.TEARDOWN_ACTIONS else None
     return Outcome(cluster=ref.cluster, environment=ref.environment, cloud=ref.cloud,
                    region=ref.region, state=v.state, reason=v.reason, action=v.action,
                    nodes=len(ref.nodes), max_gpu_utilization=v.max_gpu_utilization,
-                   window_minutes=v.window_minutes, groups=ref.groups, **kw)
+                   window_minutes=v.window_minutes, groups=ref.groups,
+                   baseline_nodes=v.baseline_nodes, nodes_removed=removed, **kw)
 
 
 def _internal(cloud: str, what: str, exc: BaseException) -> CloudError:
@@ -272,7 +282,7 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
     for ad, ref, verdict in planned:
         audit.write("decision", apply=apply, **_outcome(ref, verdict).as_json())
         if verdict.action in d.TEARDOWN_ACTIONS:
-            if ref.environment in blocked_envs:
+            if verdict.action == d.DESTROY and ref.environment in blocked_envs:
                 o = _outcome(ref, replace(verdict, state=d.SKIPPED, action=d.NONE, reason=(
                     f"{verdict.reason}; --destroy would also take down "
                     f"{blocked_envs[ref.environment]} of environment {ref.environment}, "
@@ -318,11 +328,15 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
 
 
 def _destroy_blockers(planned) -> dict[str, str]:
-    """Environments where some cluster is NOT due: destroying their stack would hit it too."""
+    """Environments where some cluster is NOT due: destroying their stack would hit it too.
+
+    A cluster with a baseline is never due for a destroy (it is scaled to its baseline
+    instead), so it keeps its whole environment's stack."""
     pending: dict[str, list[str]] = {}
     for _, ref, v in planned:
         if v.action != d.DESTROY:
-            pending.setdefault(ref.environment, []).append(ref.cluster)
+            pending.setdefault(ref.environment, []).append(
+                ref.cluster + (" (keeps a baseline)" if v.baseline_nodes else ""))
     return {env: "cluster(s) " + ", ".join(sorted(c)) for env, c in pending.items()}
 
 
@@ -486,11 +500,14 @@ def _act(due, adaptors, r: _Run, *, destroy_sets: dict) -> None:
             ready.append((idx, ad, ref, v))
     if r.policy.destroy:
         # A stack destroy takes the whole environment: every cluster of it must still be due.
+        # (A cluster scaled to its baseline instead is no part of a destroy.)
         have: dict = {}
-        for _, _, ref, _ in ready:
-            have.setdefault(ref.environment, set()).add(ref.key)
+        for _, _, ref, v in ready:
+            if v.action == d.DESTROY:
+                have.setdefault(ref.environment, set()).add(ref.key)
         for idx, ad, ref, v in list(ready):
-            if have.get(ref.environment) != destroy_sets.get(ref.environment):
+            if v.action == d.DESTROY and \
+                    have.get(ref.environment) != destroy_sets.get(ref.environment):
                 ready.remove((idx, ad, ref, v))
                 _safely(ad.cloud, "release claim", ad.release, ref, cl.tag_key(r.token))
                 r.put(idx, _skip(ref, v, f"another cluster of environment {ref.environment} "
@@ -516,21 +533,32 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
                 return _error(ref, exc, v.action)
             r.destroyed.add(ref.environment)
     else:
-        notes, exc = _safely(ad.cloud, "scale to zero", ad.scale_to_zero, ref)
+        if v.action == d.SCALE_TO_BASELINE:
+            notes, exc = _safely(ad.cloud, "scale to baseline", ad.scale_to_baseline, ref,
+                                 dict(v.targets))
+        else:
+            notes, exc = _safely(ad.cloud, "scale to zero", ad.scale_to_zero, ref)
         if isinstance(exc, GroupGone):
             return _skip(ref, v, f"deleted during the run by someone else ({exc}): nothing "
                          "scaled")
         if exc is not None:
             return _error(ref, exc, v.action)
-    what = "stack destroyed" if v.action == d.DESTROY else "compute scaled to zero"
+    if v.action == d.SCALE_TO_BASELINE:
+        kept = len(ref.nodes) - (v.nodes_removed or 0)
+        what = (f"idle burst capacity scaled down to the baseline: {d._n_nodes(v.nodes_removed)}"
+                f" removed, {d._n_nodes(kept)} of baseline kept running")
+    else:
+        what = "stack destroyed" if v.action == d.DESTROY else "compute scaled to zero"
     templates = "launch templates" if ref.cloud == "aws" else "instance templates"
-    keep = f"; {templates} and storage untouched" if v.action == d.SCALE_TO_ZERO else \
+    keep = f"; {templates} and storage untouched" if v.action != d.DESTROY else \
         "; retained/protected storage survives"
     billing = ""
     if reservations:
         known = [x.usd_per_day for x in reservations if x.usd_per_day is not None]
-        billing = (f"; {plural(len(reservations), 'reservation')} keep{'s' if len(reservations) == 1 else ''} billing"
-                   + (f" (${sum(known):,.2f}/day unused)" if known else ""))
+        idle = "; the baseline runs on them" if v.action == d.SCALE_TO_BASELINE else " unused"
+        n = len(reservations)
+        billing = (f"; {plural(n, 'reservation')} keep{'s' if n == 1 else ''} billing"
+                   + (f" (${sum(known):,.2f}/day{idle})" if known else ""))
     extra = "".join(f"; {n}" for n in (notes or ()))
     return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{keep}"
                                  f"{billing}{extra}"), applied=True, reservations=reservations)

@@ -260,6 +260,8 @@ class GcpReaper:
     def _ref(self, env: str, cluster: str, insts: list) -> ClusterRef:
         nodes, groups, merged, since = [], set(), {}, []
         zones = set()
+        sizes: dict[str, int] = {}
+        floors: dict[str, list] = {}
         for zone, inst in insts:
             zones.add(zone)
             self._known[str(inst.id)] = _Instance(zone, inst.name, dict(inst.labels),
@@ -270,6 +272,12 @@ class GcpReaper:
             meta = {i.key: i.value for i in inst.metadata.items} if inst.metadata else {}
             if meta.get(CREATED_BY):
                 groups.add(meta[CREATED_BY])
+                sizes[meta[CREATED_BY]] = sizes.get(meta[CREATED_BY], 0) + 1
+                # The baseline label comes from the MIG's instance template, so every VM of
+                # the group carries the group's floor.
+                if tags.BASELINE_NODES in inst.labels:
+                    floors.setdefault(meta[CREATED_BY], []).append(
+                        inst.labels[tags.BASELINE_NODES])
             for k, v in inst.labels.items():
                 merged.setdefault(k, v)
             if tags.IDLE_SINCE in inst.labels:
@@ -283,6 +291,7 @@ class GcpReaper:
         keep = [i.labels[tags.KEEP] for _, i in insts if tags.KEEP in i.labels]
         merged.pop(tags.KEEP, None)
         merged.pop(tags.IDLE_SINCE, None)
+        merged.pop(tags.BASELINE_NODES, None)  # per group: ``baseline_tags``
         if keep:
             merged[tags.KEEP] = keep[0]
         if since and len(since) == len(insts):
@@ -290,7 +299,8 @@ class GcpReaper:
         region = sorted(zones)[0].rsplit("-", 1)[0]
         return ClusterRef(cloud="gcp", region=region, environment=env, cluster=cluster,
                           groups=tuple(sorted(groups)), nodes=tuple(nodes), tags=merged,
-                          capacity=len(nodes))
+                          capacity=len(nodes), group_nodes=sizes,
+                          baseline_tags={g: tuple(v) for g, v in floors.items()})
 
     def members(self, refs: Sequence[ClusterRef]) -> dict:
         """Each cluster's live instances and its MIGs' target sizes, re-read right before acting
@@ -326,8 +336,33 @@ class GcpReaper:
     def utilization(self, nodes: Sequence[Node], start: float, end: float,
                     period_s: int) -> dict:
         wanted = {n.id for n in nodes}
-        out: dict[str, list] = {i: [] for i in wanted}
         flt = f'metric.type = "{METRIC}" AND resource.type = "gce_instance"'
+        return self._series(flt, start, end, period_s, wanted)
+
+    def usage(self, environment: str, clusters: Sequence[str], start: float, end: float,
+              period_s: int) -> dict:
+        """Per-period maximum GPU utilization of every instance each cluster ran in the window,
+        deleted ones included: ``{cluster: {instance id: ((period start, max %), ...)}}``.
+
+        The series are selected by the instances' labels (``metadata.user_labels``, kept with the
+        series after the VM is gone), one timeSeries.list per cluster.
+        """
+        out = {}
+        for cluster in clusters:
+            flt = (f'metric.type = "{METRIC}" AND resource.type = "gce_instance" AND '
+                   f'metadata.user_labels."{tags.ENVIRONMENT}" = '
+                   f'"{tags.label_value(environment)}" AND '
+                   f'metadata.user_labels."{tags.CLUSTER}" = "{tags.label_value(cluster)}"')
+            found = self._series(flt, start, end, period_s, None)
+            if found:
+                out[cluster] = found
+        return out
+
+    def _series(self, flt: str, start: float, end: float, period_s: int,
+                wanted: Optional[set]) -> dict:
+        """Per-instance maximum per alignment period of the series ``flt`` selects (``wanted``:
+        only these instance ids, each present in the answer even without points)."""
+        out: dict[str, list] = {i: [] for i in (wanted or ())}
         pages: list = []
 
         def fetch():
@@ -338,8 +373,11 @@ class GcpReaper:
             for body in pages:
                 for series in body.get("timeSeries", []):
                     iid = series.get("resource", {}).get("labels", {}).get("instance_id")
-                    if iid not in wanted:
+                    if wanted is not None and iid not in wanted:
                         continue
+                    if not iid:
+                        raise KeyError("resource.labels.instance_id")
+                    out.setdefault(iid, [])
                     for p in series.get("points", []):
                         # Aligned points are stamped with the END of their alignment period;
                         # the decision module expects period starts.
@@ -350,8 +388,11 @@ class GcpReaper:
                             out[iid].append((t, float(val)))
 
         def attempt():
-            for v in out.values():
-                v.clear()
+            for k in list(out):
+                if wanted is None:
+                    del out[k]
+                else:
+                    out[k].clear()
             fetch()
         # Parsing happens inside the retried call: a malformed page is retried, never half-read.
         self._call("monitoring.timeSeries.list", attempt)
@@ -440,20 +481,32 @@ class GcpReaper:
             raise CloudError("gcp", f"{self.project} resize", f"cluster {ref.cluster}: its "
                              f"instances carry no {CREATED_BY} metadata (not in a MIG); "
                              "nothing resized")
+        return self._resize(ref, {path: 0 for path in ref.groups})
+
+    def scale_to_baseline(self, ref: ClusterRef, targets: dict) -> list[str]:
+        """Resize each MIG in ``targets`` to its baseline (a reserved MIG never below it; a
+        burst MIG without a floor to 0). The MIG picks which VMs go: every one was measured
+        idle. The baseline VMs keep their idle mark until the next run clears it (a cluster
+        at its baseline is unmarked)."""
+        return self._resize(ref, dict(targets))
+
+    def _resize(self, ref: ClusterRef, targets: dict) -> list[str]:
         notes, done = [], 0
-        for path in ref.groups:
+        for path, size in sorted(targets.items()):
             scope, where, name = _mig_key(path)
             try:
                 if scope == "zones":
                     op = self._call("compute.instanceGroupManagers.resize",
                                     lambda: self.migs.resize_unary(
                                         project=self.project, zone=where,
-                                        instance_group_manager=name, size=0, **_NO_RETRY))
+                                        instance_group_manager=name, size=int(size),
+                                        **_NO_RETRY))
                 else:
                     op = self._call("compute.regionInstanceGroupManagers.resize",
                                     lambda: self.region_migs.resize_unary(
                                         project=self.project, region=where,
-                                        instance_group_manager=name, size=0, **_NO_RETRY))
+                                        instance_group_manager=name, size=int(size),
+                                        **_NO_RETRY))
             except CloudError as exc:
                 if "404" in str(exc):
                     notes.append(f"MIG {name} was already deleted")
@@ -462,7 +515,7 @@ class GcpReaper:
             self._check(op, "resize")
             done += 1
         if not done:
-            raise GroupGone("gcp", f"{self.project} resize", f"{', '.join(ref.groups)} "
+            raise GroupGone("gcp", f"{self.project} resize", f"{', '.join(sorted(targets))} "
                             "deleted during the run")
         return notes
 

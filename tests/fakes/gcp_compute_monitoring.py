@@ -5,7 +5,12 @@ filter (with the NO_RESULTS_ON_PAGE warning entries the real list carries for em
 aggregated MIG list, instances.get / setLabels (labelFingerprint precondition, 412 on
 mismatch; label keys and values checked as Compute Engine checks them, 400 otherwise), zonal
 MIG resize (removing instances above the new size; 404 for a MIG that does not exist),
-reservations.get, and timeSeries.list with ALIGN_MAX / REDUCE_MAX grouped by instance id.
+reservations.get, and timeSeries.list with ALIGN_MAX / REDUCE_MAX grouped by instance id: its
+filter is parsed clause by clause (metric.type, resource.type, resource.labels.KEY and
+metadata.user_labels."KEY" equalities joined by AND; anything else is a 400 as a malformed filter
+is), series keep the labels their VM had (also after it is deleted), points older than the
+retention are gone, and pages hold at most ``pageSize`` points (FULL view; default 100,000), a
+series that does not fit continuing on the next page.
 Faults can be injected per operation (``fake.faults["resize"] = [503]``); HTML pages, non-JSON
 200s and throttling come from ``tests/fakes/fault_proxy.py`` in front of it. Resources can be
 changed mid-run (:meth:`FakeGcp.scale_mig`, :meth:`FakeGcp.delete_mig`). Every request is
@@ -34,6 +39,14 @@ _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 #: a zone the fake always lists as empty, as the real aggregated list does for every zone.
 EMPTY_ZONE = "us-central1-f"
+#: time-series points older than this are deleted ("Time series data points are kept for 6
+#: weeks", Cloud Monitoring quotas, Data retention - the documented floor).
+RETENTION_S = 42 * 86400
+#: timeSeries.list pageSize: in the FULL view the most points per response ("If pageSize is
+#: empty or more than 100,000 results, the effective pageSize is 100,000 results").
+MAX_PAGE_POINTS = 100_000
+_CLAUSE = re.compile(r'\s*(metric\.type|resource\.type|resource\.labels?\.([a-z_]+)|'
+                     r'metadata\.user_labels\."([a-z][a-z0-9_-]*)")\s*=\s*"([^"]*)"\s*')
 
 
 def rfc3339(t: float) -> str:
@@ -57,6 +70,13 @@ class FakeGcp:
     reservations: dict = field(default_factory=dict)   # (zone, name) -> reservation JSON
     templates: dict = field(default_factory=dict)      # name -> instance template JSON
     points: list = field(default_factory=list)         # (instance_id, gpu, t, value)
+    #: instance id -> the VM's labels as Monitoring keeps them with its series (kept after the
+    #: VM is deleted: metadata.user_labels).
+    series_labels: dict = field(default_factory=dict)
+    #: timeSeries.list requests, as (filter, groupByFields, alignmentPeriod).
+    series_queries: list = field(default_factory=list)
+    #: "now" for the retention (epoch s); None = the wall clock.
+    clock: Optional[float] = None
     faults: dict = field(default_factory=dict)         # op -> [status, ...] returned first
     log: list = field(default_factory=list)            # (method, path)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,6 +102,7 @@ class FakeGcp:
                     "consumeReservationType": "SPECIFIC_RESERVATION",
                     "key": "compute.googleapis.com/reservation-name", "values": [reservation]}
             self.instances[(zone, iname)] = inst
+            self.series_labels[iid] = dict(labels)
             members.append(iid)
         self.migs[(zone, name)] = {"targetSize": size, "members": [
             (zone, f"{name}-{i:04d}") for i in range(size)], "instanceTemplate": template}
@@ -105,6 +126,7 @@ class FakeGcp:
                          "creationTimestamp": rfc3339(launched),
                          "lastStartTimestamp": rfc3339(launched)})
             self.instances[(zone, iname)] = inst
+            self.series_labels[iid] = dict(base)
             mig["members"].append((zone, iname))
             added.append(iid)
         mig["targetSize"] = size
@@ -123,6 +145,14 @@ class FakeGcp:
             "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}",
             "creationTimestamp": rfc3339(launched), "labels": dict(labels),
             "labelFingerprint": fingerprint(labels)}
+        self.series_labels[iid] = dict(labels)
+        return iid
+
+    def add_history(self, *, labels: dict) -> str:
+        """A VM that ran in the past and is gone now (a burst node scaled away): only its
+        time series remain, with the labels it had. Returns its instance id."""
+        iid = str(next(_ids))
+        self.series_labels[iid] = dict(labels)
         return iid
 
     def add_reservation(self, zone: str, name: str, machine_type: str, count: int) -> None:
@@ -231,6 +261,7 @@ class FakeGcp:
                         {"reason": "invalid", "message": bad}]}}
                 inst["labels"] = dict(body.get("labels") or {})
                 inst["labelFingerprint"] = fingerprint(inst["labels"])
+                self.series_labels[inst["id"]] = dict(inst["labels"])
                 return 200, self._op("setLabels", zone)
         m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/instanceGroupManagers/([^/]+)/resize",
                          path)
@@ -314,14 +345,47 @@ class FakeGcp:
             out["nextPageToken"] = str(start + size)
         return 200, out
 
+    @staticmethod
+    def _filter(text: str) -> Optional[dict]:
+        """{selector: value} of a filter of ``a = "b"`` clauses joined by AND; None = malformed."""
+        out = {}
+        for clause in re.split(r"\s+AND\s+", text.strip()):
+            m = _CLAUSE.fullmatch(clause)
+            if not m:
+                return None
+            key = (f"resource.labels.{m.group(2)}" if m.group(2) else
+                   f"user:{m.group(3)}" if m.group(3) else m.group(1))
+            out[key] = m.group(4)
+        return out
+
     def _time_series(self, q: dict) -> tuple[int, dict]:
-        if METRIC not in q.get("filter", ""):
+        flt = self._filter(q.get("filter", ""))
+        group_by = q.get("aggregation.groupByFields", [])
+        group_by = [group_by] if isinstance(group_by, str) else list(group_by)
+        self.series_queries.append((q.get("filter", ""), tuple(group_by),
+                                    q.get("aggregation.alignmentPeriod")))
+        if flt is None or "metric.type" not in flt:
+            return 400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                                   f"Field filter had an invalid value of \"{q.get('filter')}\""}}
+        if flt["metric.type"] != METRIC or flt.get("resource.type", "gce_instance") != \
+                "gce_instance":
             return 200, {}
+        if group_by != ["resource.label.instance_id"]:
+            return 400, {"error": {"code": 400, "message": f"fake: unsupported groupByFields "
+                                   f"{group_by}"}}
         start, end = _parse(q["interval.startTime"]), _parse(q["interval.endTime"])
         period = float(q.get("aggregation.alignmentPeriod", "60s").rstrip("s"))
         zone_of = {inst["id"]: zone for (zone, _), inst in self.instances.items()}
+        wanted = {k[5:]: v for k, v in flt.items() if k.startswith("user:")}
+        oldest = (self.clock if self.clock is not None else dt.datetime.now().timestamp()) \
+            - RETENTION_S
         grouped: dict = {}
         for iid, _, t, v in self.points:
+            labels = self.series_labels.get(iid, {})
+            if any(labels.get(k) != want for k, want in wanted.items()):
+                continue
+            if t < oldest:
+                continue
             if start < t <= end:
                 # Buckets aligned on the interval's end: (end - (k+1)p, end - kp].
                 k = int((end - t) // period)
@@ -338,9 +402,18 @@ class FakeGcp:
                            "resource": {"type": "gce_instance", "labels": {
                                "project_id": self.project, "instance_id": iid,
                                "zone": zone_of.get(iid, "")}}, "points": pts})
-        size = int(q.get("pageSize", 100))
-        off = int(q.get("pageToken", 0) or 0)
-        out = {"timeSeries": series[off:off + size]}
-        if off + size < len(series):
-            out["nextPageToken"] = str(off + size)
+        size = min(int(q.get("pageSize", MAX_PAGE_POINTS)), MAX_PAGE_POINTS)
+        # The token is (series index, point index) to resume at.
+        si, pi = (int(x) for x in (q.get("pageToken") or "0.0").split("."))
+        page, budget = [], size
+        while si < len(series) and budget > 0:
+            pts = series[si]["points"][pi:pi + budget]
+            page.append({**series[si], "points": pts})
+            budget -= len(pts)
+            pi += len(pts)
+            if pi >= len(series[si]["points"]):
+                si, pi = si + 1, 0
+        out = {"timeSeries": page}
+        if si < len(series):
+            out["nextPageToken"] = f"{si}.{pi}"
         return 200, out

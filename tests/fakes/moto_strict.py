@@ -6,9 +6,14 @@ Scaling answers ValidationError "AutoScalingGroup name not found" (cloud-custodi
 it), and "If you specify a value and the value is incorrect, the tag is not deleted" (EC2 Auto
 Scaling User Guide, Delete tags) — the reaper's claim withdrawal relies on that. moto has no
 DescribeCapacityReservations at all. The server runs in-process (ThreadedMotoServer), so
-patching the classes is enough.
+patching the classes is enough. :func:`install_history` adds CloudWatch's retention, ListMetrics'
+two-week visibility, GetMetricData paging and Auto Scaling's scaling activities (below).
 """
 from __future__ import annotations
+
+import datetime as _dt
+import sys
+import time as _time
 
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.models import AutoScalingBackend
@@ -56,3 +61,199 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(AutoScalingBackend, "delete_tags", delete_tags)
     monkeypatch.setattr(EC2Response, "describe_capacity_reservations",
                         describe_capacity_reservations, raising=False)
+
+
+# ---- CloudWatch history and Auto Scaling activities, as `gpulease recommend` reads them ---------
+# moto keeps every datum forever, lists every metric ever written, answers any Period and never
+# pages GetMetricData, and records no scaling activities. Real CloudWatch and Auto Scaling:
+#
+# - ListMetrics: "metrics that have not had any new data points in the past two weeks" are not
+#   listed (ListMetrics API reference), 500 per page;
+# - GetMetricData (API reference): Period 1, 5, 10, 20, 30, 60 or a multiple of 60; at most 500
+#   queries; data older than 15 days needs a Period that is a multiple of 300 s, older than 63
+#   days a multiple of 3600 s ("or no data points in that time range is returned"); datapoints
+#   are kept 455 days; StartTime is rounded down (to the minute under 15 days, to 5 minutes up
+#   to 63, to the hour beyond); at most MaxDatapoints (default 100,800) per answer, the rest
+#   behind NextToken;
+# - DescribeScalingActivities: "all activities for the past six weeks", newest first, MaxRecords
+#   at most 100, NextToken.
+DAY = 86400
+LIST_METRICS_RECENT_S = 14 * DAY
+ACTIVITY_RETENTION_S = 42 * DAY
+MAX_DATAPOINTS = 100_800
+MAX_QUERIES = 500
+#: activities recorded by tests: group name -> [activity dicts] (see :func:`record_activity`).
+ACTIVITIES: dict = {}
+#: "now" of the fake (epoch s); tests that simulate time set it. None = the wall clock.
+CLOCK: list = [None]
+
+
+def _now() -> float:
+    return CLOCK[0] if CLOCK[0] is not None else _time.time()
+
+
+def _epoch(ts) -> float:
+    if isinstance(ts, (int, float)):
+        return float(ts)
+    if isinstance(ts, str):
+        ts = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=_dt.timezone.utc)
+    return ts.timestamp()
+
+
+def _identity(md) -> tuple:
+    return (md.namespace, md.name, tuple(sorted((d.name, d.value) for d in md.dimensions)))
+
+
+def get_filtered_metrics(self, metric_name, namespace, dimensions):
+    """ListMetrics' selection: one entry per metric (namespace, name, dimension set) matching
+    the filter whose newest datapoint is less than two weeks old."""
+    newest: dict = {}
+    first: dict = {}
+    for md in self.get_all_metrics():
+        if not md.filter(namespace=namespace, name=metric_name, dimensions=dimensions):
+            continue
+        key = _identity(md)
+        first.setdefault(key, md)
+        newest[key] = max(newest.get(key, 0.0), _epoch(md.timestamp))
+    cut = _now() - LIST_METRICS_RECENT_S
+    return [md for key, md in first.items() if newest[key] >= cut]
+
+
+def _validation(message: str):
+    from moto.cloudwatch.exceptions import ValidationError as CwValidation
+
+    return CwValidation(message)
+
+
+def _visible(age_s: float, period: int) -> bool:
+    """Whether a period starting ``age_s`` ago can be answered at ``period`` resolution."""
+    if age_s > 455 * DAY:
+        return False
+    if age_s > 63 * DAY:
+        return period % 3600 == 0
+    if age_s > 15 * DAY:
+        return period % 300 == 0
+    if age_s > 3 * 3600:
+        return period % 60 == 0
+    return True
+
+
+def get_metric_data_response(self):
+    """GetMetricData (MetricStat queries) with CloudWatch's retention, rounding and paging."""
+    from moto.cloudwatch.models import Statistics
+    from moto.core.responses import ActionResult
+
+    params = self._get_params()
+    queries = params.get("MetricDataQueries", [])
+    if not queries or len(queries) > MAX_QUERIES:
+        raise _validation(f"The collection MetricDataQueries must not be empty and must not "
+                          f"contain more than {MAX_QUERIES} elements.")
+    if any("MetricStat" not in q for q in queries):
+        raise _validation("The parameter MetricDataQueries.member.1.MetricStat is required.\n")
+    start, end = _epoch(params["StartTime"]), _epoch(params["EndTime"])
+    if start >= end:
+        raise _validation("The parameter EndTime must be greater than StartTime.")
+    now = _now()
+    age = now - start
+    step = 60 if age <= 15 * DAY else 300 if age <= 63 * DAY else 3600
+    start -= start % step
+    limit = int(params.get("MaxDatapoints") or MAX_DATAPOINTS)
+    index: dict = {}
+    for md in self.cloudwatch_backend.get_all_metrics():
+        t = _epoch(md.timestamp)
+        if start <= t < end:
+            index.setdefault(_identity(md), []).append((t, md))
+    results = []
+    for q in queries:
+        ms = q["MetricStat"]
+        period = int(ms["Period"])
+        if period not in (1, 5, 10, 20, 30, 60) and period % 60:
+            raise _validation(f"The parameter MetricDataQueries.member.1.MetricStat.Period must "
+                              f"be 1, 5, 10, 20, 30, 60 or a multiple of 60 (got {period}).")
+        key = (ms["Metric"]["Namespace"], ms["Metric"]["MetricName"],
+               tuple(sorted((x["Name"], x["Value"]) for x in ms["Metric"].get("Dimensions", []))))
+        buckets: dict = {}
+        for t, md in index.get(key, ()):
+            k = int((t - start) // period)
+            if _visible(now - (start + k * period), period):
+                buckets.setdefault(k, []).append(md)
+        stamps, values = [], []
+        for k in sorted(buckets):
+            st = Statistics([ms["Stat"]], _dt.datetime.fromtimestamp(start + k * period,
+                                                                    _dt.timezone.utc))
+            st.metric_data = buckets[k]
+            stamps.append(st.timestamp)
+            values.append(st.get_statistics_for_type(ms["Stat"]))
+        if (params.get("ScanBy") or "TimestampDescending") == "TimestampDescending":
+            stamps.reverse()
+            values.reverse()
+        if q.get("ReturnData", True):
+            results.append({"id": q["Id"], "label": q.get("Label") or ms["Metric"]["MetricName"],
+                            "timestamps": stamps, "values": values})
+    # Paging: the token is "query index.point index" to resume at.
+    qi, pi = (int(x) for x in (params.get("NextToken") or "0.0").split("."))
+    page, budget = [], limit
+    while qi < len(results) and budget > 0:
+        r = results[qi]
+        take = slice(pi, pi + budget)
+        part = {**r, "timestamps": r["timestamps"][take], "values": r["values"][take]}
+        budget -= len(part["values"])
+        pi += len(part["values"])
+        done = pi >= len(r["values"])
+        page.append({**part, "status_code": "Complete" if done else "PartialData"})
+        if done:
+            qi, pi = qi + 1, 0
+    out = {"MetricDataResults": page}
+    if qi < len(results):
+        out["NextToken"] = f"{qi}.{pi}"
+    return ActionResult(out)
+
+
+def record_activity(group: str, instance_id: str, at: float, *, launch: bool = True) -> None:
+    """Auto Scaling's record of launching (or terminating) ``instance_id`` in ``group`` at
+    ``at``, worded as the API reports it."""
+    what = (f"Launching a new EC2 instance: {instance_id}" if launch
+            else f"Terminating EC2 instance: {instance_id}")
+    ACTIVITIES.setdefault(group, []).append({
+        "ActivityId": f"act-{len(ACTIVITIES.get(group, []))}-{instance_id}",
+        "AutoScalingGroupName": group, "Description": what,
+        "Cause": "At %s a user request update of AutoScalingGroup constraints changed the "
+                 "desired capacity." % _dt.datetime.fromtimestamp(at, _dt.timezone.utc)
+                 .strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "StartTime": _dt.datetime.fromtimestamp(at, _dt.timezone.utc),
+        "EndTime": _dt.datetime.fromtimestamp(at + 60, _dt.timezone.utc),
+        "StatusCode": "Successful", "Progress": 100, "Details": "{}"})
+
+
+def describe_scaling_activities(self):
+    from moto.core.responses import ActionResult
+
+    group = self._get_param("AutoScalingGroupName")
+    size = int(self._get_param("MaxRecords") or 100)
+    if not 1 <= size <= 100:
+        raise ValidationError("MaxRecords must be between 1 and 100")
+    cut = _now() - ACTIVITY_RETENTION_S
+    found = sorted((a for a in ACTIVITIES.get(group, []) if a["StartTime"].timestamp() >= cut),
+                   key=lambda a: a["StartTime"], reverse=True)
+    off = int(self._get_param("NextToken") or 0)
+    out = {"Activities": found[off:off + size]}
+    if off + size < len(found):
+        out["NextToken"] = str(off + size)
+    return ActionResult(out)
+
+
+def install_history(monkeypatch) -> None:
+    """CloudWatch retention/visibility/paging and Auto Scaling activities, for one test."""
+    from moto.autoscaling.responses import AutoScalingResponse
+    from moto.cloudwatch.models import CloudWatchBackend
+    from moto.cloudwatch.responses import CloudWatchResponse
+
+    monkeypatch.setattr(CloudWatchBackend, "get_filtered_metrics", get_filtered_metrics)
+    monkeypatch.setattr(CloudWatchResponse, "get_metric_data", get_metric_data_response)
+    monkeypatch.setattr(AutoScalingResponse, "describe_scaling_activities",
+                        describe_scaling_activities)
+    here = sys.modules[__name__]
+    monkeypatch.setattr(here, "ACTIVITIES", {})
+    monkeypatch.setattr(here, "CLOCK", [None])

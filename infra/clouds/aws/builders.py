@@ -307,13 +307,14 @@ def node_policy(*, partition: str, cluster: str, environment: str, cluster_tag: 
                   "Condition": {"StringEquals": {
                       f"autoscaling:ResourceTag/{cluster_tag}": cluster,
                       f"autoscaling:ResourceTag/{environment_tag}": environment}}})
-    # Before it stops, the autostop reads the opt-out tag where the reaper reads it: its own
-    # ASG's tags. Both actions are read-only (access levels List / Read) and list no resource
-    # type in the Service Authorization Reference ("Actions, resources, and condition keys for
-    # Amazon EC2 Auto Scaling"), so they take "*" and cannot be fenced by ResourceTag either.
+    # Before it stops, the autostop reads the opt-out and the baseline where the reaper reads
+    # them: its own ASG's tags and live members (DescribeAutoScalingGroups). Both actions are
+    # read-only (access level List) and list no resource type in the Service Authorization
+    # Reference ("Actions, resources, and condition keys for Amazon EC2 Auto Scaling"), so they
+    # take "*" and cannot be fenced by ResourceTag either.
     stmts.append({"Sid": "NodeAutostopOptOut", "Effect": "Allow",
                   "Action": ["autoscaling:DescribeAutoScalingInstances",
-                             "autoscaling:DescribeTags"],
+                             "autoscaling:DescribeAutoScalingGroups"],
                   "Resource": "*"})
     return {"Version": "2012-10-17", "Statement": stmts}
 

@@ -1,0 +1,1 @@
+"""`gpulease recommend`: demand profiles sized from the GPU utilization the reaper reads."""
