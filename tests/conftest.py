@@ -25,6 +25,21 @@ def shipped_run(request):
     return request.param, program_run(request.param)
 
 
+@pytest.fixture(scope="module")
+def moto_url():
+    """moto's server on 127.0.0.1 (a free port), for the tests that talk AWS through boto3."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
 @pytest.fixture(autouse=True)
 def _plain_cli_output(monkeypatch):
     """Tests read the CLI's plain (piped) text: a FORCE_COLOR or TTY_COMPATIBLE in the

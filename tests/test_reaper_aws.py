@@ -9,14 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import logging
 
 import boto3
 import pytest
-import requests
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
-from moto.server import ThreadedMotoServer
 
 from infra.catalog import parse_catalog
 from infra.costing import tags
@@ -25,6 +22,7 @@ from infra.reaper import engine
 from infra.reaper.audit import AuditLog
 from infra.reaper.aws import METRIC, NAMESPACE, AwsReaper
 from infra.reaper.retry import Backoff
+from tests.fakes import moto_strict
 
 REGION = "us-east-1"
 BUCKET = "gpulease-dev-sandbox-data"
@@ -32,24 +30,10 @@ OBJECTS = {"datasets/a.parquet": b"A" * 1000, "checkpoints/step-100.pt": b"C" * 
 _names = itertools.count(1)
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
 def aws(moto_url, monkeypatch):
     """Fresh moto state, credentials for it, and a bucket with objects checked after the test."""
-    requests.post(f"{moto_url}/moto-api/reset", timeout=10)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    moto_strict.point_boto_at(moto_url, monkeypatch)
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
     for k, body in OBJECTS.items():

@@ -8,16 +8,13 @@
 """
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
 
 import pytest
-import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from moto.server import ThreadedMotoServer
 
 from infra.costing import tags
 from infra.reaper import claims as cl
@@ -179,23 +176,9 @@ def test_claim_key_is_a_valid_label_key():
 
 
 # ---- 2. two reapers racing on moto ---------------------------------------------------------------
-@pytest.fixture(scope="module")
-def moto_url():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
 def aws(moto_url, monkeypatch):
-    requests.post(f"{moto_url}/moto-api/reset", timeout=10)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    moto_strict.install(monkeypatch)
+    moto_strict.point_boto_at(moto_url, monkeypatch)
     return Env()
 
 

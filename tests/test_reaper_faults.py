@@ -9,13 +9,10 @@ an audit record in every case, and nothing busy, unmeasured or unowned touched.
 from __future__ import annotations
 
 import json
-import logging
 
 import boto3
 import pytest
 from botocore.config import Config
-import requests
-from moto.server import ThreadedMotoServer
 
 from infra.costing import tags
 from infra.reaper import decision as d
@@ -28,16 +25,6 @@ from tests.fakes.fault_proxy import FaultProxy
 from tests.test_reaper_aws import BUCKET, OBJECTS, REGION, Env
 
 OTHER = "us-west-2"
-
-
-@pytest.fixture(scope="module")
-def moto_url():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 class World(Env):
@@ -66,12 +53,7 @@ class World(Env):
 
 @pytest.fixture
 def world(moto_url, monkeypatch):
-    requests.post(f"{moto_url}/moto-api/reset", timeout=10)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    moto_strict.install(monkeypatch)
+    moto_strict.point_boto_at(moto_url, monkeypatch)
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
     for k, body in OBJECTS.items():

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import logging
 import time
 
 import boto3
 import pytest
-import requests
-from moto.server import ThreadedMotoServer
 
 from infra.costing import tags
 from infra.recommend import profile as pf
@@ -33,23 +30,9 @@ H = 3600
 _ids = itertools.count(0x10000000000000000)
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
 def cloud(moto_url, monkeypatch):
-    requests.post(f"{moto_url}/moto-api/reset", timeout=10)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    moto_strict.install(monkeypatch)
+    moto_strict.point_boto_at(moto_url, monkeypatch)
     moto_strict.install_history(monkeypatch)
     return History()
 

@@ -14,7 +14,7 @@ from infra.cli import main
 from infra.recommend import profile as pf
 from infra.recommend.saving import Profile, apply_to_values
 from tests.fakes.gcp_compute_monitoring import FakeGcp
-from tests.test_recommend_aws import bursty, cloud, moto_url  # noqa: F401 (fixtures)
+from tests.test_recommend_aws import bursty, cloud  # noqa: F401 (fixtures)
 from tests.test_recommend_gcp import labels, ran
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from infra.model import HOURS_PER_MONTH
+from infra.model import HOURS_PER_MONTH, DemandStep
 
 #: the aggregation period: one hour. A 30-day window then needs 720 points per instance, and
 #: CloudWatch answers it from any retention tier (60-s data lasts 15 days, 5-min 63 days, 1-h 455
@@ -30,15 +30,8 @@ BASELINE_PERCENTILE = 10
 DEFAULT_MAX_STEPS = 4
 
 
-@dataclass(frozen=True)
-class Step:
-    """At least ``gpus`` GPUs are busy ``hours_per_month`` hours a month (the config's step)."""
-
-    gpus: int
-    hours_per_month: float
-
-    def as_dict(self) -> dict:
-        return {"gpus": self.gpus, "hours_per_month": self.hours_per_month}
+#: a recommended step is the config's step: at least ``gpus`` GPUs busy ``hours_per_month``.
+Step = DemandStep
 
 
 @dataclass(frozen=True)

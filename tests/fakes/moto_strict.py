@@ -53,6 +53,19 @@ def describe_capacity_reservations(self):
     return ActionResult({"CapacityReservations": []})
 
 
+def point_boto_at(url: str, monkeypatch) -> None:
+    """Fresh moto state (the server's backends are process-wide), dummy credentials, boto3
+    pointed at ``url`` through AWS_ENDPOINT_URL, and the strict Auto Scaling of :func:`install`."""
+    import requests
+
+    requests.post(f"{url}/moto-api/reset", timeout=10)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    install(monkeypatch)
+
+
 def install(monkeypatch) -> None:
     """Patch for the duration of one test (pytest's monkeypatch undoes it)."""
     from moto.ec2.responses import EC2Response
