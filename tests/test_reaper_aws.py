@@ -431,3 +431,55 @@ def test_an_unreadable_baseline_tag_is_never_guessed(aws):
     assert (o.state, o.action) == (d.SKIPPED, d.NONE)
     assert "invalid 'two' gpulease-baseline-nodes tag" in o.reason
     assert aws.group(asg)["DesiredCapacity"] == 3 and tags.IDLE_SINCE not in aws.group_tags(asg)
+
+
+# ---- a cluster of two groups (Capacity Block group + the burst group) ------------------------
+def test_a_cluster_of_two_groups_is_one_cluster(aws, tmp_path):
+    """A Capacity Block cluster runs its reserved nodes in ``<c>-block-asg`` and the rest in
+    ``<c>-asg`` (infra/clouds/aws/cluster.py), both tagged with the same cluster: the reaper
+    sees one cluster, reads every node of both, and scales the burst down to the floors."""
+    block, block_ids, t0 = aws.cluster("dev", "pretrain", nodes=2,
+                                       extra={tags.BASELINE_NODES: "2"})
+    burst, burst_ids, _ = aws.cluster("dev", "pretrain", nodes=3,
+                                      extra={tags.BASELINE_NODES: "0"})
+    aws.util(block_ids + burst_ids, t0, t0 + 240 * 60, 0.5)
+    r = aws.reaper()
+    first = reap(r, t0 + 40 * 60)
+    assert [o.cluster for o in first.outcomes] == ["pretrain"]
+    o = first.outcomes[0]
+    assert (o.state, o.action, o.baseline_nodes) == (d.MARKED, d.MARK, 2)
+    assert tags.IDLE_SINCE in aws.group_tags(block) and tags.IDLE_SINCE in aws.group_tags(burst)
+    second = reap(r, t0 + 75 * 60)
+    assert [o.cluster for o in second.outcomes] == ["pretrain"]
+    o = second.outcomes[0]
+    assert (o.state, o.action, o.applied) == (d.REAPED, d.SCALE_TO_BASELINE, True)
+    assert (o.baseline_nodes, o.nodes_removed) == (2, 3)
+    assert aws.group(block)["DesiredCapacity"] == 2 and aws.group(burst)["DesiredCapacity"] == 0
+
+
+def test_a_busy_node_in_either_group_keeps_the_whole_cluster(aws):
+    block, block_ids, t0 = aws.cluster("dev", "pretrain", nodes=2)
+    burst, burst_ids, _ = aws.cluster("dev", "pretrain", nodes=2)
+    aws.util(block_ids + burst_ids[1:], t0, t0 + 240 * 60, 0.0)
+    aws.util(burst_ids[:1], t0, t0 + 240 * 60, 93.0)
+    r = aws.reaper()
+    for now in (t0 + 40 * 60, t0 + 120 * 60):
+        report = reap(r, now, grace=0)
+        assert [(o.cluster, o.state, o.action) for o in report.outcomes] == \
+            [("pretrain", d.BUSY, d.NONE)]
+    assert aws.group(block)["DesiredCapacity"] == 2 and aws.group(burst)["DesiredCapacity"] == 2
+    assert tags.IDLE_SINCE not in aws.group_tags(block)
+
+
+def test_one_claim_per_cluster_of_two_groups(aws):
+    """Both groups carry the run's claim, and the claim counts once against the shared cap."""
+    one, one_ids, t0 = aws.cluster("dev", "pretrain", nodes=1)
+    two, two_ids, _ = aws.cluster("dev", "pretrain", nodes=1)
+    other, other_ids, _ = aws.cluster("dev", "sandbox", nodes=1)
+    aws.util(one_ids + two_ids + other_ids, t0, t0 + 240 * 60, 0.0)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60)
+    report = reap(r, t0 + 75 * 60, max_actions=2)
+    got = by_cluster(report)
+    assert (got["pretrain"].state, got["sandbox"].state) == (d.REAPED, d.REAPED)
+    assert {aws.group(g)["DesiredCapacity"] for g in (one, two, other)} == {0}

@@ -186,7 +186,7 @@ class AwsReaper:
             token = page.get("NextToken")
             if not token:
                 break
-        refs = []
+        per_cluster: dict[tuple, list[ClusterRef]] = {}
         for g in groups:
             try:
                 ref = self._ref(g, environments)
@@ -195,8 +195,10 @@ class AwsReaper:
                                         "describe_auto_scaling_groups", f"a group entry lacks "
                                         f"{exc} (truncated, or not from AWS)") from None
             if ref is not None:
-                refs.append(ref)
-        return refs
+                per_cluster.setdefault(ref.key, []).append(ref)
+        # A Capacity Block cluster runs its reserved nodes in `<c>-block-asg` beside `<c>-asg`:
+        # one cluster, whose nodes are read, marked, claimed and scaled together.
+        return [_merged(parts) for parts in per_cluster.values()]
 
     def _ref(self, g: dict, environments: Optional[frozenset]) -> Optional[ClusterRef]:
         gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
@@ -452,7 +454,7 @@ class AwsReaper:
 
     # ---- claims (infra/reaper/claims.py) --------------------------------------------------
     def claim_key(self, ref: ClusterRef) -> tuple:
-        return ("aws", self.region, ref.groups)
+        return ("aws", self.region, ref.environment, ref.cluster)
 
     def claims(self) -> list[Claim]:
         """Every claim tag on any gpulease ASG of the region, all environments (the discovery
@@ -465,12 +467,15 @@ class AwsReaper:
                               **({"NextToken": token} if token else {}))
             try:
                 for g in page["AutoScalingGroups"]:
-                    for t in g.get("Tags", []):
-                        run = token_of(t["Key"])
+                    kv = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
+                    env, cluster = kv.get(tags.ENVIRONMENT), kv.get(tags.CLUSTER)
+                    if not env or not cluster:
+                        continue  # not a cluster discovery would act on
+                    for k, v in kv.items():
+                        run = token_of(k)
                         if run:
-                            out.append(Claim(key=("aws", self.region,
-                                                  (str(g["AutoScalingGroupName"]),)),
-                                             token=run, value=str(t.get("Value", ""))))
+                            out.append(Claim(key=("aws", self.region, env, cluster),
+                                             token=run, value=v))
             except (KeyError, TypeError) as exc:
                 raise MalformedResponse("aws", f"{self.region} autoscaling."
                                         "describe_auto_scaling_groups",
@@ -497,3 +502,35 @@ class AwsReaper:
                 self._call(self.autoscaling, "delete_tags", Tags=[self._tag(asg, key, None)])
             except GroupGone:
                 continue
+
+
+def _merged(parts: list[ClusterRef]) -> ClusterRef:
+    """One cluster from the Auto Scaling groups that carry its environment and cluster tags.
+
+    Tags as on GCP (infra/reaper/gcp.py): the opt-out wins if any group carries it; the idle
+    mark counts only when every group carries one, from the latest (most conservative) value;
+    baseline floors stay per group (``baseline_tags``); everything else from the groups in name
+    order, the first value winning.
+    """
+    if len(parts) == 1:
+        return parts[0]
+    parts = sorted(parts, key=lambda r: r.groups)
+    merged: dict[str, str] = {}
+    for r in parts:
+        for k, v in r.tags.items():
+            merged.setdefault(k, v)
+    merged.pop(tags.BASELINE_NODES, None)
+    merged.pop(tags.IDLE_SINCE, None)
+    keep = [r.tags[tags.KEEP] for r in parts if tags.KEEP in r.tags]
+    if keep:
+        merged[tags.KEEP] = keep[0]
+    since = [r.tags[tags.IDLE_SINCE] for r in parts if tags.IDLE_SINCE in r.tags]
+    if len(since) == len(parts):
+        merged[tags.IDLE_SINCE] = max(since)
+    first = parts[0]
+    return ClusterRef(cloud=first.cloud, region=first.region, environment=first.environment,
+                      cluster=first.cluster, groups=tuple(g for r in parts for g in r.groups),
+                      nodes=tuple(n for r in parts for n in r.nodes), tags=merged,
+                      capacity=sum(r.capacity for r in parts),
+                      group_nodes={g: n for r in parts for g, n in r.group_nodes.items()},
+                      baseline_tags={g: v for r in parts for g, v in r.baseline_tags.items()})

@@ -88,7 +88,8 @@ class Node:
 
 @dataclass(frozen=True)
 class ClusterRef:
-    """A gpulease cluster as discovery found it (one ASG, or the MIGs sharing the labels)."""
+    """A gpulease cluster as discovery found it: the ASGs (AWS: one, or two with a Capacity
+    Block) or the MIGs (GCP) that carry its environment and cluster tags / labels."""
 
     cloud: str
     region: str
