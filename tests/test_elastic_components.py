@@ -267,3 +267,24 @@ def test_the_worked_example_in_docs_policy_md():
     sweeps = env.cluster("eval-sweeps")
     for amount in (sweeps.monthly_usd,):
         assert f"${amount:,.2f}" in doc
+
+
+# ---- reserved nodes in a burst step bill every hour: the floor keeps them ----------------------
+def test_reserved_burst_nodes_are_part_of_the_aws_floor():
+    """A burst step whose hours beat the commitment's break-even is reserved: it bills whether
+    it runs or not, starts at creation (desired capacity) and the reaper keeps it (the floor)."""
+    r = aws_run(blend(P4DE, [(2, 730, "reserved", 0), (1, 600, "reserved", 1),
+                             (2, 100, "spot", 2)]))
+    asg = r.one(ASG, "elastic-asg")
+    t = {x["key"]: x["value"] for x in asg.inputs["tags"]}
+    assert (t[tags.DEMAND_PART], t[tags.BASELINE_NODES]) == (tags.PART_BOTH, "3"), asg.urn
+    assert asg.inputs["desiredCapacity"] == 3, asg.urn
+
+
+def test_reserved_burst_nodes_are_part_of_the_gcp_floor():
+    r = gcp_run(blend(A3, [(2, 730, "reserved", 0), (1, 600, "reserved", 1),
+                           (2, 100, "spot", 2)]))
+    tpl = r.one(G.T_IT, "elastic-reserved-template")
+    assert (tpl.inputs["labels"][tags.DEMAND_PART],
+            tpl.inputs["labels"][tags.BASELINE_NODES]) == (tags.PART_BOTH, "3"), tpl.urn
+    assert r.one(G.T_IT, "elastic-spot-template").inputs["labels"][tags.BASELINE_NODES] == "0"

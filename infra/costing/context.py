@@ -39,8 +39,8 @@ class CostContext:
     #: clusters with a demand profile: child resource name -> the tags.DEMAND_PART value of
     #: the nodes it runs or reserves.
     parts: dict = field(default_factory=dict)
-    #: clusters with a demand profile: node group (or instance template) name -> its baseline
-    #: nodes (tags.BASELINE_NODES, the reaper's floor).
+    #: clusters with a demand profile: node group (or instance template) name -> its floor
+    #: (tags.BASELINE_NODES, what the reaper keeps): baseline nodes plus reserved burst nodes.
     baseline_nodes: dict = field(default_factory=dict)
 
     def purchase_of(self, resource_name: str) -> str:
@@ -48,7 +48,7 @@ class CostContext:
 
     def stamp_demand(self, resource_name: str, models, *, floor: bool = False) -> None:
         """Record the demand part of the nodes of purchase ``models`` a resource runs or
-        reserves (and with ``floor`` its baseline nodes), for clusters with a demand profile;
+        reserves (and with ``floor`` its floor: baseline and reserved nodes), for clusters with a demand profile;
         a one-step cluster has no parts and gets neither tag."""
         d = self.decision
         if d is None or not d.spec.has_profile:
@@ -58,8 +58,9 @@ class CostContext:
             return
         self.parts[resource_name] = tags.part_value(b.part for b in blocks)
         if floor:
-            self.baseline_nodes[resource_name] = sum(b.nodes for b in blocks
-                                                     if b.part == "baseline")
+            # Reserved nodes bill every hour, a burst step's included: never scaled away.
+            self.baseline_nodes[resource_name] = sum(
+                b.nodes for b in blocks if b.part == "baseline" or b.purchase == "reserved")
 
 
 def shared(purchase_model: str = "none") -> CostContext:

@@ -42,7 +42,8 @@ PART_BURST = "burst"
 PART_BOTH = "baseline-burst"
 #: clusters with a demand profile only, on node groups (AWS Auto Scaling group, propagated to
 #: its instances; GCP instance template, so its VMs carry the label): how many of the group's
-#: nodes are the baseline, the floor idle burst capacity is scaled down to and never below.
+#: nodes are the baseline or reserved (a reserved burst node bills every hour), the floor idle
+#: burst capacity is scaled down to and never below.
 #: Absent = no floor (a one-step cluster is stopped whole when idle). Value: a decimal node
 #: count; read by the reaper (per ASG / per MIG from its VMs' labels) and the node autostop
 #: (docs/reaper.md, "Baselines"), which treat an unreadable value as "do not scale".
