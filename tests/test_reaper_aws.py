@@ -472,7 +472,8 @@ def test_a_busy_node_in_either_group_keeps_the_whole_cluster(aws):
 
 
 def test_one_claim_per_cluster_of_two_groups(aws):
-    """Both groups carry the run's claim, and the claim counts once against the shared cap."""
+    """A cluster of two groups counts once against the shared cap: with --max-actions 2 both
+    clusters (three groups) are torn down."""
     one, one_ids, t0 = aws.cluster("dev", "pretrain", nodes=1)
     two, two_ids, _ = aws.cluster("dev", "pretrain", nodes=1)
     other, other_ids, _ = aws.cluster("dev", "sandbox", nodes=1)

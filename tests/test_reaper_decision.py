@@ -255,3 +255,15 @@ def test_an_unreadable_baseline_skips_the_cluster(raw):
     assert (v.state, v.action) == (d.SKIPPED, d.NONE)
     assert "gpulease-baseline-nodes tag on asg (a whole number of nodes): its baseline is " \
            "unknown, so nothing is scaled" in v.reason
+
+
+def test_a_clusters_tags_combine_its_parts_conservatively():
+    a = {tags.CLUSTER: "pretrain", tags.IDLE_SINCE: "20261203t0100z", tags.BASELINE_NODES: "2"}
+    b = {tags.CLUSTER: "pretrain", tags.IDLE_SINCE: "20261203t0230z", tags.KEEP: "true"}
+    got = d.combined_tags([a, b])
+    # the later mark (a shorter grace so far), the opt-out of any part, no group's floor
+    assert got == {tags.CLUSTER: "pretrain", tags.IDLE_SINCE: "20261203t0230z",
+                   tags.KEEP: "true"}
+    # a part without a mark: the cluster is not marked (it will be, with a fresh grace)
+    assert tags.IDLE_SINCE not in d.combined_tags([a, {tags.CLUSTER: "pretrain"}])
+    assert d.combined_tags([]) == {}

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 from infra.costing import tags
 from infra.errors import CloudError
 from infra.reaper.claims import Claim, expired, token_of
-from infra.reaper.decision import ClusterRef, Membership, Node
+from infra.reaper.decision import ClusterRef, Membership, Node, combined_tags
 from infra.reaper.engine import Reservation
 from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
 from infra.reaper.retry import Backoff
@@ -505,32 +505,16 @@ class AwsReaper:
 
 
 def _merged(parts: list[ClusterRef]) -> ClusterRef:
-    """One cluster from the Auto Scaling groups that carry its environment and cluster tags.
-
-    Tags as on GCP (infra/reaper/gcp.py): the opt-out wins if any group carries it; the idle
-    mark counts only when every group carries one, from the latest (most conservative) value;
-    baseline floors stay per group (``baseline_tags``); everything else from the groups in name
-    order, the first value winning.
-    """
+    """One cluster from the Auto Scaling groups that carry its environment and cluster tags
+    (tags combined by the shared rule, :func:`infra.reaper.decision.combined_tags`)."""
     if len(parts) == 1:
         return parts[0]
     parts = sorted(parts, key=lambda r: r.groups)
-    merged: dict[str, str] = {}
-    for r in parts:
-        for k, v in r.tags.items():
-            merged.setdefault(k, v)
-    merged.pop(tags.BASELINE_NODES, None)
-    merged.pop(tags.IDLE_SINCE, None)
-    keep = [r.tags[tags.KEEP] for r in parts if tags.KEEP in r.tags]
-    if keep:
-        merged[tags.KEEP] = keep[0]
-    since = [r.tags[tags.IDLE_SINCE] for r in parts if tags.IDLE_SINCE in r.tags]
-    if len(since) == len(parts):
-        merged[tags.IDLE_SINCE] = max(since)
     first = parts[0]
     return ClusterRef(cloud=first.cloud, region=first.region, environment=first.environment,
                       cluster=first.cluster, groups=tuple(g for r in parts for g in r.groups),
-                      nodes=tuple(n for r in parts for n in r.nodes), tags=merged,
+                      nodes=tuple(n for r in parts for n in r.nodes),
+                      tags=combined_tags([r.tags for r in parts]),
                       capacity=sum(r.capacity for r in parts),
                       group_nodes={g: n for r in parts for g, n in r.group_nodes.items()},
                       baseline_tags={g: v for r in parts for g, v in r.baseline_tags.items()})

@@ -27,7 +27,7 @@ import datetime as _dt
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from infra.costing import tags
 from infra.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
@@ -113,6 +113,27 @@ class ClusterRef:
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.cloud, self.region, self.environment, self.cluster)
+
+
+def combined_tags(tag_sets: "Sequence[Mapping[str, str]]") -> dict[str, str]:
+    """One cluster's tags from the tag sets of its parts (AWS: its Auto Scaling groups; GCP:
+    its VMs' labels). The opt-out wins if ANY part carries it; the idle mark counts only when
+    EVERY part carries one, from the latest (most conservative) value; the baseline floor is
+    per group (``ClusterRef.baseline_tags``); any other key takes the first part's value."""
+    merged: dict[str, str] = {}
+    for t in tag_sets:
+        for k, v in t.items():
+            merged.setdefault(k, v)
+    keep = [t[tags.KEEP] for t in tag_sets if tags.KEEP in t]
+    since = [t[tags.IDLE_SINCE] for t in tag_sets if tags.IDLE_SINCE in t]
+    for k in (tags.KEEP, tags.IDLE_SINCE, tags.BASELINE_NODES):
+        merged.pop(k, None)
+    if keep:
+        merged[tags.KEEP] = keep[0]
+    if since and len(since) == len(tag_sets):
+        # fixed-width UTC labels (tags.timestamp_label): the string order is the time order
+        merged[tags.IDLE_SINCE] = max(since)
+    return merged
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any, Iterator, Optional, Sequence
 from infra.costing import tags
 from infra.errors import CloudError
 from infra.reaper.claims import Claim, expired, token_of
-from infra.reaper.decision import ClusterRef, Membership, Node
+from infra.reaper.decision import ClusterRef, Membership, Node, combined_tags
 from infra.reaper.engine import Reservation
 from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
 from infra.reaper.retry import Backoff
@@ -258,7 +258,7 @@ class GcpReaper:
         return refs
 
     def _ref(self, env: str, cluster: str, insts: list) -> ClusterRef:
-        nodes, groups, merged, since = [], set(), {}, []
+        nodes, groups = [], set()
         zones = set()
         sizes: dict[str, int] = {}
         floors: dict[str, list] = {}
@@ -278,24 +278,11 @@ class GcpReaper:
                 if tags.BASELINE_NODES in inst.labels:
                     floors.setdefault(meta[CREATED_BY], []).append(
                         inst.labels[tags.BASELINE_NODES])
-            for k, v in inst.labels.items():
-                merged.setdefault(k, v)
-            if tags.IDLE_SINCE in inst.labels:
-                since.append(inst.labels[tags.IDLE_SINCE])
             aff = inst.reservation_affinity
             if aff and aff.consume_reservation_type == "SPECIFIC_RESERVATION":
                 for name in aff.values:
                     self._affinity.setdefault((env, cluster), set()).add((zone, _tail(name)))
-        # The opt-out wins if ANY node carries it; the idle mark counts from its latest
-        # (most conservative) value and only when every node carries it.
-        keep = [i.labels[tags.KEEP] for _, i in insts if tags.KEEP in i.labels]
-        merged.pop(tags.KEEP, None)
-        merged.pop(tags.IDLE_SINCE, None)
-        merged.pop(tags.BASELINE_NODES, None)  # per group: ``baseline_tags``
-        if keep:
-            merged[tags.KEEP] = keep[0]
-        if since and len(since) == len(insts):
-            merged[tags.IDLE_SINCE] = max(since)
+        merged = combined_tags([dict(i.labels) for _, i in insts])
         region = sorted(zones)[0].rsplit("-", 1)[0]
         return ClusterRef(cloud="gcp", region=region, environment=env, cluster=cluster,
                           groups=tuple(sorted(groups)), nodes=tuple(nodes), tags=merged,
