@@ -11,7 +11,7 @@ from infra.cli.common import add_catalog_args, add_json_arg, print_json, progres
 from infra.errors import ConfigError, Finding
 from infra.reaper import decision as d
 from infra.reaper import engine
-from infra.reaper.audit import DEFAULT_PATH, AuditLog
+from infra.reaper.audit import DEFAULT_PATH, AuditLog, guarded, guarded_call
 from infra.reaper.settings import ReaperSettings
 
 _DEFAULTS = {k: f.default for k, f in ReaperSettings.model_fields.items()}
@@ -36,7 +36,8 @@ emulators: AWS_ENDPOINT_URL=http://127.0.0.1:5000 (boto3 honours it);
            GPULEASE_GCP_ENDPOINT=http://127.0.0.1:8085 (Compute + Monitoring REST, no auth)
 exit codes: 0 ok · 1 a cloud call failed for some cluster (others still handled; the failed
             clusters are named on stderr, the JSON document and the audit record are still
-            written) · 2 bad input (nothing done)"""
+            written), or the audit log could not be written (nothing is changed after that;
+            the JSON document is still printed) · 2 bad input (nothing done)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -218,13 +219,27 @@ def run(args: argparse.Namespace) -> int:
     with ui.steps(title, piped_lines=not args.json) as steps, \
             AuditLog(args.audit_log) as audit:
         steps.step(f"reading GPU utilization in {where}")
-        report = engine.run(ads, policy=policy, apply=args.apply, max_actions=args.max_actions,
+        # every cloud-changing call is refused once the audit log cannot be written
+        report = engine.run([guarded(a, audit) for a in ads], policy=policy, apply=args.apply,
+                            max_actions=args.max_actions,
                             environments=None if args.all else args.stack, audit=audit,
-                            pricer=_pricer(args), destroyer=destroy)
+                            pricer=_pricer(args),
+                            destroyer=None if destroy is None else guarded_call(
+                                destroy, audit, cloud="pulumi", operation="destroy"))
     if args.json:
-        print_json(report.as_json())
+        doc = report.as_json()
+        doc["audit_log"] = {"path": args.audit_log, "written": audit.failed is None,
+                            "error": audit.failed}
+        print_json(doc)
     else:
-        render_text(report, audit_path=args.audit_log)
+        render_text(report, audit_path=args.audit_log, audit_error=audit.failed)
+    if audit.failed:
+        acted = sum(1 for o in report.outcomes if o.applied)
+        return ui.exit_reason(1, f"the audit log could not be written ({audit.failed}): "
+                              + ("nothing was changed" if not acted else
+                                 f"{ui.plural(acted, 'change')} made before it failed, none "
+                                 "after")
+                              + "; free space or pass another --audit-log and run again")
     if report.exit_code:
         failed = [f"{o.environment}/{o.cluster} ({o.cloud} {o.region})"
                   for o in report.outcomes if o.state == d.ERROR]
@@ -245,7 +260,7 @@ _STATE_STYLE = {d.IDLE: "yellow", d.MARKED: "yellow", d.REAPED: "green", d.BUSY:
 
 
 def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
-                o: Optional[ui.Out] = None) -> None:
+                audit_error: Optional[str] = None, o: Optional[ui.Out] = None) -> None:
     """The reap report as text on ``o`` (stdout by default)."""
     o = o or ui.out()
     outcomes = ui.natural_sorted(report.outcomes,
@@ -274,7 +289,10 @@ def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
         o.print("applied.", style="bold")
     else:
         o.line(("dry run:", "bold"), " nothing changed (pass --apply to act)")
-    if audit_path:
+    if audit_error:
+        o.line(("audit log NOT written", "bold red"), f": {audit_error}; nothing was acted on "
+               "after that")
+    elif audit_path:
         o.print(f"audit log: {audit_path}")
     if report.failed:
         o.line(("some clusters FAILED", "bold red"),
