@@ -18,6 +18,23 @@ RDMA_KINDS: tuple[str, ...] = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma
 PurchaseModel = Literal["reserved", "on_demand", "spot"]
 PURCHASE_MODELS: tuple[str, ...] = ("reserved", "on_demand", "spot")
 
+#: How an offering can be bought, as the providers document it per instance family (catalog
+#: rows carry ``purchase_options``; sources and dates in infra/catalog/build/families.json):
+#: on-demand VMs, spot, a capacity reservation (AWS ODCR, GCP reservation) billed at the
+#: on-demand rate, a 1-/3-year commitment (AWS Savings Plans / RIs, GCP resource-based CUDs),
+#: a GCP future reservation (calendar mode or AI Hypercomputer), GCP flex-start (Dynamic
+#: Workload Scheduler) and AWS EC2 Capacity Blocks for ML.
+PURCHASE_OPTIONS: tuple[str, ...] = ("on_demand", "spot", "reservation", "commitment",
+                                     "future_reservation", "flex_start", "capacity_block")
+#: Purchase model the policy plans -> the purchase options that make it buyable (any one).
+MODEL_OPTIONS: dict[str, tuple[str, ...]] = {"on_demand": ("on_demand",), "spot": ("spot",),
+                                             "reserved": ("reservation", "commitment")}
+#: Words for purchase options in messages.
+OPTION_WORDS: dict[str, str] = {
+    "on_demand": "on-demand", "spot": "spot", "reservation": "capacity reservation",
+    "commitment": "1-/3-year commitment", "future_reservation": "future reservation",
+    "flex_start": "flex-start", "capacity_block": "Capacity Block"}
+
 #: Hours in the billing month the cost model uses (AWS and GCP both bill 730 h/month).
 HOURS_PER_MONTH = 730.0
 
@@ -70,10 +87,49 @@ class Offering:
     local_nvme_gb: float = 0.0
     #: per-zone spot prices where the source has them, as (zone, USD per node-hour) pairs.
     zone_spot_usd: tuple[tuple[str, float], ...] = ()
+    #: how the offering can be bought (``PURCHASE_OPTIONS``), from the providers' documentation;
+    #: empty = not recorded (older catalogs): derived from the prices (``options``).
+    purchase_options: tuple[str, ...] = ()
+    #: where the purchase options come from (source id of the family's documentation).
+    purchase_options_source: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.cloud, self.region, self.instance_type)
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The purchase options: as recorded, else what the prices imply (an on-demand price:
+        on-demand and a plain reservation at that rate; spot; a commitment price)."""
+        if self.purchase_options:
+            return self.purchase_options
+        return derived_purchase_options(self.on_demand_usd, self.spot_usd or (
+            min(u for _, u in self.zone_spot_usd) if self.zone_spot_usd else None),
+            self.commit_1y_usd, self.commit_3y_usd)
+
+    def sells(self, option: str) -> bool:
+        """True when the provider sells this offering that way (``PURCHASE_OPTIONS``)."""
+        if option not in PURCHASE_OPTIONS:
+            raise ValueError(f"unknown purchase option {option!r}")
+        return option in self.options
+
+    def buyable(self, model: str) -> bool:
+        """True when a purchase model the policy plans (reserved / on_demand / spot) can be
+        bought for this offering: on-demand needs "on_demand", spot "spot", reserved a
+        "reservation" or a "commitment"."""
+        return any(self.sells(o) for o in MODEL_OPTIONS[model])
+
+    def unavailable(self, *models: str) -> Optional[str]:
+        """Why purchase models cannot be bought for this offering (None = all can), for
+        messages: "a3-ultragpu-8g is not sold on-demand (sold as: spot, ...; source)"."""
+        gone = [m for m in models if not self.buyable(m)]
+        if not gone:
+            return None
+        sold = ", ".join(OPTION_WORDS[o] for o in self.options) or "nothing recorded"
+        what = " or ".join({"on_demand": "on-demand", "spot": "as spot",
+                            "reserved": "as a reservation or commitment"}[m] for m in gone)
+        src = f"; {self.purchase_options_source}" if self.purchase_options_source else ""
+        return f"{self.instance_type} is not sold {what} (sold as: {sold}{src})"
 
     def spot_in(self, zone: str) -> Optional[float]:
         """Spot price in one zone: the zone's own price, else the region's spot price."""
@@ -117,13 +173,14 @@ class Offering:
         return self.rdma != "none"
 
     def price(self, model: str, commitment_term: str = "1y") -> Optional[float]:
-        """Hourly price per node for a purchase model (``reserved`` uses the commitment term)."""
+        """Hourly price per node for a purchase model (``reserved`` uses the commitment term);
+        None when there is no price or the offering is not sold that way."""
         if model == "on_demand":
-            return self.on_demand_usd
+            return self.on_demand_usd if self.sells("on_demand") else None
         if model == "spot":
-            return self.spot_usd
+            return self.spot_usd if self.sells("spot") else None
         if model == "reserved":
-            if commitment_term == "none":
+            if commitment_term == "none" or not self.sells("commitment"):
                 return None
             return self.commit_3y_usd if commitment_term == "3y" else self.commit_1y_usd
         raise ValueError(f"unknown purchase model {model!r}")
@@ -140,9 +197,27 @@ class Offering:
         every hour whether used or not (AWS On-Demand Capacity Reservations; GCP reservations
         without a committed-use discount)."""
         rate = self.price("reserved", commitment_term)
-        if rate is None and plain_at_on_demand:
+        if rate is None and plain_at_on_demand and self.sells("reservation"):
             return self.on_demand_usd
         return rate
+
+
+def derived_purchase_options(on_demand: Optional[float], spot: Optional[float],
+                             commit_1y: Optional[float], commit_3y: Optional[float]
+                             ) -> tuple[str, ...]:
+    """Purchase options a row without a recorded list implies by its prices (catalogs older
+    than 2026.12.03.1 and hand-written rows): what is priced is sold, and anything sold
+    on-demand can also be reserved at the on-demand rate (AWS ODCR, GCP reservations)."""
+    out = []
+    if on_demand is not None:
+        out += ["on_demand"]
+    if spot is not None:
+        out += ["spot"]
+    if on_demand is not None:
+        out += ["reservation"]
+    if commit_1y is not None or commit_3y is not None:
+        out += ["commitment"]
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ Every finding names the row: ``offerings[12] (aws us-east-1 p5.48xlarge).spot_us
 from __future__ import annotations
 
 import math
-import math
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -17,7 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       ValidationError, model_validator)
 
 from infra.errors import Finding
-from infra.model import CLOUDS, EGRESS_KINDS, RDMA_KINDS
+from infra.model import CLOUDS, EGRESS_KINDS, PURCHASE_OPTIONS, RDMA_KINDS
 
 FORMAT_V1 = "gpulease-catalog/1"
 FORMAT_V2 = "gpulease-catalog/2"
@@ -92,11 +91,31 @@ class OfferingRow(_Strict):
     local_nvme_gb: Annotated[Union[StrictInt, StrictFloat], Field(ge=0, allow_inf_nan=False)] = 0
     notes: Text = ""
     price_sources: dict[StrictStr, Optional[StrictStr]] = {}
+    #: how the offering can be bought (infra.model.PURCHASE_OPTIONS); absent = derived from
+    #: the prices (catalogs before 2026.12.03.1).
+    purchase_options: Optional[list[Literal[PURCHASE_OPTIONS]]] = None  # type: ignore[valid-type]
+    #: source id (``sources`` map) of the documentation the purchase options come from.
+    purchase_options_source: Optional[Annotated[StrictStr, Field(max_length=200)]] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "OfferingRow":
         od = self.on_demand_usd
         problems = []
+        opts = self.purchase_options
+        if opts is not None:
+            if not opts:
+                problems.append("purchase_options is empty (list how the offering is sold, "
+                                f"from {', '.join(PURCHASE_OPTIONS)})")
+            if len(set(opts)) != len(opts):
+                problems.append("purchase_options lists an option twice")
+            for col, opt in (("on_demand_usd", "on_demand"), ("spot_usd", "spot"),
+                             ("commit_1y_usd", "commitment"), ("commit_3y_usd", "commitment")):
+                if getattr(self, col) is not None and opt not in opts:
+                    problems.append(f"{col} is priced but purchase_options has no {opt} (a "
+                                    "price for a way the offering is not sold; drop the price "
+                                    "or fix the options)")
+            if self.zone_spot_usd and "spot" not in opts:
+                problems.append("zone_spot_usd is priced but purchase_options has no spot")
         if od is not None and self.spot_usd is not None and self.spot_usd > od:
             problems.append(f"spot_usd {self.spot_usd} is above on_demand_usd {od} (AWS and "
                             "GCP never charge more for spot than on-demand)")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Optional
 
 from pydantic import ValidationError
 
@@ -10,7 +10,8 @@ from infra.catalog import TIER_CLASSES, Catalog
 from infra.catalog.schema import (FORMAT_V2, GPU_HOUR_WARN, CatalogDoc, EgressRow, InfraRow,
                                   OfferingRow, StorageRow, findings_from, row_label)
 from infra.errors import CatalogError, Finding
-from infra.model import EgressPrice, InfraPrice, Offering, StoragePrice
+from infra.model import (EgressPrice, InfraPrice, Offering, StoragePrice,
+                         derived_purchase_options)
 
 _PRICES = ("on_demand_usd", "spot_usd", "commit_1y_usd", "commit_3y_usd")
 #: how many rows a summary warning names before "and N more".
@@ -20,6 +21,17 @@ _LISTED = 5
 def _listed(items: list[str]) -> str:
     more = f" and {len(items) - _LISTED} more" if len(items) > _LISTED else ""
     return ", ".join(items[:_LISTED]) + more
+
+
+def _source_text(raw: dict, sid: Optional[str]) -> str:
+    """'<title> (<url>, read <date>)' of a source id for messages; the id when unknown."""
+    if not sid:
+        return ""
+    src = (raw.get("sources") or {}).get(sid) if isinstance(raw.get("sources"), dict) else None
+    if not isinstance(src, dict):
+        return f"source {sid}"
+    when = src.get("retrieved") or src.get("published")
+    return f"{src.get('url') or sid}" + (f", read {when}" if when else "")
 
 
 def validate(raw: Any, *, source: str) -> Catalog:
@@ -71,6 +83,9 @@ def validate(raw: Any, *, source: str) -> Catalog:
         spot = r.spot_usd
         if spot is None and zone_spot:
             spot = min(u for _, u in zone_spot)
+        options = (tuple(r.purchase_options) if r.purchase_options is not None else
+                   derived_purchase_options(r.on_demand_usd, spot, r.commit_1y_usd,
+                                            r.commit_3y_usd))
         offerings.append(Offering(
             cloud=r.cloud, region=r.region, instance_type=r.instance_type, gpu=r.gpu,
             gpus_per_node=r.gpus_per_node, gpu_memory_gb=float(r.gpu_memory_gb),
@@ -83,7 +98,8 @@ def validate(raw: Any, *, source: str) -> Catalog:
             source=r.source, as_of=r.as_of or str(raw.get("as_of", "")), zones=tuple(r.zones),
             accelerator_type=r.accelerator_type, network_cards=r.network_cards,
             efa_interfaces=r.efa_interfaces, local_nvme_gb=float(r.local_nvme_gb),
-            zone_spot_usd=zone_spot))
+            zone_spot_usd=zone_spot, purchase_options=options,
+            purchase_options_source=_source_text(raw, r.purchase_options_source)))
         # soft problems
         if r.on_demand_usd is not None:
             per_gpu = r.on_demand_usd / r.gpus_per_node

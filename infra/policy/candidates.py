@@ -9,7 +9,7 @@ from infra.catalog import TIER_CLASSES, Catalog
 from infra.model import (COMMITMENT_TERMS, TERM_MONTHS, ClusterSpec, CostBreakdown, NodeBlock,
                          NodeStep, Offering, PurchaseMix, StackSpec, TermOption)
 from infra.policy.blend import Blend, better, blends, cheapest, objective
-from infra.policy.costmodel import CostInputs, Rates, blend_costs, rates_of
+from infra.policy.costmodel import CostInputs, Rates, blend_costs, rates_of, spot_rate
 from infra.policy.rules import PolicyRules
 from infra.policy.templates import ClusterTemplate, Facts, choose_template, get_template
 
@@ -68,8 +68,8 @@ class Candidate:
         p = self.purchase
         r = self.reserved_rate
         return ((p.reserved * r if p.reserved else 0.0)
-                + (p.on_demand * o.on_demand_usd if p.on_demand else 0.0)
-                + (p.spot * o.cheapest_spot_usd if p.spot else 0.0))
+                + (p.on_demand * o.price("on_demand") if p.on_demand else 0.0)
+                + (p.spot * spot_rate(o) if p.spot else 0.0))
 
     @property
     def quota_key(self) -> tuple[str, str]:
@@ -122,7 +122,7 @@ class Context:
                   ) -> CostInputs:
         """The cost-model inputs the candidate was priced with (``spot``: another spot rate)."""
         o = c.offering
-        rates = Rates(c.reserved_rate, o.on_demand_usd,
+        rates = Rates(c.reserved_rate, o.price("on_demand"),
                       self.spot_rate(o) if spot is None else spot)
         return self.shape_of(spec, c).inputs(rates, self.rules)
 
@@ -131,10 +131,11 @@ class Context:
         return node_blocks(c.layout, self.inputs_of(spec, c))
 
     def spot_rate(self, offering: Offering) -> Optional[float]:
-        """``offering.cheapest_spot_usd`` memoised (a zone search; every cluster asks)."""
+        """``costmodel.spot_rate`` memoised (a zone search; every cluster asks); None when the
+        offering is not sold as spot."""
         hit = self._spot.get(id(offering))
         if hit is None or hit[0] is not offering:
-            hit = self._spot[id(offering)] = (offering, offering.cheapest_spot_usd)
+            hit = self._spot[id(offering)] = (offering, spot_rate(offering))
         return hit[1]
 
     def node_steps(self, spec: ClusterSpec, gpus_per_node: int) -> tuple[NodeStep, ...]:
@@ -404,19 +405,38 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
         tmpl = choose_template(facts)
     priced = apply_template(shape, best, tmpl, rules, spot_allowed)
     if priced.basis == "no_spot_for_template":
-        reject("no price (no spot price)")
+        reject(f"not sold ({o.unavailable('spot')})" if not o.buyable("spot")
+               else "no price (no spot price)")
         priced = apply_template(shape, best, None, rules, spot_allowed)
     if not priced.layout:
-        which = "1y or 3y" if rules.commitment_term == "auto" else term
-        reject({"no_commit_guaranteed": f"no price (no {which} commitment price; priority "
-                f"{spec.priority} > {rules.reserved_above_priority} needs guaranteed capacity)",
-                }.get(basis, "no price (neither on-demand nor commitment price)"))
+        reject(_unpriced(spec, o, basis, term, rules))
     return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
                      network=network, purchase=priced.purchase, costs=priced.costs,
                      template=tmpl.name, basis=priced.basis, rejected=reason,
                      compared_usd=priced.compared, term=term, reserved_rate=rates.reserved,
                      layout=priced.layout, objective_usd=priced.objective,
                      lock_in_factor=priced.lock_in_factor)
+
+
+def _unpriced(spec: ClusterSpec, o: Offering, basis: str, term: str, rules: PolicyRules) -> str:
+    """Why no purchase the band allows has a price: a model the offering is not sold with
+    (``Offering.unavailable``, from the catalog's purchase options) or a missing price."""
+    if basis == "no_commit_guaranteed":
+        if not o.buyable("reserved"):
+            return (f"not sold ({o.unavailable('reserved')}; priority {spec.priority} > "
+                    f"{rules.reserved_above_priority} needs guaranteed capacity)")
+        which = "1y or 3y" if rules.commitment_term == "auto" else term
+        return (f"no price (no {which} commitment price; priority {spec.priority} > "
+                f"{rules.reserved_above_priority} needs guaranteed capacity)")
+    unsold = [m for m in ("on_demand", "reserved") if not o.buyable(m)]
+    if unsold:
+        why = o.unavailable(*unsold)
+        if "reserved" not in unsold:
+            why += "; the catalog has no commitment price for it"
+        if o.buyable("spot"):
+            why += "; spot is not allowed for this cluster's priority or checkpointing"
+        return f"not sold ({why})"
+    return "no price (neither on-demand nor commitment price)"
 
 
 class Shape(NamedTuple):
@@ -446,7 +466,7 @@ def price_band(shape: Shape, term: str, rules: PolicyRules, lock_in_factor: floa
     ``spot_rate``: the offering's spot rate when the caller has it (``Context.spot_rate``)."""
     o = shape.offering
     rates = (rates_of(o, rules, term) if spot_rate is None else
-             Rates(o.reservation_rate(term, rules.reserve_at_on_demand_rate), o.on_demand_usd,
+             Rates(o.reservation_rate(term, rules.reserve_at_on_demand_rate), o.price("on_demand"),
                    spot_rate))
     k = shape.inputs(rates, rules)
     blend, basis, compared = band_blend(shape.spec, shape.steps, rates, rules, k, lock_in_factor)

@@ -199,7 +199,12 @@ def rates_of(offering, rules, term: Optional[str] = None) -> "Rates":
     term to price reserved nodes at; default the rules' own, which must not be ``auto``)."""
     term = term or rules.commitment_term
     return Rates(offering.reservation_rate(term, rules.reserve_at_on_demand_rate),
-                 offering.on_demand_usd, offering.cheapest_spot_usd)
+                 offering.price("on_demand"), spot_rate(offering))
+
+
+def spot_rate(offering) -> Optional[float]:
+    """The spot rate a spot cluster pays (its cheapest zone), None when spot is not sold."""
+    return offering.cheapest_spot_usd if offering.sells("spot") else None
 
 
 def break_even_utilization(rates: Rates) -> Optional[float]:

@@ -151,6 +151,8 @@ _HINTS = (
     ("quota", "raise gpulease:clouds.<cloud>.quota_gpus"),
     ("template", "remove {path}.template"),
     ("no price", "change {path}.gpu or {path}.priority"),
+    ("not sold", "change {path}.gpu, or let a purchase model it is sold with apply "
+                 "({path}.priority / checkpoint_minutes; docs/catalog.md 'Purchase options')"),
 )
 
 
@@ -349,8 +351,14 @@ def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: Poli
         ds = stack.storage_by_name(spec.dataset)
         gravity = (f" (including {_money(c.costs.egress_usd)}/month to move and stage dataset "
                    f"{ds.name} from {ds.home})")
-    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules, blocks)} "
-            f"{_template_text(spec, c, stack)}")
+    return (f"{head}{gravity} {where}. {_zone_text(c)} {_purchase_text(spec, c, rules, blocks)}"
+            f"{_unsold_text(o)} {_template_text(spec, c, stack)}")
+
+
+def _unsold_text(o) -> str:
+    """The purchase models the offering is not sold with (catalog purchase options), if any."""
+    why = o.unavailable("on_demand", "spot", "reserved")
+    return f" Purchase options: {why}." if why else ""
 
 
 def _zone_text(c: Candidate) -> str:
@@ -410,7 +418,14 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
     steps = ctx.node_steps(spec, o.gpus_per_node)
     for model in ("spot", "on_demand", "reserved"):
         mix = PurchaseMix(**{model: n})
-        if mix == chosen.purchase or rates.of(model) is None:
+        if mix == chosen.purchase:
+            continue
+        if not o.buyable(model):   # say so: the catalog's purchase options rule it out
+            alts.append(((True, 0.0), Alternative(
+                o.cloud, o.region, o.instance_type, mix, None,
+                f"not sold ({o.unavailable(model)})")))
+            continue
+        if rates.of(model) is None:
             continue
         cost = blend_costs(tuple((st.nodes, st.hours_per_month, model) for st in steps),
                            k)[0].monthly_usd
