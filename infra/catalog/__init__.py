@@ -33,7 +33,7 @@ TIER_NAMES = ("hot", "warm", "cold", "archive")
 OFFERING_COLUMNS = (
     "cloud", "region", "instance_type", "gpu", "gpus_per_node", "gpu_memory_gb", "vcpus",
     "memory_gb", "network_gbps", "rdma", "on_demand_usd", "spot_usd", "commit_1y_usd",
-    "commit_3y_usd", "zones", "zone_spot_usd",
+    "commit_3y_usd", "zones", "zone_spot_usd", "purchase_options",
 )
 _PRICE_COLUMNS = ("on_demand_usd", "spot_usd", "commit_1y_usd", "commit_3y_usd")
 
@@ -140,9 +140,10 @@ class Catalog:
         """Offerings as `catalog list --json` rows."""
         out = []
         for o in self.offerings_for(gpu=gpu, cloud=cloud):
-            row = {c: getattr(o, c) for c in OFFERING_COLUMNS}
+            row = {c: getattr(o, c) for c in OFFERING_COLUMNS}   # purchase_options: below
             row["zones"] = list(o.zones)
             row["zone_spot_usd"] = dict(o.zone_spot_usd)
+            row["purchase_options"] = list(o.options)
             out.append(row)
         return out
 
