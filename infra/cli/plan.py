@@ -88,12 +88,30 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     step("costing every resource")
     plan = build_plan(prun, stack=loaded.spec.stack)
     plan["source"] = loaded.source
+    plan["dynamic_providers"] = _check_dynamic(args, loaded, prun, step)
     step("checking guardrails")
     plan["violations"] = _violations(prun, loaded.spec)
     step("checking conformance with the cloud APIs' specs")
     plan["conformance"] = _conformance(prun)
     plan["elapsed_s"] = round(time.perf_counter() - t0, 2)
     return plan, prun
+
+
+def _check_dynamic(args: argparse.Namespace, loaded, prun, step) -> list[dict]:
+    """gpulease's own dynamic providers checked through Pulumi's host code, as the engine
+    checks them at `pulumi preview` (inputs from resources the update creates unknown) and at
+    `pulumi up` (docs/offline-plan.md); exit 2 when either would stop there."""
+    from infra.planner.dynamic import check_dynamic, is_dynamic
+    from infra.planner.plan import run as run_program
+
+    if not any(is_dynamic(r.type) for r in prun.custom):
+        return []
+    step("running the program as `pulumi preview` sees it (provider outputs unknown)")
+    preview = run_program(loaded.values, stack=loaded.spec.stack,
+                          catalog_path=getattr(args, "catalog", None),
+                          catalog_version=getattr(args, "catalog_version", None), preview=True)
+    step("checking gpulease's dynamic providers through Pulumi's host code")
+    return check_dynamic(prun, preview, stack=loaded.spec.stack)
 
 
 def _violations(prun, spec) -> list[dict]:
@@ -372,11 +390,23 @@ def render_findings(plan: dict[str, Any], o: ui.Out) -> None:
     else:
         o.line("Guardrails: ", ("no violations", "green"))
     render_conformance(plan.get("conformance", []), o)
+    render_dynamic(plan.get("dynamic_providers") or [], o)
     if plan.get("warnings"):
         o.print()
         o.print(f"Warnings ({len(plan['warnings'])})", style="bold")
         for w in plan["warnings"]:
             o.line("  ", (str(w), "yellow"))
+
+
+def render_dynamic(records: list[dict], o: ui.Out) -> None:
+    """One line: gpulease's own dynamic providers passed Pulumi's host at preview and up."""
+    if not records:
+        return
+    unknown = sorted({k for r in records for k in r["unknown_at_preview"]})
+    verb = "passes" if len(records) == 1 else "pass"
+    o.line("Dynamic providers: ", (f"{ui.plural(len(records), 'resource')} {verb} Pulumi's host "
+                                    "check at preview and up", "green"),
+           f" (unknown at preview: {', '.join(unknown)})" if unknown else "")
 
 
 def render_conformance(findings: list[dict], o: ui.Out) -> None:

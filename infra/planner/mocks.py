@@ -330,15 +330,37 @@ _ARNS = {
 }
 
 
+GCE_API = "https://www.googleapis.com/compute/v1"
+
+
+def _gcp_self_link(typ: str, name: str, inputs: dict, project: Optional[str]) -> str:
+    """The self link the Compute API gives a resource (``.../projects/P/regions/R/
+    resourcePolicies/N``): dynamic providers and conformance read these, so they have the
+    API's shape; other GCP types get a placeholder link."""
+    from infra.conformance.names import GCE
+
+    where = GCE.get(typ)
+    project = inputs.get("project") or project or "plan-project"
+    if where is None:
+        if typ == "gcp:storage/bucket:Bucket":
+            return f"https://www.googleapis.com/storage/v1/b/{name}"
+        return f"https://plan.invalid/{name}"
+    collection, scope = where
+    if scope == "global":
+        return f"{GCE_API}/projects/{project}/global/{collection}/{name}"
+    place = inputs.get(scope) or "plan-" + scope
+    return f"{GCE_API}/projects/{project}/{scope}s/{place}/{collection}/{name}"
+
+
 def _computed_outputs(typ: str, name: str, inputs: dict, physical: Optional[str],
-                      region: str = "us-east-1") -> dict:
+                      region: str = "us-east-1", project: Optional[str] = None) -> dict:
     """Deterministic values of what the provider computes on create (`pulumi up` mode)."""
     out: dict = {}
     if typ.startswith("aws:"):
         shape = _ARNS.get(typ, "arn:aws:plan:::" + typ.split(":")[-1].lower() + "/{n}")
         out["arn"] = shape.format(n=physical or name, a=ACCOUNT_ID, r=region)
     if typ.startswith("gcp:"):
-        out["selfLink"] = f"https://plan.invalid/{physical or name}"
+        out["selfLink"] = _gcp_self_link(typ, physical or name, inputs, project)
     if typ == "gcp:cloudfunctionsv2/function:Function":
         out["url"] = (f"https://{inputs.get('location', 'region')}-plan-project."
                       f"cloudfunctions.net/{physical or name}")
@@ -365,6 +387,8 @@ class _Recorder(_mocks.Mocks):
         self.physical: dict[tuple[str, str], Optional[str]] = {}  # (type, name) -> name
         #: AWS provider resource (type, name) -> region
         self.provider_regions: dict[tuple[str, str], str] = {}
+        #: GCP provider resource name -> project
+        self.provider_projects: dict[str, str] = {}
 
     def new_resource(self, args: _mocks.MockResourceArgs):
         inputs = dict(args.inputs)
@@ -395,13 +419,16 @@ class _Recorder(_mocks.Mocks):
             if args.typ == "pulumi:providers:aws":
                 self.provider_regions[("pulumi:providers:aws", args.name)] = \
                     inputs.get("region", "")
+            if args.typ == "pulumi:providers:gcp":
+                self.provider_projects[args.name] = inputs.get("project", "")
             return f"{args.name}-id", inputs
         if self.preview:
             # `pulumi preview` of a create: the checked inputs (auto-name included) are known,
             # everything the provider computes, and the id, are unknown.
             return "", inputs
         outputs = {**_computed_outputs(args.typ, args.name, inputs, physical,
-                                       self._provider_region(args.provider) or "us-east-1"),
+                                       self._provider_region(args.provider) or "us-east-1",
+                                       self._provider_project(args.provider)),
                    **inputs}
         return f"{args.name}-id", outputs
 
@@ -419,6 +446,13 @@ class _Recorder(_mocks.Mocks):
         if len(params) >= 3:
             return fn(dict(args.args), region, self.lookups)
         return fn(dict(args.args), region)
+
+    def _provider_project(self, ref: Optional[str]) -> Optional[str]:
+        """Project of the GCP provider a resource names (``urn:...::pulumi:providers:gcp::N::id``)."""
+        if not ref:
+            return None
+        urn = ref.rsplit("::", 1)[0]
+        return self.provider_projects.get(urn.rsplit("::", 1)[-1])
 
     def _provider_region(self, ref: Optional[str]) -> Optional[str]:
         """Region of the AWS provider an invoke names (``urn:...::pulumi:providers:aws::N::id``)."""

@@ -1,0 +1,70 @@
+"""`gpulease plan`'s view of gpulease's own dynamic providers, through Pulumi's host code.
+
+The engine hands a dynamic resource's inputs to the provider's ``check`` twice in a first
+`pulumi up`: at its preview, with the inputs that come from resources the same update creates
+still unknown, and again before ``create`` with every input known. :func:`check_dynamic` does
+both through :class:`infra.planner.dynhost.DynamicHost` (the SDK's own servicer), with the
+preview run's recorded inputs (unknowns as the engine's sentinel) and the up run's. A failure
+in either is what `pulumi preview` / `pulumi up` would stop at: :class:`ProviderRejected`.
+No cloud is called: the host only unpickles the provider and runs its ``check``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from infra.errors import Finding
+from infra.planner.mocks import UNKNOWN_MASK, ProgramRun, ProviderRejected
+from infra.text import plural
+
+DYNAMIC_PREFIX = "pulumi-python:dynamic/"
+
+
+def is_dynamic(type_: str) -> bool:
+    return type_.startswith(DYNAMIC_PREFIX)
+
+
+def _unknown_keys(inputs: dict) -> list[str]:
+    from infra.planner.dynhost import contains_unknown
+
+    return sorted(k for k, v in inputs.items()
+                  if not k.startswith("__") and contains_unknown(v, (UNKNOWN_MASK,)))
+
+
+def check_dynamic(up: ProgramRun, preview: Optional[ProgramRun], *, stack: str,
+                  host=None) -> list[dict]:
+    """Check every dynamic resource of ``up`` (and of ``preview``, matched by URN) through the
+    host; returns one record per resource: ``{urn, type, unknown_at_preview: [property],
+    checked: ["preview", "up"]}``. Raises ProviderRejected listing every check failure."""
+    from infra.planner.dynhost import DynamicHost
+
+    resources = [r for r in up.custom if is_dynamic(r.type)]
+    if not resources:
+        return []
+    at_preview = {r.urn: r for r in (preview.custom if preview is not None else [])}
+    findings: list[Finding] = []
+    records: list[dict] = []
+    own = host is None
+    host = host or DynamicHost()
+    try:
+        for r in resources:
+            record = {"urn": r.urn, "type": r.type, "unknown_at_preview": [], "checked": []}
+            phases = []
+            if r.urn in at_preview:
+                phases.append(("preview", at_preview[r.urn].inputs))
+                record["unknown_at_preview"] = _unknown_keys(at_preview[r.urn].inputs)
+            phases.append(("up", r.inputs))
+            for phase, inputs in phases:
+                out = host.check(r.urn, {}, inputs, unknown_marks=(UNKNOWN_MASK,))
+                record["checked"].append(phase)
+                cmd = f"pulumi {phase} --stack {stack}"
+                findings += [Finding(f"{r.type} {r.name}", f"`{cmd}` stops at the provider's "
+                                     f"check: {prop}: {reason}") for prop, reason in out.failures]
+            records.append(record)
+    finally:
+        if own:
+            host.close()
+    if findings:
+        raise ProviderRejected(findings, headline=(
+            f"`pulumi up --stack {stack}` would fail: Pulumi's dynamic-provider host rejects "
+            f"{plural(len(findings), 'input')} of gpulease's own providers"))
+    return records
