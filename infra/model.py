@@ -5,6 +5,7 @@ objects directly and every stage can be exercised on its own.
 """
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
@@ -318,6 +319,28 @@ class DemandStep:
 
 
 @dataclass(frozen=True)
+class Window:
+    """When a cluster's work can run (``gpulease:clusters[].window``): ``duration_hours`` of
+    work on all its nodes, starting at or after ``earliest_start`` and done by ``deadline``
+    (aware UTC datetimes). The policy prices the work item once, over the window, with every
+    purchase model that can meet it (``infra.policy.windows``)."""
+
+    earliest_start: _dt.datetime
+    deadline: _dt.datetime
+    duration_hours: float
+
+    @property
+    def span_hours(self) -> float:
+        return (self.deadline - self.earliest_start).total_seconds() / 3600.0
+
+    def as_dict(self) -> dict:
+        def z(t: _dt.datetime) -> str:
+            return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"earliest_start": z(self.earliest_start), "deadline": z(self.deadline),
+                "duration_hours": self.duration_hours}
+
+
+@dataclass(frozen=True)
 class NodeStep:
     """The nodes of one demand step on an offering: node k (1-based) runs the hours of the first
     step whose GPUs exceed (k - 1) x GPUs per node, so a step may own no node of its own."""
@@ -355,6 +378,9 @@ class ClusterSpec:
     #: the load-duration curve when it has more than one step (GPUs strictly increasing, hours
     #: strictly decreasing, the last step = ``gpus``); empty = one step (gpus, hours_per_month).
     demand: tuple[DemandStep, ...] = ()
+    #: when the work can run (a one-off work item priced over its window); None = a monthly
+    #: load (hours_per_month / demand).
+    window: Optional[Window] = None
 
     @property
     def steps(self) -> tuple[DemandStep, ...]:

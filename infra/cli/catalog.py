@@ -27,6 +27,7 @@ examples:
   gpulease catalog refresh --cloud aws --region us-east-1 --region us-west-2
   gpulease catalog refresh --out ./catalogs/          # new versioned file in ./catalogs/
   gpulease catalog import skypilot tests/fixtures/skypilot/good --out /tmp/catalogs/
+  gpulease catalog quotes --source offline --gpu H100
   gpulease plan --stack dev --catalog infra/catalog/data/2026.12.03.json
 
 `refresh` calls the clouds' pricing APIs (credentials or local emulators needed); the
@@ -112,6 +113,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ip.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     add_json_arg(ip)
     ip.set_defaults(func=run_import)
+    from infra.cli import quotes
+
+    quotes.register(csub)
+
     def no_action(_args: argparse.Namespace) -> int:
         p.print_help(sys.stderr)
         return ui.exit_reason(EXIT_BAD_INPUT, "say which action: gpulease catalog "

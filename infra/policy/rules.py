@@ -55,6 +55,18 @@ class PolicyRules(BaseModel):
                           "false = such offerings cannot hold reserved nodes.")
     max_alternatives: int = Field(
         10, ge=0, description="How many ranked alternatives each cluster decision lists.")
+    quote_max_age_hours: float = Field(
+        24, gt=0, le=24 * 56,
+        description="A live quote (a Capacity Block offering, a calendar-mode recommendation) "
+                    "older than this is not used to price a window: offerings change by the "
+                    "hour. gpulease's default, not a cloud figure; published rates never expire "
+                    "(they are shown with their date).")
+    flex_start_queue_hours: float = Field(
+        24, ge=0, le=24 * 120,
+        description="Hours a flex-start request may wait in the queue for capacity: a window "
+                    "must leave the run plus this much before the deadline for flex-start to "
+                    "count as meeting it. Google publishes no queue time; this default is "
+                    "gpulease's assumption (docs/policy.md, \"Windows\").")
     allow_cross_cloud_data: bool = Field(
         True, description="Allow clusters on another cloud than their dataset's home "
                           "(egress is charged either way).")

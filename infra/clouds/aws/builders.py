@@ -11,6 +11,7 @@ from typing import Optional
 from infra.catalog import TIER_CLASSES, Catalog
 from infra.errors import ConfigError, Finding
 from infra.model import ClusterDecision, Offering, StackSpec, StorageSpec
+from infra.quotes import CB_MAX_DAYS, block_hours_for
 
 #: IMDSv2 hop limit. 1 (the EC2 default) stops the token PUT answer one hop short of a
 #: container on a bridge network, so a containerized trainer could not read its spot notice or
@@ -181,11 +182,9 @@ def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
 
 def capacity_block_hours(hours_per_month: float) -> int:
     """Capacity Block duration covering a month's hours: 1-14 days in 1-day steps, then 7-day
-    steps up to 182 days (EC2 User Guide, "Capacity Blocks for ML", durations)."""
-    days = max(1, math.ceil(hours_per_month / 24.0))
-    if days > 14:
-        days = min(182, 7 * math.ceil(days / 7))
-    return days * 24
+    steps up to 182 days (EC2 User Guide, "Capacity Blocks for ML", durations;
+    ``infra.quotes.block_hours_for``)."""
+    return block_hours_for(hours_per_month) or CB_MAX_DAYS * 24
 
 
 def is_zone_id(zone: str) -> bool:

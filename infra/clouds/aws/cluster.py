@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 
-from infra import naming
+from infra import naming, quotes
 from infra.bootstrap.render import encode_user_data
 from infra.catalog import Catalog
 from infra.clouds.aws import builders, staging
@@ -21,10 +21,9 @@ from infra.costing import tags
 from infra.costing.context import CostContext
 from infra.model import ClusterDecision, StackSpec
 
-#: Types sold as EC2 Capacity Blocks for ML (EC2 User Guide, "Capacity Blocks for ML",
-#: supported instance types). Other types fall back to an ODCR.
-CAPACITY_BLOCK_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
-                                  "p5e.48xlarge", "p5en.48xlarge"})
+#: Types sold as EC2 Capacity Blocks for ML (one list: ``infra.quotes``). Other types fall
+#: back to an ODCR.
+CAPACITY_BLOCK_TYPES = quotes.CAPACITY_BLOCK_TYPES
 
 
 @dataclass
