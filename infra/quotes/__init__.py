@@ -63,12 +63,14 @@ QUOTE_KINDS = ("capacity_block", "flex_start", "calendar")
 
 def sold_as(offering, option: str) -> bool:
     """True when the offering can be bought as ``option`` ("capacity_block", "flex_start",
-    "future_reservation"): what the catalog records (``Offering.sells``, C1), else for
-    catalogs without purchase options: Capacity Blocks for the listed AWS types, flex-start
-    and calendar mode for GCP's accelerator-optimized series (a2, a3, a4, g2)."""
+    "future_reservation"): what the catalog records from the provider's documentation
+    (``Offering.sells`` with a ``purchase_options_source``), else - rows whose options are only
+    derived from their prices, which never imply these - Capacity Blocks for the listed AWS
+    types, flex-start and calendar mode for GCP's accelerator-optimized series (a2, a3, a4,
+    g2)."""
     sells = getattr(offering, "sells", None)
-    if sells is not None and getattr(offering, "purchase_options", ()):
-        return sells(option)
+    if sells is not None and getattr(offering, "purchase_options_source", ""):
+        return sells(option)      # recorded from the provider's documentation
     if option == "capacity_block":
         return offering.cloud == "aws" and offering.instance_type in CAPACITY_BLOCK_TYPES
     if option in ("flex_start", "future_reservation"):
