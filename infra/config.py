@@ -17,9 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from infra.bootstrap.settings import BootstrapSettings
 from infra.catalog import Catalog
 from infra.errors import ConfigError, Finding, did_you_mean
-from infra.model import (HOURS_PER_MONTH, MAX_IDLE_MINUTES, CloudSpec, ClusterSpec, DemandStep,
-                         StackSpec, StorageSpec)
+from infra.model import (HOURS_PER_MONTH, MAX_IDLE_MINUTES, CapacityBlockPin, CloudSpec,
+                         ClusterSpec, DemandStep, StackSpec, StorageSpec, parse_utc)
 from infra.policy.rules import PolicyRules
+from infra.quotes import CB_MAX_INSTANCES
 from infra.reaper.settings import ReaperSettings
 
 NAMESPACE = "gpulease"
@@ -122,6 +123,46 @@ class DemandStepConfig(_Strict):
                                                "busy (fewer than the step before; 730 = always).")
 
 
+#: EC2 Capacity Block offering ids: "cb-" and 17 hexadecimal digits.
+CAPACITY_BLOCK_ID_PATTERN = r"^cb-[0-9a-f]{17}$"
+#: A UTC time as RFC 3339 (quoted in YAML: unquoted, YAML reads it as a date object).
+UTC_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$"
+AWS_ZONE_PATTERN = r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$"
+
+
+class CapacityBlockConfig(_Strict):
+    """A Capacity Block for ML pinned for the cluster's reserved nodes (AWS): chosen once from a
+    quote (`gpulease plan` prints the lines to add), then used verbatim by every later run, and
+    bought only with ``purchase_approved: true`` (docs/deploy.md, "Capacity Blocks")."""
+
+    offering_id: str = Field(..., pattern=CAPACITY_BLOCK_ID_PATTERN,
+                             description="The quote's CapacityBlockOfferingId (`cb-` and 17 hex "
+                                         "digits).")
+    region: str = Field(..., description="AWS region of the offering: must be the region the "
+                                         "plan puts the cluster in.")
+    availability_zone: str = Field(..., pattern=AWS_ZONE_PATTERN,
+                                   description="The offering's Availability Zone (the block's "
+                                               "nodes launch only there).")
+    instance_type: str = Field(..., description="Instance type of the offering: must be the "
+                                                "cluster's decided instance type.")
+    instance_count: int = Field(..., ge=1, le=CB_MAX_INSTANCES,
+                                description="Instances in the block: must be the cluster's "
+                                            "reserved nodes (1-64).")
+    start: str = Field(..., pattern=UTC_TIME_PATTERN,
+                       description='Start of the block, RFC 3339 UTC, quoted ("2026-12-04T11:30'
+                                   ':00Z").')
+    end: str = Field(..., pattern=UTC_TIME_PATTERN,
+                     description="End of the block: 1-14 days after start in whole days, or 7-day"
+                                 " steps up to 182 days.")
+    upfront_fee_usd: float = Field(..., ge=0, description="The quote's upfront fee in USD (paid "
+                                                          "once at purchase, never refunded).")
+    quoted_at: Optional[str] = Field(None, pattern=UTC_TIME_PATTERN,
+                                     description="When the quote was read (RFC 3339 UTC).")
+    purchase_approved: bool = Field(False, description="Explicit approval to buy this offering "
+                                                       "with the next `pulumi up`; without it "
+                                                       "the plan stops with exit 4.")
+
+
 class ClusterConfig(_Strict):
     name: str = Field(..., pattern=NAME_PATTERN, description="Cluster name.")
     gpu: str = Field(..., description="GPU model as the catalog names it, e.g. H100, A100-80GB, L4 "
@@ -165,6 +206,9 @@ class ClusterConfig(_Strict):
     template: Optional[str] = Field(None, description="Force a cluster template "
                                                       "(templates/clusters/) instead of the "
                                                       "policy's choice.")
+    capacity_block: Optional[CapacityBlockConfig] = Field(
+        None, description="The pinned EC2 Capacity Block of the reserved nodes (with "
+                          "gpulease:clouds.aws.capacity_blocks): later runs use it verbatim.")
 
 
 class StackConfigModel(_Strict):
@@ -204,6 +248,12 @@ class StackConfigModel(_Strict):
                                                              "numbers.")
     catalog: Optional[str] = Field(None, description="Path of a custom catalog file "
                                                      "(docs/catalog.md).")
+    allow_prepaid_replacement: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
+        default_factory=list,
+        description="Clusters whose prepaid or committed resources (a Capacity Block, a GCP "
+                    "commitment, a reservation a node group uses) the next `pulumi up` may "
+                    "replace or delete. Empty (the default): `gpulease plan --against` stops "
+                    "with exit 4 before such a change, and Capacity Blocks are `protect`ed.")
 
 
 TOP_LEVEL_KEYS = tuple(StackConfigModel.model_fields)
@@ -216,6 +266,10 @@ _PATTERN_RULES = {
                                             "a letter, not ending with '-'"),
     VPC_ID_PATTERN: ("VPC id", 'the id EC2 shows, e.g. "vpc-0123456789abcdef0"'),
     SUBNET_ID_PATTERN: ("subnet id", 'the id EC2 shows, e.g. "subnet-0123456789abcdef0"'),
+    CAPACITY_BLOCK_ID_PATTERN: ("Capacity Block offering id", 'the quote\'s id, e.g. '
+                                                             '"cb-0123456789abcdef0"'),
+    UTC_TIME_PATTERN: ("UTC time", 'RFC 3339 in UTC, quoted, e.g. "2026-12-04T11:30:00Z"'),
+    AWS_ZONE_PATTERN: ("Availability Zone name", 'e.g. "us-east-1a"'),
     StackConfigModel.model_fields["name_prefix"].metadata[0].pattern: (
         "name prefix", "lowercase letters, digits and '-', starting with a letter, at most 20 "
                        "characters"),
@@ -536,15 +590,23 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
             if c.gpus is not None and c.hours_per_month is not None else ())
         if not steps:
             continue  # reported by _demand_findings
+        pin = _capacity_block_pin(c.capacity_block, f"{path}.capacity_block", clouds, catalog,
+                                  bad)
         clusters.append(ClusterSpec(
             name=c.name, gpu=c.gpu, gpus=steps[-1].gpus, hours_per_month=steps[0].hours_per_month,
             priority=c.priority, checkpoint_minutes=c.checkpoint_minutes,
             distributed=c.distributed, dataset=c.dataset, regions=tuple(c.regions),
             idle_minutes=c.idle_minutes, template=c.template, index=i,
-            demand=steps if len(steps) > 1 else ()))
+            demand=steps if len(steps) > 1 else (), capacity_block=pin))
     if not model.clusters:
         bad("gpulease:clusters", "no clusters configured; the plan would be empty",
             level="warning")
+
+    for j, name in enumerate(model.allow_prepaid_replacement):
+        if name not in cnames:
+            bad(f"gpulease:allow_prepaid_replacement[{j}]", f'"{name}" names no cluster of this '
+                "stack: it only lets `pulumi up` delete the prepaid resources of a cluster you "
+                "removed", level="warning")
 
     if model.catalog_version and model.catalog_version != catalog.version:
         bad("gpulease:catalog_version", f'stack pins catalog "{model.catalog_version}" but '
@@ -559,7 +621,47 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
         clouds=clouds, storage=tuple(storage), clusters=tuple(clusters), policy=model.policy,
         reaper=model.reaper, bootstrap=model.bootstrap, source=source,
         name_prefix=model.name_prefix, catalog_version=model.catalog_version,
+        allow_prepaid_replacement=tuple(model.allow_prepaid_replacement),
         warnings=tuple(sorted((f for f in findings if f.level != "error"), key=_finding_order)))
+
+
+def _capacity_block_pin(cfg: Optional[CapacityBlockConfig], path: str, clouds: dict,
+                        catalog: Catalog, bad) -> Optional[CapacityBlockPin]:
+    """The pin of a cluster's Capacity Block, with what can be checked before the policy runs
+    (the adaptor checks it against the decision: region, instance type, reserved nodes)."""
+    if cfg is None:
+        return None
+    aws_cloud = clouds.get("aws")
+    if aws_cloud is None:
+        bad(path, "a Capacity Block is an AWS purchase: configure gpulease:clouds.aws")
+    elif not aws_cloud.capacity_blocks:
+        bad(path, "pinned, but gpulease:clouds.aws.capacity_blocks is false: set it to true "
+                  "to use the block, or remove the pin")
+    elif cfg.region not in aws_cloud.regions:
+        bad(f"{path}.region", f'"{cfg.region}" is not in gpulease:clouds.aws.regions'
+            f"{did_you_mean(cfg.region, aws_cloud.regions)}")
+    if not cfg.availability_zone.startswith(cfg.region):
+        bad(f"{path}.availability_zone", f'"{cfg.availability_zone}" is not a zone of region '
+            f'"{cfg.region}"')
+    types = {o.instance_type for o in catalog.offerings_for() if o.cloud == "aws"}
+    if cfg.instance_type not in types:
+        bad(f"{path}.instance_type", f'unknown AWS instance type "{cfg.instance_type}"'
+            f"{did_you_mean(cfg.instance_type, sorted(types))}")
+    from infra.quotes import CB_MAX_DAYS, valid_block_hours
+
+    start, end = parse_utc(cfg.start), parse_utc(cfg.end)
+    if end <= start:
+        bad(f"{path}.end", f"must be after start ({cfg.start}) (got {cfg.end})")
+    elif not valid_block_hours((end - start) / 3600.0):
+        bad(f"{path}.end", f"the block lasts {(end - start) / 86400.0:g} days; Capacity Blocks "
+                           f"last 1-14 whole days or a multiple of 7 days up to {CB_MAX_DAYS} "
+                           "(EC2 User Guide, \"Capacity Blocks for ML\")")
+    return CapacityBlockPin(
+        offering_id=cfg.offering_id, region=cfg.region,
+        availability_zone=cfg.availability_zone, instance_type=cfg.instance_type,
+        instance_count=cfg.instance_count, start=cfg.start, end=cfg.end,
+        upfront_fee_usd=cfg.upfront_fee_usd, purchase_approved=cfg.purchase_approved,
+        quoted_at=cfg.quoted_at)
 
 
 def _finding_order(f: Finding) -> tuple:

@@ -64,6 +64,13 @@ class PolicyError(InputError):
     """No decision satisfies the constraints (infeasible cluster, quota, budget)."""
 
 
+class GuardrailError(InputError):
+    """A mandatory guardrail the program itself enforces (exit 4): e.g. buying a prepaid
+    Capacity Block without approval. Like every InputError, nothing is declared."""
+
+    exit_code = EXIT_POLICY
+
+
 class CloudError(GpuleaseError):
     """A cloud API call failed after retries (translated at the adaptor boundary)."""
 

@@ -356,6 +356,61 @@ class NodeStep:
 
 
 @dataclass(frozen=True)
+class CapacityBlockPin:
+    """A Capacity Block chosen once and pinned in the stack config (CONTRACTS C2): later runs
+    declare exactly this offering, and it is bought only when ``purchase_approved``.
+    ``start`` / ``end`` / ``quoted_at`` are RFC 3339 UTC strings as written."""
+
+    offering_id: str
+    region: str
+    availability_zone: str
+    instance_type: str
+    instance_count: int
+    start: str
+    end: str
+    upfront_fee_usd: float
+    purchase_approved: bool = False
+    quoted_at: Optional[str] = None
+
+    @property
+    def start_epoch(self) -> float:
+        return parse_utc(self.start)
+
+    @property
+    def end_epoch(self) -> float:
+        return parse_utc(self.end)
+
+    @property
+    def hours(self) -> float:
+        return (self.end_epoch - self.start_epoch) / 3600.0
+
+    def as_dict(self) -> dict:
+        return {"offering_id": self.offering_id, "region": self.region,
+                "availability_zone": self.availability_zone,
+                "instance_type": self.instance_type, "instance_count": self.instance_count,
+                "start": self.start, "end": self.end,
+                "upfront_fee_usd": round(self.upfront_fee_usd, 2),
+                "quoted_at": self.quoted_at, "purchase_approved": self.purchase_approved}
+
+
+def parse_utc(text: str) -> float:
+    """Epoch seconds of an RFC 3339 time with a UTC offset (``2026-12-04T11:30:00Z``)."""
+    import datetime as _dt
+
+    value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone")
+    return value.timestamp()
+
+
+def format_utc(epoch: float) -> str:
+    """``2026-12-04T11:30:00Z``: the one way gpulease writes a UTC time."""
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     """One cluster of the stack. ``gpus`` is the peak; ``hours_per_month`` the hours of the first
     demand step (with one step: all GPUs run those hours, the classic form)."""
@@ -381,6 +436,8 @@ class ClusterSpec:
     #: when the work can run (a one-off work item priced over its window); None = a monthly
     #: load (hours_per_month / demand).
     window: Optional[Window] = None
+    #: the pinned Capacity Block of the reserved nodes (AWS), None = none pinned.
+    capacity_block: Optional[CapacityBlockPin] = None
 
     @property
     def steps(self) -> tuple[DemandStep, ...]:
@@ -436,6 +493,9 @@ class StackSpec:
     catalog_version: Optional[str] = None
     #: non-fatal findings of the config (``infra.errors.Finding``), shown by `gpulease plan`.
     warnings: tuple = ()
+    #: clusters whose prepaid / committed resources the next `pulumi up` may replace or delete
+    #: (``gpulease:allow_prepaid_replacement``); none by default.
+    allow_prepaid_replacement: tuple[str, ...] = ()
 
     @property
     def is_prod(self) -> bool:

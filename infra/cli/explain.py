@@ -89,7 +89,8 @@ def commitment_doc(c: ClusterDecision, start: dt.date) -> dict[str, Any]:
             else None, "terms": terms}
 
 
-def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None) -> dict[str, Any]:
+def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
+                stack=None) -> dict[str, Any]:
     o = c.offering
     start = start or dt.date.today()
     return {
@@ -103,12 +104,29 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None) -> dict[str
         "parts": [part.as_dict() for part in c.parts],
         "commitment": commitment_doc(c, start),
         "rationale": c.rationale,
+        "capacity_block": capacity_block_doc(c, stack),
         "alternatives": [{
             "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
             "instance_type": a.instance_type, "purchase": a.purchase.as_dict(),
             "monthly_usd": None if a.monthly_usd is None else round(a.monthly_usd, 2),
             "rejected_because": a.rejected_because} for k, a in enumerate(c.alternatives, 1)],
     }
+
+
+def capacity_block_doc(c: ClusterDecision, stack=None) -> Optional[dict[str, Any]]:
+    """The cluster's Capacity Block: the pin with where today is in its window, or — when the
+    plan wants one and none is pinned — ``{"status": "not pinned"}``."""
+    import time
+
+    from infra.clouds.aws.builders import uses_capacity_block
+    from infra.planner.plan import capacity_block_json
+
+    pin = c.spec.capacity_block
+    if pin is not None:
+        return capacity_block_json(pin, time.time())
+    if stack is not None and uses_capacity_block(stack, c):
+        return {"status": "not pinned"}
+    return None
 
 
 def _demand(c: ClusterDecision) -> str:
@@ -157,7 +175,8 @@ def render_terms(c: ClusterDecision, o: ui.Out, start: dt.date) -> None:
         o.print("Lock-in: none (no node at a commitment price)", indent=2)
 
 
-def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = None) -> None:
+def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = None,
+                   stack=None) -> None:
     o_ = c.offering
     start = start or dt.date.today()
     o.line(("Cluster ", "bold"), (c.name, "bold cyan"),
@@ -182,6 +201,13 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
     if c.terms:
         render_terms(c, o, start)
     o.line(("Why: ", "bold"), c.rationale, indent=2)
+    block = capacity_block_doc(c, stack)
+    if block is not None:
+        from infra.cli.plan import capacity_block_text
+
+        o.line(("Capacity Block: ", "bold"), capacity_block_text(block) if "offering_id" in block
+               else "none pinned: `gpulease plan` quotes an offering and prints the lines that "
+                    "pin and approve it (nothing is bought without approval)", indent=2)
     if c.alternatives:
         o.print("Alternatives (ranked by monthly cost)", indent=2, style="bold")
         o.print(o.table(
@@ -237,7 +263,7 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
            f"{env.catalog_version}, prices as of {env.catalog_as_of}")
     for c in clusters:
         o.print()
-        render_cluster(c, o)
+        render_cluster(c, o, stack=env.stack)
     if len(clusters) == len(env.clusters):
         for st in env.storage:
             o.print()
@@ -260,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"stack": env.stack.stack, "source": loaded.source,
                     "catalog": {"version": env.catalog_version, "as_of": env.catalog_as_of},
-                    "clusters": [cluster_doc(c) for c in clusters],
+                    "clusters": [cluster_doc(c, stack=env.stack) for c in clusters],
                     "storage": [storage_doc(x) for x in env.storage],
                     "totals": {"hourly_usd": round(env.hourly_usd, 2),
                                "monthly_usd": round(env.monthly_usd, 2)},

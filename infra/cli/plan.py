@@ -53,16 +53,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and clusters whose cost did not change")
     p.add_argument("--fail-on-increase", metavar="PCT", type=float,
                    help="with --diff: exit 3 when the total monthly cost rises more than PCT %%")
+    p.add_argument("--against", metavar="PREVIOUS",
+                   help="what the next `pulumi up` would do to each resource against a previous "
+                        "`gpulease plan --json` file or a `pulumi stack export` file: create, "
+                        "update, replace (with the property forcing it), delete, unchanged, and "
+                        "the cost effect; exit 4 if it would replace or delete a prepaid or "
+                        "committed resource (opt in: gpulease:allow_prepaid_replacement)")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
     p.add_argument("--monitoring", metavar="DIR",
                    help="also write Prometheus alert rules and a Grafana dashboard for the plan")
     p.add_argument("--all-resources", action="store_true",
                    help="list every resource, free ones too (default: the free ones are "
                         "counted by type)")
+    p.add_argument("--now", metavar="TIME", type=_utc_time,
+                   help="plan as of this RFC 3339 UTC time (e.g. 2026-12-10T09:00:00Z): what the "
+                        "offline lookups answer then (Capacity Block quotes expire and change "
+                        "daily) and where pinned blocks are in their window (default: now)")
     p.add_argument("--show-inputs", action="store_true",
                    help="print each resource's declared inputs in the text output (lists "
                         "every resource)")
     p.set_defaults(func=run)
+
+
+def _utc_time(text: str) -> float:
+    from infra.model import parse_utc
+
+    try:
+        return parse_utc(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an RFC 3339 time with a zone, e.g. 2026-12-10T09:00:00Z") from None
 
 
 def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
@@ -84,7 +104,8 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     step(f"running the Pulumi program under mocks ({loaded.source})")
     prun = run_program(loaded.values, stack=loaded.spec.stack,
                        catalog_path=getattr(args, "catalog", None),
-                       catalog_version=getattr(args, "catalog_version", None))
+                       catalog_version=getattr(args, "catalog_version", None),
+                       now=getattr(args, "now", None))
     step("costing every resource")
     plan = build_plan(prun, stack=loaded.spec.stack)
     plan["source"] = loaded.source
@@ -109,7 +130,8 @@ def _check_dynamic(args: argparse.Namespace, loaded, prun, step) -> list[dict]:
     step("running the program as `pulumi preview` sees it (provider outputs unknown)")
     preview = run_program(loaded.values, stack=loaded.spec.stack,
                           catalog_path=getattr(args, "catalog", None),
-                          catalog_version=getattr(args, "catalog_version", None), preview=True)
+                          catalog_version=getattr(args, "catalog_version", None), preview=True,
+                          now=prun.now)
     step("checking gpulease's dynamic providers through Pulumi's host code")
     return check_dynamic(prun, preview, stack=loaded.spec.stack)
 
@@ -159,8 +181,21 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([Finding("--diff-all", "needs --diff STACK|PLAN.json")])
     label = args.stack or args.config
     diff = None
+    against = None
     with ui.steps(f"planning {label}", piped_lines=not args.json) as steps:
+        previous = None
+        if getattr(args, "against", None):
+            from infra.planner.against import load_previous
+
+            steps.step(f"reading {args.against}")
+            previous = load_previous(args.against)
         plan, prun = make_plan(args, steps=steps)
+        if previous is not None:
+            from infra.planner.against import compare
+
+            steps.step(f"comparing with {args.against} as the next `pulumi up` would")
+            against = compare(previous, plan, stack=plan["stack"],
+                              allow=prun.result.decision.stack.allow_prepaid_replacement)
         if args.diff:
             from infra.planner.diff import diff_plans
 
@@ -185,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
         doc = dict(plan)
         if diff is not None:
             doc["diff"] = diff
+        if against is not None:
+            doc["against"] = against
         print_json(doc)
     else:
         o = ui.out()
@@ -193,9 +230,12 @@ def run(args: argparse.Namespace) -> int:
         if diff is not None:
             o.print()
             render_diff(diff, o, show_all=args.diff_all)
+        if against is not None:
+            o.print()
+            render_against(against, o)
         o.print()
         o.line(("why:", "bold"), " " + explain_hint(args, plan))
-    return _exit(plan, diff, args)
+    return _exit(plan, diff, args, against)
 
 
 def explain_hint(args: argparse.Namespace, plan: dict[str, Any]) -> str:
@@ -209,8 +249,10 @@ def explain_hint(args: argparse.Namespace, plan: dict[str, Any]) -> str:
     return f"gpulease explain {target}{cluster}"
 
 
-def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace) -> int:
-    """The exit code, with its reason on stderr: 4 (guardrail / conformance) wins over 3."""
+def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace,
+          against: Optional[dict] = None) -> int:
+    """The exit code, with its reason on stderr: 4 (guardrail / conformance / prepaid
+    replacement) wins over 3."""
     code = EXIT_OK
     if diff is not None and args.fail_on_increase is not None:
         from infra.planner.diff import exceeds
@@ -221,6 +263,10 @@ def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace) 
     if blocks_deploy(plan):
         code = ui.exit_reason(EXIT_POLICY, blocking_reason(plan)
                               + ("" if code == EXIT_OK else " (exit 4 wins over exit 3)"))
+    if against is not None and against["blocked"]:
+        from infra.planner.against import blocked_reason
+
+        code = ui.exit_reason(EXIT_POLICY, blocked_reason(against))
     return code
 
 
@@ -290,6 +336,9 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
     for c in plan["clusters"]:
         o.print()
         o.line((c["name"], "cyan"), f": {c['rationale']}", indent=2)
+        if c.get("capacity_block"):
+            o.line(("  " + c["name"], "cyan"),
+                   ": Capacity Block " + capacity_block_text(c["capacity_block"]))
     o.print()
     _render_resources(plan, o, all_resources=all_resources, show_inputs=show_inputs)
     if plan["storage"]:
@@ -318,6 +367,18 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
     o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
     o.print()
     render_findings(plan, o)
+
+
+def capacity_block_text(b: dict) -> str:
+    """One line about a pinned Capacity Block: offering, nodes, zone, window, fee, approval."""
+    from infra.model import parse_utc
+
+    days = (parse_utc(b["end"]) - parse_utc(b["start"])) / 86400.0
+    state = f" · {b['status']}" if b.get("status") else ""
+    return (f"{b['offering_id']} (pinned): {b['instance_count']} x "
+            f"{b['instance_type']} in {b['availability_zone']}, window {b['start']} -> "
+            f"{b['end']} ({ui.plural(days, 'day')}), upfront {ui.money(b['upfront_fee_usd'])}, "
+            + ("purchase approved" if b["purchase_approved"] else "NOT approved") + state)
 
 
 def _storage_rows(s: dict[str, Any]) -> list[list[str]]:
@@ -466,6 +527,48 @@ def render_diff(diff: dict, o: ui.Out, *, show_all: bool = False) -> None:
     o.line("Total monthly: ", f"{ui.money(t['old_monthly_usd'])} -> ",
            (ui.money(t["new_monthly_usd"]), "bold"),
            f" ({ui.signed_money(t['delta_usd'])}, {_pct_text(t['pct'])})")
+
+
+def render_against(a: dict, o: ui.Out) -> None:
+    """The next `pulumi up` against PREVIOUS: every resource it would touch, why, what it
+    costs, and the prepaid resources it would lose."""
+    prev, c = a["previous"], a["counts"]
+    o.line(("Next `pulumi up`", "bold"), f" against {prev['source']} (a previous "
+           f"{'plan' if prev['kind'] == 'plan' else 'stack export'}): "
+           + ", ".join(f"{c[k]} to {k}" for k in ("create", "update", "replace", "delete"))
+           + f", {c['unchanged']} unchanged")
+    marks = {"create": ("+", "green"), "delete": ("-", "red"), "update": ("~", "yellow"),
+             "replace": ("+-", "red")}
+    if a["resources"]:
+        o.print(o.table(
+            [ui.Col(""), ui.Col("cluster", style="cyan"), ui.Col("type"), ui.Col("name"),
+             ui.Col("why", wrap=True), ui.Col("before", right=True), ui.Col("after", right=True)],
+            [[marks[r["action"]], r["cluster"], ui.short_type(r["type"]), r["name"],
+              _against_why(r), "" if r["old_monthly_usd"] is None else
+              ui.money(r["old_monthly_usd"]),
+              "" if r["new_monthly_usd"] is None else ui.money(r["new_monthly_usd"])]
+             for r in a["resources"]], indent=2))
+    m = a["monthly_usd"]
+    o.line("  Monthly: ", f"{ui.money(m['before'])} -> ", (ui.money(m["after"]), "bold"),
+           f" ({ui.signed_money(m['delta'])})"
+           + (f"; one-time {ui.money(a['one_time_usd'])} (prepaid purchases)"
+              if a["one_time_usd"] else ""))
+    for b in a["allowed"]:
+        o.line("  ", ("[allowed]", "yellow"), f" {b['action']} {b['name']}: {b['why']} "
+               f"(gpulease:allow_prepaid_replacement lists {b['cluster']})")
+    for b in a["blocked"]:
+        o.line("  ", ("[blocked]", "red"), f" {b['action']} {b['name']}: {b['why']}")
+
+
+def _against_why(r: dict) -> str:
+    if r["action"] == "replace":
+        return "replaced: " + ", ".join(r["replaced_by"]) + " changed"
+    if r["action"] == "update":
+        shown = r["properties"][:4]
+        more = len(r["properties"]) - len(shown)
+        return "updates " + ", ".join(shown) + (f" +{more}" if more > 0 else "") + (
+            f" (may replace: {', '.join(r['may_replace'])})" if r.get("may_replace") else "")
+    return {"create": "new", "delete": "no longer declared"}[r["action"]]
 
 
 def _pct_text(p: Optional[float]) -> str:

@@ -194,18 +194,60 @@ def _aws_subnet(a: dict, region: str, data: dict) -> dict:
             "region": region}
 
 
-def _aws_capacity_block(a: dict, region: str, data: dict) -> dict:
+def capacity_block_quote(a: dict, region: str, data: dict, now: float) -> dict:
+    """The offering DescribeCapacityBlockOfferings would quote at ``now``, offline: where
+    lookups.json ``aws.capacity_block_offerings`` assumes AWS has one, priced at the published
+    rate of the shipped quotes (``infra.quotes``, the one place Capacity Block rates live), the
+    earliest block of the asked duration starting at 11:30 UTC at least ``lead_hours`` after
+    ``now`` (or at/after the asked ``startDateRange``) and at most eight weeks ahead. Its id
+    changes with its start: a quote read on another day is another offering, and it expires at
+    its start."""
+    from infra import quotes
+    from infra.model import format_utc, parse_utc
+    from infra.quotes.store import shipped_book
+
+    rules = data["aws"].get("capacity_block_quotes") or {}
+    hours = int(a.get("capacityDurationHours") or 0)
+    count = int(a.get("instanceCount") or 0)
     for o in data["aws"]["capacity_block_offerings"]:
-        if (o["region"], o["instance_type"]) == (region, a.get("instanceType")) \
-                and int(a.get("instanceCount") or 0) <= o["max_instance_count"]:
-            zone = o.get("availability_zone") or _aws_zones(data, region)[0]["name"]
-            digest = hashlib.sha256(f"{region}:{a}".encode()).hexdigest()[:17]
-            return {"capacityBlockOfferingId": f"cb-{digest}", "availabilityZone": zone,
-                    "currencyCode": "USD", "upfrontFee": "0", "tenancy": "default",
-                    "region": region, **a}
+        if (o["region"], o["instance_type"]) != (region, a.get("instanceType")) \
+                or not 1 <= count <= o["max_instance_count"]:
+            continue
+        rates = [q.node_hour_usd for q in shipped_book().for_offering(
+            "capacity_block", "aws", region, o["instance_type"]) if q.node_hour_usd]
+        if not rates:
+            continue
+        if not quotes.valid_block_hours(hours):
+            raise _NoMatch(f"InvalidParameterValue: capacityDurationHours {hours} is not a "
+                           "Capacity Block duration")
+        earliest = now + 3600.0 * rules.get("lead_hours", 24)
+        if a.get("startDateRange"):
+            earliest = max(earliest, parse_utc(a["startDateRange"]))
+        hh, mm = quotes.CB_END_UTC      # blocks start and end at 11:30 UTC
+        start = earliest - earliest % 86400.0 + 3600.0 * hh + 60.0 * mm
+        if start < earliest:
+            start += 86400.0
+        end = start + 3600.0 * hours
+        if start > now + 86400.0 * quotes.CB_MAX_ADVANCE_DAYS or (
+                a.get("endDateRange") and end > parse_utc(a["endDateRange"])):
+            break
+        zone = o.get("availability_zone") or _aws_zones(data, region)[0]["name"]
+        key = f"{region}:{o['instance_type']}:{count}:{format_utc(start)}:{hours}"
+        fee = round(rates[0] * hours * count, 2)
+        return {"capacityBlockOfferingId": "cb-" + hashlib.sha256(key.encode()).hexdigest()[:17],
+                "availabilityZone": zone, "currencyCode": "USD", "upfrontFee": f"{fee:.2f}",
+                "tenancy": "default", "region": region, "instanceType": o["instance_type"],
+                "instanceCount": count, "capacityDurationHours": hours,
+                "startDateRange": format_utc(start), "endDateRange": format_utc(end)}
     raise _NoMatch(f"no EC2 Capacity Block Offering found matching criteria "
                    f"({a.get('instanceCount')} x {a.get('instanceType')} for "
                    f"{a.get('capacityDurationHours')} h in {region}); try different search")
+
+
+def _aws_capacity_block(a: dict, region: str, data: dict, now: Optional[float] = None) -> dict:
+    import time
+
+    return capacity_block_quote(a, region, data, time.time() if now is None else now)
 
 
 def _aws_ssm(a: dict, region: str, data: dict) -> dict:
@@ -238,10 +280,15 @@ def _gcp_image(a: dict, region: str, data: dict) -> dict:
             "name": f"{a.get('family')}-plan", "family": a.get("family"), "id": "image"}
 
 
-def _data(fn: Callable[[dict, str, dict], dict]) -> Callable[[dict, str], dict]:
-    """Adapt a lookups-backed answer to the ``(args, region) -> dict`` shape of KNOWN_CALLS."""
-    def answer(args: dict, region: str, data: Optional[dict] = None) -> dict:
-        return fn(args, region, data if data is not None else load_lookups())
+def _data(fn: Callable[..., dict]) -> Callable[..., dict]:
+    """Adapt a lookups-backed answer to the ``(args, region[, data[, now]]) -> dict`` shape of
+    KNOWN_CALLS (``now``: the moment the plan answers for, for answers that change over time)."""
+    timed = len(inspect.signature(fn).parameters) >= 4
+
+    def answer(args: dict, region: str, data: Optional[dict] = None,
+               now: Optional[float] = None) -> dict:
+        data = data if data is not None else load_lookups()
+        return fn(args, region, data, now) if timed else fn(args, region, data)
     return answer
 
 
@@ -296,6 +343,9 @@ class RecordedResource:
     #: the name the resource gets in the cloud: its explicit name input (``name``, ``bucket``,
     #: ``accountId``, ...) or the provider's auto-name; None for types that have no name.
     physical_name: Optional[str] = None
+    #: the input the provider filled with an auto-name (the program left it unset), else None;
+    #: a later `pulumi up` keeps the name the state holds for it.
+    autoname: Optional[str] = None
 
 
 def _scrub(value: Any) -> Any:
@@ -377,14 +427,20 @@ def _computed_outputs(typ: str, name: str, inputs: dict, physical: Optional[str]
 
 
 class _Recorder(_mocks.Mocks):
-    def __init__(self, *, preview: bool, seed: str, lookups: dict, strict_calls: bool = True):
+    def __init__(self, *, preview: bool, seed: str, lookups: dict, strict_calls: bool = True,
+                 now: Optional[float] = None):
+        import time
+
         self.preview = preview
+        #: the moment lookups answer for (epoch seconds; quotes change over time)
+        self.now = time.time() if now is None else now
         self.seed = seed
         self.lookups = lookups
         self.strict_calls = strict_calls
         self.calls: list[tuple[str, dict]] = []
         self.rejections: list[Finding] = []
         self.physical: dict[tuple[str, str], Optional[str]] = {}  # (type, name) -> name
+        self.autonamed: dict[tuple[str, str], str] = {}  # (type, name) -> auto-named input
         #: AWS provider resource (type, name) -> region
         self.provider_regions: dict[tuple[str, str], str] = {}
         #: GCP provider resource name -> project
@@ -409,6 +465,7 @@ class _Recorder(_mocks.Mocks):
                         f"length {rule.maxlen}\"); shorten the cluster / storage / environment "
                         "name it is built from"))
                 inputs[rule.field] = physical
+                self.autonamed[(args.typ, args.name)] = rule.field
             elif isinstance(given, str):
                 physical = given
         elif args.typ.startswith("pulumi-python:dynamic") and isinstance(inputs.get("name"), str):
@@ -443,6 +500,8 @@ class _Recorder(_mocks.Mocks):
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
             params = {}
+        if len(params) >= 4:
+            return fn(dict(args.args), region, self.lookups, self.now)
         if len(params) >= 3:
             return fn(dict(args.args), region, self.lookups)
         return fn(dict(args.args), region)
@@ -482,7 +541,8 @@ class _RecordingMonitor(_mocks.MockMonitor):
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             ignore_changes=tuple(request.ignoreChanges),
             depends_on=tuple(request.dependencies), outputs=_scrub(out),
-            physical_name=self._mocks_ref.physical.get((request.type, request.name))))
+            physical_name=self._mocks_ref.physical.get((request.type, request.name)),
+            autoname=self._mocks_ref.autonamed.get((request.type, request.name))))
         return resp
 
 
@@ -495,6 +555,8 @@ class ProgramRun:
     #: what the program logged at warning level or above (`pulumi up` shows these as warnings).
     warnings: list = field(default_factory=list)
     preview: bool = False
+    #: the moment (epoch seconds) the lookups answered for
+    now: float = 0.0
 
     def by_type(self, typ: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == typ]
@@ -533,18 +595,20 @@ def _no_stack_trace() -> source_pb2.StackTrace:
 def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict] = None,
                 project: str = "gpulease", preview: bool = False,
                 strict_calls: bool = True, seed: str = DEFAULT_SEED,
-                lookups: Optional[dict] = None) -> ProgramRun:
+                lookups: Optional[dict] = None, now: Optional[float] = None) -> ProgramRun:
     """Run ``program`` under mocks; return every registered resource and the stack outputs.
 
     ``config`` maps full keys (``gpulease:clusters``) to values as the engine passes them
     (strings; objects JSON-encoded). ``preview``: `pulumi preview` (provider-computed outputs
     unknown) instead of `pulumi up` (deterministic values). ``lookups``: data-source answers
-    (default: :func:`load_lookups`). Raises :class:`ProviderRejected` when a provider would
+    (default: :func:`load_lookups`). ``now``: the moment (epoch seconds) lookups that change
+    over time answer for (Capacity Block quotes; default: the current time). Raises
+    :class:`ProviderRejected` when a provider would
     refuse a resource before calling the cloud (e.g. an auto-name longer than its maximum).
     """
     with _LOCK:
         mocks = _Recorder(preview=preview, seed=seed, strict_calls=strict_calls,
-                          lookups=lookups if lookups is not None else load_lookups())
+                          lookups=lookups if lookups is not None else load_lookups(), now=now)
         monitor = _RecordingMonitor(mocks)
         logger, warnings = _capturing_logger()
         pulumi.runtime.set_all_config(dict(config or {}))
@@ -578,7 +642,7 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
                 f"{plural(len(mocks.rejections), 'resource')} before calling the cloud"))
         return ProgramRun(resources=monitor.recorded, result=holder.get("result"),
                           outputs=outputs, calls=mocks.calls, preview=preview,
-                          warnings=warnings)
+                          warnings=warnings, now=mocks.now)
 
 
 def _resolve(value: Any) -> Any:

@@ -18,11 +18,13 @@ PLAN_FORMAT = "gpulease-plan/1"
 
 
 def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
-        catalog_version: Optional[str] = None, preview: bool = False) -> ProgramRun:
+        catalog_version: Optional[str] = None, preview: bool = False,
+        now: Optional[float] = None) -> ProgramRun:
     """Run THE program (infra.program.main) under mocks with a stack file's config values.
 
     ``preview``: as `pulumi preview` sees it (provider-computed outputs unknown) instead of as
-    `pulumi up` creates it (``infra.planner.mocks.run_program``)."""
+    `pulumi up` creates it (``infra.planner.mocks.run_program``). ``now``: the moment (epoch
+    seconds) the offline lookups answer for (default: the current time)."""
     from infra.program import main
 
     config = dict(values)
@@ -34,7 +36,7 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         config.pop("gpulease:catalog", None)
     keys = [k for k in values if isinstance(k, str)]
     return run_program(lambda: main(file_keys=keys), stack=stack,
-                       config=values_for_pulumi(config), preview=preview)
+                       config=values_for_pulumi(config), preview=preview, now=now)
 
 
 def _tags_of(inputs: dict) -> dict:
@@ -71,6 +73,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             "purchase_model": entry.purchase_model if entry else "none",
             "tags": _tags_of(r.inputs), "monthly_usd": round(cost, 2), "inputs": r.inputs,
             "protect": r.protect, "retain_on_delete": r.retain_on_delete,
+            "ignore_changes": list(r.ignore_changes), "autoname": r.autoname,
         })
         by_cluster[cluster] += cost
         if r.type in HOURLY_INFRA:
@@ -96,7 +99,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "catalog": {"version": catalog.version, "as_of": catalog.as_of,
                     "data_dates": dict(getattr(catalog, "data_dates", {}) or {}),
                     "warnings": [str(w) for w in getattr(catalog, "warnings", ())]},
-        "clusters": [cluster_json(c) for c in env.clusters],
+        "clusters": [cluster_json(c, now=prun.now) for c in env.clusters],
         "storage": [{
             "name": s.name, "cloud": s.cloud, "region": s.region,
             "size_tb": s.spec.size_tb,
@@ -123,11 +126,23 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "budget": {"monthly_usd": round(budget, 2), "headroom_usd": round(budget - monthly, 2),
                    "over": monthly > budget},
         "outputs": prun.outputs,
-        "warnings": list(prun.warnings),
+        "warnings": list(prun.warnings) + _block_warnings(env, prun.now),
         "violations": [],
         "conformance": [],
     }
     return plan
+
+
+def _block_warnings(env: EnvironmentDecision, now: float) -> list[str]:
+    """A pinned Capacity Block whose window has ended: its nodes are gone for good."""
+    out = []
+    for c in env.clusters:
+        pin = c.spec.capacity_block
+        if pin is not None and now and now >= pin.end_epoch:
+            out.append(f"{c.name}: Capacity Block {pin.offering_id} ended at {pin.end}: its "
+                       f"nodes are gone; remove the pin from {c.spec.config_path} (another "
+                       "block needs a new quote, pin and approval)")
+    return out
 
 
 def resource_cloud(type_: str, cluster_cloud: Optional[str]) -> str:
@@ -142,7 +157,18 @@ def resource_cloud(type_: str, cluster_cloud: Optional[str]) -> str:
     return cluster_cloud or pkg
 
 
-def cluster_json(c) -> dict[str, Any]:
+def capacity_block_json(pin, now: Optional[float]) -> Optional[dict[str, Any]]:
+    """A pinned Capacity Block in the plan: the pin and where ``now`` is in its window."""
+    if pin is None:
+        return None
+    out = pin.as_dict()
+    if now:
+        out["status"] = ("window ended" if now >= pin.end_epoch else
+                         "window open" if now >= pin.start_epoch else "before its window")
+    return out
+
+
+def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
     return {
         "name": c.name, "cloud": c.cloud, "region": c.region, "zone": c.zone,
         "instance_type": c.offering.instance_type, "gpu": c.offering.gpu,
@@ -159,6 +185,7 @@ def cluster_json(c) -> dict[str, Any]:
         "commitment_horizon_months": c.commitment_horizon_months,
         "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
         "rationale": c.rationale,
+        "capacity_block": capacity_block_json(getattr(c.spec, "capacity_block", None), now),
         "alternatives": [{
             "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
             "purchase": a.purchase.as_dict(),

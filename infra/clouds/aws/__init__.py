@@ -17,8 +17,8 @@ from infra.clouds.aws.cluster import GpuCluster, GpuClusterArgs
 from infra.clouds.aws.network import Network, NetworkArgs, SpotEvents, SpotEventsArgs
 from infra.clouds.aws.staging import GcsHmac
 from infra.clouds.aws.storage import Storage, StorageArgs
-from infra.errors import ConfigError, Finding
-from infra.model import ClusterDecision, EnvironmentDecision, StackSpec
+from infra.errors import ConfigError, Finding, GuardrailError
+from infra.model import CapacityBlockPin, ClusterDecision, EnvironmentDecision, StackSpec
 
 _RENDER = Path(__file__).resolve().parents[2] / "bootstrap" / "render.py"
 
@@ -74,22 +74,38 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
             "a network per region", source=stack.source)])
     zone_names = {r: _region_zones(r, providers[r]) for r in cluster_regions}
     findings = [f for c in clusters for f in _zone_findings(c, zone_names[c.region], stack)]
-    blocks = {}
+    blocks, unapproved = {}, []
     for c in clusters:
         if GpuCluster.uses_capacity_block(stack, c):
             block = _capacity_block(c, providers[c.region], stack)
             if isinstance(block, Finding):
                 findings.append(block)
+            elif isinstance(block, tuple):      # ("guardrail", Finding)
+                unapproved.append(block[1])
+            elif not block.purchase_approved:
+                unapproved.append(_unapproved(c, block, stack))
             else:
                 blocks[c.name] = block
+    for c in clusters:
+        pin = c.spec.capacity_block
+        if pin is not None and not GpuCluster.uses_capacity_block(stack, c):
+            findings.append(Finding(f"{c.spec.config_path}.capacity_block", (
+                f"a Capacity Block is pinned, but the plan reserves no nodes of cluster "
+                f'"{c.name}" with a block ({_no_block_reason(c, stack)}); remove the pin, or '
+                "change the cluster so its reserved nodes fit the block"), source=stack.source))
     if findings:
         raise ConfigError(findings)
+    if unapproved:
+        raise GuardrailError(unapproved, headline=(
+            "no prepaid purchase without approval: going on would buy "
+            f"{'a Capacity Block' if len(unapproved) == 1 else f'{len(unapproved)} Capacity Blocks'}"
+            " the stack does not approve (nothing was planned; exit 4)"))
     networks: dict[str, Network] = {}
     for region in cluster_regions:
         here = [c for c in clusters if c.region == region]
         zones = tuple(dict.fromkeys(
             [z for c in here for z in builders.cluster_zones(c)]
-            + [blocks[c.name]["availability_zone"] for c in here if c.name in blocks]))
+            + [blocks[c.name].availability_zone for c in here if c.name in blocks]))
         networks[region] = Network(f"aws-{region}-net", NetworkArgs(
             region=region, provider=providers[region],
             vpc_id=getattr(cloud, "network", None), subnet_ids=tuple(getattr(cloud, "subnets", ())),
@@ -131,8 +147,27 @@ def _zone_findings(c: ClusterDecision, zones: dict[str, str], stack: StackSpec) 
 
 
 def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec):
-    """The Capacity Block offering for the reserved nodes, or a Finding when AWS has none
-    (``DescribeCapacityBlockOfferings`` answered empty: a real `pulumi preview` fails there)."""
+    """The Capacity Block of the reserved nodes: the pinned one, verbatim (no lookup: offerings
+    change by the hour, and a new offering id would buy a second, prepaid block), or else a
+    quote to pin (``DescribeCapacityBlockOfferings`` through the provider's data source). A
+    Finding when the pin no longer fits the decision, or when AWS offers none."""
+    pin = c.spec.capacity_block
+    path = f"{c.spec.config_path}.capacity_block"
+    if pin is not None:
+        wrong = [(k, got, want) for k, got, want in (
+            ("region", pin.region, c.region),
+            ("instance_type", pin.instance_type, c.offering.instance_type),
+            ("instance_count", pin.instance_count, c.purchase.reserved)) if got != want]
+        if wrong:
+            return ("guardrail", Finding(path, "the pinned block no longer fits the plan: "
+                    + "; ".join(f"{k} is {got!r}, the plan needs {want!r}"
+                                for k, got, want in wrong)
+                    + ". A Capacity Block cannot be changed once bought, so the only way forward"
+                    " is buying another: keep the cluster as the block was bought for (regions,"
+                    " gpus, priority), or remove the pin to quote a new block (a second, prepaid"
+                    " purchase, which also needs the cluster in "
+                    "gpulease:allow_prepaid_replacement)", source=stack.source))
+        return pin
     hours = builders.capacity_block_hours(c.spec.hours_per_month)
     try:
         offer = aws.ec2.get_capacity_block_offering(
@@ -145,7 +180,61 @@ def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec
                        "gpulease:clouds.aws.capacity_blocks: false (reserve with an ODCR), "
                        f"change {c.spec.config_path}.hours_per_month or its regions",
                        source=stack.source)
-    return {"id": offer.capacity_block_offering_id, "availability_zone": offer.availability_zone}
+    return CapacityBlockPin(
+        offering_id=offer.capacity_block_offering_id, region=c.region,
+        availability_zone=offer.availability_zone, instance_type=c.offering.instance_type,
+        instance_count=c.purchase.reserved, start=offer.start_date_range or "",
+        end=offer.end_date_range or "", upfront_fee_usd=_fee(offer.upfront_fee),
+        purchase_approved=False)
+
+
+def _fee(text) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _unapproved(c: ClusterDecision, pin: CapacityBlockPin, stack: StackSpec) -> Finding:
+    """The quote, and the exact lines that pin and approve it."""
+    path = f"{c.spec.config_path}.capacity_block"
+    if c.spec.capacity_block is not None:
+        return Finding(f"{path}.purchase_approved", (
+            f"pinned Capacity Block {pin.offering_id} ({pin.instance_count} x "
+            f"{pin.instance_type} in {pin.availability_zone}, {pin.start} -> {pin.end}, upfront "
+            f"${pin.upfront_fee_usd:,.2f}) is not approved: set purchase_approved: true to buy "
+            "it with the next `pulumi up` (prepaid, not refundable), or remove the pin"),
+            source=stack.source)
+    lines = "\n".join("      " + line for line in pin_yaml(pin).splitlines())
+    dates = (f"{pin.start} -> {pin.end}" if pin.start and pin.end else
+             "dates not returned by the data source: read them with `aws ec2 "
+             "describe-capacity-block-offerings` and fill in start and end")
+    return Finding(path, (
+        f"cluster \"{c.name}\" would buy Capacity Block {pin.offering_id}: "
+        f"{pin.instance_count} x {pin.instance_type} in {pin.availability_zone}, {dates}, "
+        f"upfront ${pin.upfront_fee_usd:,.2f} (prepaid, not refundable). A quote is never bought "
+        f"without approval: pin it under {c.spec.config_path} and approve it,\n    "
+        f"capacity_block:\n{lines}\n    (quotes change by the hour: a later run quotes another "
+        "offering until one is pinned)"), source=stack.source)
+
+
+def pin_yaml(pin: CapacityBlockPin, *, approve: bool = True) -> str:
+    """The ``capacity_block:`` mapping of a pin, as YAML lines (times quoted)."""
+    return "\n".join([
+        f"offering_id: {pin.offering_id}", f"region: {pin.region}",
+        f"availability_zone: {pin.availability_zone}", f"instance_type: {pin.instance_type}",
+        f"instance_count: {pin.instance_count}", f'start: "{pin.start}"', f'end: "{pin.end}"',
+        f"upfront_fee_usd: {pin.upfront_fee_usd:.2f}"]
+        + ([f'quoted_at: "{pin.quoted_at}"'] if pin.quoted_at else [])
+        + [f"purchase_approved: {'true' if approve else 'false'}"])
+
+
+def _no_block_reason(c: ClusterDecision, stack: StackSpec) -> str:
+    if c.purchase.reserved == 0:
+        return "it has no reserved nodes"
+    if not builders.wants_reservation(stack, c):
+        return "gpulease:clouds.aws.capacity_reservations is off"
+    return f"{c.offering.instance_type} is not sold as a Capacity Block"
 
 
 __all__ = ["deploy", "GcsHmac", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs",

@@ -180,6 +180,16 @@ def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
     return not stack.is_dev
 
 
+def uses_capacity_block(stack: StackSpec, d: ClusterDecision) -> bool:
+    """The reserved nodes of an AWS cluster are a Capacity Block (the stack asks for blocks and
+    the type is sold as one, ``infra.quotes.CAPACITY_BLOCK_TYPES``); otherwise an ODCR."""
+    from infra.quotes import CAPACITY_BLOCK_TYPES
+
+    aws = stack.clouds.get("aws")
+    return bool(d.cloud == "aws" and aws is not None and wants_reservation(stack, d)
+                and aws.capacity_blocks and d.offering.instance_type in CAPACITY_BLOCK_TYPES)
+
+
 def capacity_block_hours(hours_per_month: float) -> int:
     """Capacity Block duration covering a month's hours: 1-14 days in 1-day steps, then 7-day
     steps up to 182 days (EC2 User Guide, "Capacity Blocks for ML", durations;

@@ -19,7 +19,7 @@ from infra.clouds.aws.network import Network
 from infra.clouds.aws.storage import Storage, StorageArgs
 from infra.costing import tags
 from infra.costing.context import CostContext
-from infra.model import ClusterDecision, StackSpec
+from infra.model import CapacityBlockPin, ClusterDecision, StackSpec
 
 #: Types sold as EC2 Capacity Blocks for ML (one list: ``infra.quotes``). Other types fall
 #: back to an ODCR.
@@ -43,9 +43,9 @@ class GpuClusterArgs:
     #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
     #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
     gcs_bucket_dependencies: tuple = ()
-    #: the Capacity Block offering found for the reserved nodes ({"id", "availability_zone"}),
-    #: looked up by the adaptor before anything is declared; None = no Capacity Block.
-    capacity_block: Optional[dict] = None
+    #: the approved Capacity Block of the reserved nodes (the stack's pin, CONTRACTS C2),
+    #: checked by the adaptor before anything is declared; None = no Capacity Block.
+    capacity_block: Optional[CapacityBlockPin] = None
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -55,10 +55,7 @@ class GpuCluster(pulumi.ComponentResource):
     [ODCR | Capacity Block] -> launch template -> Auto Scaling group(s).
     """
 
-    @staticmethod
-    def uses_capacity_block(stack: StackSpec, d: ClusterDecision) -> bool:
-        return bool(builders.wants_reservation(stack, d) and stack.clouds["aws"].capacity_blocks
-                    and d.offering.instance_type in CAPACITY_BLOCK_TYPES)
+    uses_capacity_block = staticmethod(builders.uses_capacity_block)
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
@@ -185,9 +182,13 @@ class GpuCluster(pulumi.ComponentResource):
             reservation_spec = {"capacity_reservation_target": {
                 "capacity_reservation_id": self.reservation.id}}
         elif self.use_block:
+            # Prepaid and not refundable: `protect` makes the engine refuse to replace (buy a
+            # second block) or drop it, unless the stack opts in (allow_prepaid_replacement).
             self.reservation = aws.ec2.CapacityBlockReservation(
-                f"{name}-block", capacity_block_offering_id=args.capacity_block["id"],
-                instance_platform="Linux/UNIX", opts=child)
+                f"{name}-block", capacity_block_offering_id=args.capacity_block.offering_id,
+                instance_platform="Linux/UNIX", opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(
+                        protect=d.name not in stack.allow_prepaid_replacement)))
 
         # ---- launch template(s) ---------------------------------------------------------------
         ami = aws.ssm.get_parameter_output(name=builders.DLAMI_PARAMETER, opts=invoke).value
@@ -280,7 +281,7 @@ class GpuCluster(pulumi.ComponentResource):
                     ignore_changes=ignore)),
                 # The block's instances launch in the offering's AZ only.
                 **{**common, "vpc_zone_identifiers": [s.id for s in net.subnets_for(
-                    (args.capacity_block["availability_zone"],), one_az=True)]})
+                    (args.capacity_block.availability_zone,), one_az=True)]})
         self.register_outputs({
             "asg": self.asg.name if self.asg else None,
             "block_asg": self.block_asg.name if self.block_asg else None,
