@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import gzip
 import json
 import re
@@ -13,10 +14,10 @@ import pytest
 from infra.catalog import load_catalog
 from infra.clouds.aws import deploy
 from infra.costing import tags, transform
-from infra.errors import ConfigError
-from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
-                         EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
-                         StorageSpec, TierShare)
+from infra.errors import ConfigError, GuardrailError
+from infra.model import (CapacityBlockPin, CloudSpec, ClusterDecision, ClusterSpec,
+                         CostBreakdown, EnvironmentDecision, PurchaseMix, StackSpec,
+                         StorageDecision, StorageSpec, TierShare, parse_utc)
 from infra.planner import mocks
 from infra.planner.mocks import run_program
 
@@ -64,6 +65,16 @@ def make_cluster(name="train", itype="p5.48xlarge", *, region="us-east-1",
     return ClusterDecision(spec=spec, offering=o, nodes=purchase.total, purchase=purchase,
                            network=network, template="distributed-rdma", hourly_usd=9.0,
                            costs=costs, rationale="test", zone=zone, distributed=distributed)
+
+
+def pinned(c: ClusterDecision, **changes) -> ClusterDecision:
+    """``c`` with an approved Capacity Block pinned for its reserved nodes (CONTRACTS C2)."""
+    pin = CapacityBlockPin(**{**dict(
+        offering_id="cb-0123456789abcdef0", region=c.region, availability_zone="us-east-1a",
+        instance_type=c.offering.instance_type, instance_count=c.purchase.reserved,
+        start="2026-12-05T11:30:00Z", end="2026-12-14T11:30:00Z", upfront_fee_usd=16990.56,
+        purchase_approved=True), **changes})
+    return dataclasses.replace(c, spec=dataclasses.replace(c.spec, capacity_block=pin))
 
 
 def make_storage(name="corpus", region="us-east-1", **kw) -> StorageDecision:
@@ -251,21 +262,18 @@ def test_reservations_skipped_in_dev_unless_asked(env, flag, expect):
 
 
 def test_capacity_blocks_for_the_reserved_part(monkeypatch):
+    """A pinned, approved block is declared verbatim: no offering lookup (a new offering id
+    would buy a second block), protected against replacement."""
     offers = []
-
-    def offer(args, region):  # stands in for EC2 DescribeCapacityBlockOfferings
-        offers.append(args)
-        return {"capacityBlockOfferingId": "cb-0123456789abcdef0", "id": "cb",
-                "availabilityZone": "us-east-1a", "currencyCode": "USD", "upfrontFee": "1",
-                "tenancy": "default", **args}
     monkeypatch.setitem(mocks.KNOWN_CALLS,
-                        "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering", offer)
-    c = make_cluster(purchase=PurchaseMix(reserved=2, spot=2), hours=200)
+                        "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering",
+                        lambda args, region: offers.append(args) or {})
+    c = pinned(make_cluster(purchase=PurchaseMix(reserved=2, spot=2), hours=200))
     r = run(make_env([c], [make_storage()], capacity_blocks=True))
-    assert offers == [{"capacityDurationHours": 216, "instanceCount": 2,
-                       "instanceType": "p5.48xlarge"}]
+    assert offers == []
     blk = r.one("aws:ec2/capacityBlockReservation:CapacityBlockReservation", "train-block")
     assert blk.inputs["capacityBlockOfferingId"] == "cb-0123456789abcdef0", blk.urn
+    assert blk.protect is True, blk.urn
     assert not r.by_type(ODCR)
     lt = r.one(LT, "train-block-lt")
     assert lt.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}, lt.urn
@@ -281,6 +289,51 @@ def test_capacity_blocks_for_the_reserved_part(monkeypatch):
     assert r.ledger.get("aws:ec2/capacityBlockReservation:CapacityBlockReservation",
                         "train-block").monthly_usd == pytest.approx(2000.0)
     assert r.ledger.get(ASG, "train-block-asg").monthly_usd == 0.0
+
+
+def test_allow_prepaid_replacement_lifts_the_blocks_protection():
+    c = pinned(make_cluster(purchase=PurchaseMix(reserved=2, spot=2)))
+    env = make_env([c], [make_storage()], capacity_blocks=True)
+    env = dataclasses.replace(env, stack=dataclasses.replace(
+        env.stack, allow_prepaid_replacement=("train",)))
+    blk = run(env).one("aws:ec2/capacityBlockReservation:CapacityBlockReservation")
+    assert blk.protect is False, blk.urn
+
+
+def test_an_unpinned_block_is_quoted_and_never_bought():
+    """Without a pin the program quotes an offering and stops (exit 4): nothing is declared,
+    the message names the quote and the exact lines that pin and approve it."""
+    env = make_env([make_cluster(purchase=PurchaseMix(reserved=2, spot=2))], [make_storage()],
+                   capacity_blocks=True)
+    holder = {}
+
+    def program():
+        transform.register(env.stack, CATALOG)
+        holder["deployed"] = deploy(env, CATALOG)
+    with pytest.raises(GuardrailError) as exc:
+        run_program(program, stack="staging", now=parse_utc("2026-12-03T13:00:00Z"))
+    assert exc.value.exit_code == 4 and "deployed" not in holder
+    text = str(exc.value)
+    quote = mocks.capacity_block_quote(
+        {"capacityDurationHours": 216, "instanceCount": 2, "instanceType": "p5.48xlarge"},
+        "us-east-1", mocks.load_lookups(), parse_utc("2026-12-03T13:00:00Z"))
+    assert (f'cluster "train" would buy Capacity Block {quote["capacityBlockOfferingId"]}: '
+            "2 x p5.48xlarge in us-east-1a, 2026-12-05T11:30:00Z -> 2026-12-14T11:30:00Z, "
+            "upfront $16,990.56 (prepaid, not refundable)") in text
+    assert f"offering_id: {quote['capacityBlockOfferingId']}" in text
+    assert 'start: "2026-12-05T11:30:00Z"' in text and "purchase_approved: true" in text
+
+
+def test_an_unapproved_pin_stops_and_a_pin_that_no_longer_fits_too():
+    c = pinned(make_cluster(purchase=PurchaseMix(reserved=2, spot=2)), purchase_approved=False)
+    with pytest.raises(GuardrailError, match="capacity_block.purchase_approved: pinned Capacity "
+                                             "Block cb-0123456789abcdef0 .* is not approved"):
+        run(make_env([c], [make_storage()], capacity_blocks=True))
+    c = pinned(make_cluster(purchase=PurchaseMix(reserved=2, spot=2)), instance_count=1)
+    with pytest.raises(GuardrailError) as exc:
+        run(make_env([c], [make_storage()], capacity_blocks=True))
+    assert ("the pinned block no longer fits the plan: instance_count is 1, the plan needs 2"
+            in str(exc.value)) and "the only way forward is buying another" in str(exc.value)
 
 
 def test_spot_events_go_to_sns(staging):
@@ -591,17 +644,15 @@ def test_no_capacity_block_offering_is_a_located_error():
     assert "set gpulease:clouds.aws.capacity_blocks: false" in text
 
 
-def test_capacity_block_from_the_lookup_lands_in_its_zone():
-    env = make_env([make_cluster(purchase=PurchaseMix(reserved=2, spot=2))], [make_storage()],
-                   capacity_blocks=True)
-    r = run(env)
-    offer = [a for t, a in r.calls if t.endswith("getCapacityBlockOffering")]
-    assert offer == [{"capacityDurationHours": 216, "instanceCount": 2,
-                      "instanceType": "p5.48xlarge"}]
+def test_the_pinned_block_lands_in_its_zone():
+    c = pinned(make_cluster(purchase=PurchaseMix(reserved=2, spot=2)),
+               availability_zone="us-east-1b")
+    r = run(make_env([c], [make_storage()], capacity_blocks=True))
+    assert not [a for t, a in r.calls if t.endswith("getCapacityBlockOffering")]
     basg = r.one(ASG, "train-block-asg")
     (sub,) = [s for s in r.by_type("aws:ec2/subnet:Subnet")
               if f"{s.name}-id" in basg.inputs["vpcZoneIdentifiers"]]
-    assert _zone_name(sub) == "us-east-1a"
+    assert _zone_name(sub) == "us-east-1b"
 
 
 def _zone_name(subnet) -> str:

@@ -404,6 +404,14 @@ def _stress_stack(env: str, prefix: str, cluster_name, storage: dict, *,
                      "regions": [region]}
                 if ckpt:
                     c["checkpoint_minutes"] = ckpt
+                if capacity_blocks and cloud == "aws" and model == "reserved":
+                    # the reserved p5 nodes as a pinned, approved Capacity Block (CONTRACTS C2)
+                    c["capacity_block"] = {
+                        "offering_id": f"cb-{i:017x}", "region": region,
+                        "availability_zone": "us-east-1a", "instance_type": "p5.48xlarge",
+                        "instance_count": c["gpus"] // 8, "start": "2026-12-05T11:30:00Z",
+                        "end": "2026-12-14T11:30:00Z", "upfront_fee_usd": 1000.0,
+                        "purchase_approved": True}
                 clusters.append(c)
                 i += 1
     return {"config": {

@@ -113,14 +113,8 @@ def test_one_step_clusters_get_no_part_tags_and_start_whole():
     assert (asg.inputs["maxSize"], asg.inputs["desiredCapacity"]) == (3, 3), asg.urn
 
 
-def test_capacity_block_group_runs_the_reserved_baseline(monkeypatch):
-    monkeypatch.setitem(A.mocks.KNOWN_CALLS,
-                        "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering",
-                        lambda args, region: {"capacityBlockOfferingId": "cb-0123456789abcdef0",
-                                              "id": "cb", "availabilityZone": "us-east-1a",
-                                              "currencyCode": "USD", "upfrontFee": "1",
-                                              "tenancy": "default", **args})
-    r = aws_run(blend(P4DE, [(2, 730, "reserved", 0), (2, 100, "spot", 1)]),
+def test_capacity_block_group_runs_the_reserved_baseline():
+    r = aws_run(A.pinned(blend(P4DE, [(2, 730, "reserved", 0), (2, 100, "spot", 1)])),
                 capacity_blocks=True)
     basg, main = r.one(ASG, "elastic-block-asg"), r.one(ASG, "elastic-asg")
     assert (basg.inputs["maxSize"], basg.inputs["desiredCapacity"]) == (2, 2), basg.urn

@@ -364,9 +364,14 @@ def compare(previous: dict, plan: dict, *, allow: tuple = (), stack: str = "",
 
 
 def _costs(rows: list[dict], plan: dict) -> None:
+    """Each row's cost effect. A state records a resource's monthly cost only where gpulease
+    could stamp it (a tag or label); for the others (GCP MIGs, dynamic resources) the old cost
+    is taken to be the new plan's (``old_cost_assumed``), or unknown for a deletion."""
     fees = {c["name"]: (c.get("capacity_block") or {}).get("upfront_fee_usd")
             for c in plan.get("clusters", [])}
     for r in rows:
+        if r["old_monthly_usd"] is None and r["action"] not in ("create", "delete"):
+            r["old_monthly_usd"], r["old_cost_assumed"] = r["new_monthly_usd"], True
         o, n = r["old_monthly_usd"], r["new_monthly_usd"]
         r["delta_usd"] = round((n or 0.0) - (o or 0.0), 2)
         if r["action"] in ("create", "replace") and \

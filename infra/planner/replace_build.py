@@ -324,15 +324,15 @@ class Extractor:
     # SDKv2: map[string]*schema.Schema{...}
     def sdk_map(self, seq: list) -> dict[str, Attr]:
         seq = self.resolve(seq)
+        if seq and seq[0] == "func":
+            # SchemaFunc: func() map[string]*schema.Schema { return map...{...} }
+            inner = last_brace(seq)
+            for i, x in enumerate(inner.items if inner is not None else []):
+                if x == "return":
+                    return self.sdk_map(_until_decl_end(inner.items[i + 1:]))
+            return {}
         body = last_brace(seq)
         if body is None:
-            # SchemaFunc: func() map[string]*schema.Schema { return map...{...} }
-            if seq and seq[0] == "func":
-                inner = last_brace(seq)
-                if inner is not None:
-                    for i, x in enumerate(inner.items):
-                        if x == "return":
-                            return self.sdk_map(_until_decl_end(inner.items[i + 1:]))
             return {}
         out = {}
         for item in split(body.items, ","):

@@ -103,9 +103,16 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     networks: dict[str, Network] = {}
     for region in cluster_regions:
         here = [c for c in clusters if c.region == region]
-        zones = tuple(dict.fromkeys(
-            [z for c in here for z in builders.cluster_zones(c)]
-            + [blocks[c.name].availability_zone for c in here if c.name in blocks]))
+        # A Capacity Block's zone first: the network has a subnet in at most as many zones
+        # as it has private ranges, and the block's nodes can launch only there. One entry per
+        # AZ (a zone ID and its name are the same AZ).
+        zones, seen = [], set()
+        for z in ([blocks[c.name].availability_zone for c in here if c.name in blocks]
+                  + [z for c in here for z in builders.cluster_zones(c)]):
+            if zone_names[region].get(z, z) not in seen:
+                seen.add(zone_names[region].get(z, z))
+                zones.append(z)
+        zones = tuple(zones)
         networks[region] = Network(f"aws-{region}-net", NetworkArgs(
             region=region, provider=providers[region],
             vpc_id=getattr(cloud, "network", None), subnet_ids=tuple(getattr(cloud, "subnets", ())),

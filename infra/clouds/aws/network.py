@@ -62,6 +62,7 @@ class Network(pulumi.ComponentResource):
         self.cost_context = shared()
         self.region = args.region
         self._provider = args.provider
+        self._zone_names = dict(args.zone_names or {})
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         if args.vpc_id:
             self.created = False
@@ -130,7 +131,10 @@ class Network(pulumi.ComponentResource):
     def subnets_for(self, zones: tuple[str, ...], *, one_az: bool) -> list[Subnet]:
         """Subnets a cluster uses: those in its zones (when known), a single one when the
         cluster needs one AZ (EFA + cluster placement group)."""
-        chosen = [s for s in self.subnets if zones and s.zone in zones] or list(self.subnets)
+        names = self._zone_names   # zone ID or name -> name: "use1-az2" and "us-east-1b" match
+        wanted = {names.get(z, z) for z in zones}
+        chosen = [s for s in self.subnets if zones and s.zone is not None
+                  and names.get(s.zone, s.zone) in wanted] or list(self.subnets)
         return chosen[:1] if one_az else chosen
 
     def zone_of(self, subnet: Subnet) -> pulumi.Input[str]:
