@@ -31,12 +31,18 @@ examples:
   gpulease plan --stack prod --json > prod-plan.json   save it for a later --diff
   gpulease plan --stack prod --diff staging         what prod costs over staging
   gpulease plan --stack prod --diff prod-plan.json --fail-on-increase 10   CI cost gate
+  gpulease plan --stack prod --against prod-plan.json   what the next `pulumi up` does to
+                                                        each resource (or: a `pulumi stack
+                                                        export` file)
+  gpulease plan --stack prod --now 2026-12-10T09:00:00Z   as of a moment (quotes, windows)
   gpulease plan --stack prod --html report.html --monitoring monitoring/
   gpulease plan --config stacks/Pulumi.dev.yaml --catalog-version 2026.12.03
 
 exit codes (the reason is printed on stderr):
   0 ok · 2 bad input (nothing planned) · 3 the total monthly cost rose more than
-  --fail-on-increase · 4 a mandatory guardrail failed or a conformance error was found
+  --fail-on-increase · 4 a mandatory guardrail failed or a conformance error was found, a
+  Capacity Block would be bought without a pinned, approved quote, or (--against) the next
+  `pulumi up` would replace or delete a prepaid or committed resource
   (4 wins over 3: a plan the clouds would reject cannot be deployed at any cost)"""
 
 
