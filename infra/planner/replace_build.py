@@ -332,17 +332,18 @@ class Extractor:
                     return self.sdk_map(_until_decl_end(inner.items[i + 1:]))
             return {}
         body = last_brace(seq)
-        if body is None:
-            return {}
-        out = {}
+        return {} if body is None else {
+            name: self.sdk_attr(name, v) for name, v in self.entries(body)}
+
+    def entries(self, body: Group) -> list[tuple[str, list]]:
+        """``{KEY: value, ...}`` of a map literal with attribute-name keys (string literals,
+        ``names.AttrX``, package constants): [(name, value)]."""
+        out = []
         for item in split(body.items, ","):
             k, v = key_value(item)
-            if k is None:
-                continue
-            name = self.key(k)
-            if name is None:
-                continue
-            out[name] = self.sdk_attr(name, v)
+            name = self.key(k) if k is not None else None
+            if name is not None:
+                out.append((name, v))
         return out
 
     def sdk_attr(self, name: str, value: list) -> Attr:
@@ -393,15 +394,7 @@ class Extractor:
         out: dict[str, Attr] = {}
         for key in ("Attributes", "Blocks"):
             m = last_brace(self.resolve(f.get(key, [])))
-            if m is None:
-                continue
-            for item in split(m.items, ","):
-                k, v = key_value(item)
-                if k is None:
-                    continue
-                name = self.key(k)
-                if name is None:
-                    continue
+            for name, v in self.entries(m) if m is not None else []:
                 out[name] = self.fw_attr(name, self.resolve(v))
         return out
 
