@@ -285,14 +285,30 @@ def test_buying_another_block_over_a_bought_one_is_exit_4_unless_opted_in(tmp_pa
     assert "replaced: capacityBlockOfferingId changed" in cap.out
     assert "one-time $16,990.56 (prepaid purchases)" in cap.out
     assert ("the next `pulumi up` would replace train-block (a prepaid Capacity Block (not "
-            "refundable; a replacement buys a second block); forced by capacityBlockOfferingId)"
-            in cap.err) and "list train in gpulease:allow_prepaid_replacement" in cap.err
+            "refundable; a replacement buys a second block); protected: `pulumi up` refuses to "
+            "replace it; forced by capacityBlockOfferingId)" in cap.err)
+    assert "list train in gpulease:allow_prepaid_replacement" in cap.err
     stack["gpulease:allow_prepaid_replacement"] = ["train"]
     f.write_text(yaml.safe_dump({"config": stack}))
     code = main(["plan", "--config", str(f), "--now", "2026-12-04T13:00:00Z", "--against",
                  str(saved)])
     cap = capsys.readouterr()
     assert code == EXIT_OK and "[allowed] replace train-block" in cap.out
+
+
+def test_replacing_a_protected_bucket_is_what_pulumi_up_refuses(prod_pair, tmp_path):
+    """Prod buckets are protected: the engine refuses their replacement, so the plan does too;
+    the prepaid opt-in does not lift it."""
+    old, new = copy.deepcopy(prod_pair[0]), prod_pair[1]
+    bucket = next(r for r in old["resources"] if r["type"] == "gcp:storage/bucket:Bucket"
+                  and r["protect"])
+    bucket["inputs"]["location"] = "US"
+    result = A.compare(previous_plan(old, tmp_path / "p.json"), new, stack="prod",
+                       allow=(bucket["cluster"],))
+    (b,) = result["blocked"]
+    assert b["name"] == bucket["name"] and b["protected"] and b["prepaid"] is None
+    assert b["why"] == "protected: `pulumi up` refuses to replace it"
+    assert "deleted only after `pulumi state unprotect`" in A.blocked_reason(result)
 
 
 def test_deleting_a_reservation_a_node_group_uses_is_blocked(tmp_path, capsys):

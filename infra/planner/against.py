@@ -343,7 +343,7 @@ def compare(previous: dict, plan: dict, *, allow: tuple = (), stack: str = "",
         if own_host is not None:
             own_host.close()
     _costs(rows, plan)
-    blocked, allowed = _prepaid(rows, previous, allow)
+    blocked, allowed = _prepaid(rows, previous, plan, allow)
     counts = {a: sum(1 for r in rows if r["action"] == a) for a in ACTIONS}
     before = sum(r["old_monthly_usd"] or 0.0 for r in rows)
     after = sum(r["new_monthly_usd"] or 0.0 for r in rows)
@@ -395,22 +395,34 @@ def _in_use(res: dict, previous: dict) -> bool:
     return False
 
 
-def _prepaid(rows: list[dict], previous: dict, allow: tuple) -> tuple[list[dict], list[dict]]:
+def _prepaid(rows: list[dict], previous: dict, plan: dict,
+             allow: tuple) -> tuple[list[dict], list[dict]]:
+    """Replacements and deletions the next `pulumi up` must not do: of prepaid or committed
+    resources (unless their cluster opts in), and of protected ones, which the engine refuses
+    (a replacement when the program still protects the resource, a deletion when the state
+    does: https://github.com/pulumi/pulumi/pull/8873)."""
+    new_protect = {r["urn"]: bool(r.get("protect")) for r in plan["resources"]}
     blocked, allowed = [], []
     for r in rows:
         if r["action"] not in ("replace", "delete"):
             continue
         old = previous["resources"][r["urn"]]
+        refused = new_protect.get(r["urn"]) if r["action"] == "replace" else old["protect"]
         why = PREPAID_TYPES.get(r["type"])
         if why is None and r["type"] in RESERVATION_TYPES and _in_use(old, previous):
             why = "a reservation a node group uses (its capacity may not come back)"
-        if why is None:
+        if why is not None:
+            r["prepaid"] = why
+        if refused:
+            r["protected"] = True
+        if why is None and not refused:
             continue
-        r["prepaid"] = why
         item = {"urn": r["urn"], "type": r["type"], "name": r["name"], "cluster": r["cluster"],
-                "action": r["action"], "why": why, "replaced_by": r["replaced_by"],
-                "protected": old["protect"]}
-        (allowed if r["cluster"] in allow else blocked).append(item)
+                "action": r["action"], "replaced_by": r["replaced_by"], "protected": refused,
+                "prepaid": why,
+                "why": "; ".join(x for x in (why, "protected: `pulumi up` refuses to "
+                                             f"{r['action']} it" if refused else None) if x)}
+        (allowed if why and not refused and r["cluster"] in allow else blocked).append(item)
     return blocked, allowed
 
 
@@ -419,7 +431,12 @@ def blocked_reason(result: dict) -> str:
     items = [f"{b['action']} {b['name']} ({b['why']}"
              + (f"; forced by {', '.join(b['replaced_by'])}" if b["replaced_by"] else "") + ")"
              for b in result["blocked"]]
-    clusters = sorted({b["cluster"] for b in result["blocked"]})
-    return ("the next `pulumi up` would " + "; ".join(items) + f". Nothing prepaid or committed "
-            f"is replaced or deleted without opting in: list {', '.join(clusters)} in "
-            f"{OPT_IN_KEY} if that is intended")
+    clusters = sorted({b["cluster"] for b in result["blocked"] if b["prepaid"]})
+    out = "the next `pulumi up` would " + "; ".join(items) + "."
+    if clusters:
+        out += (f" Nothing prepaid or committed is replaced or deleted without opting in: list "
+                f"{', '.join(clusters)} in {OPT_IN_KEY} if that is intended.")
+    if any(b["protected"] and not b["prepaid"] for b in result["blocked"]):
+        out += (" A protected resource is replaced only when the program stops protecting it, "
+                "and deleted only after `pulumi state unprotect`.")
+    return out
