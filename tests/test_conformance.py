@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.cli import main
-from infra.conformance import check, has_errors, physical_name, specs
+from infra.conformance import check, generate, has_errors, physical_name, specs
 from infra.conformance import names as N
 from infra.conformance import tables
 from infra.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_POLICY
@@ -37,6 +37,45 @@ _T = {"gpulease-cluster": "c"}
 
 
 # ---- the specs themselves --------------------------------------------------------------------
+def test_shipped_specs_are_what_the_installed_libraries_say():
+    """infra/conformance/data/specs.json regenerated from botocore, google-cloud-compute and
+    google-cloud-storage is byte for byte the shipped file (a new table row, a changed
+    REFS_OUTSIDE_TABLES or a new library pin must regenerate it)."""
+    fresh = generate.render(generate.generate())
+    shipped = specs.DATA.read_text(encoding="utf-8")
+    if fresh != shipped:
+        old, new = json.loads(shipped), json.loads(fresh)
+        differ = sorted(k for k in set(old["constraints"]) | set(new["constraints"])
+                        if old["constraints"].get(k) != new["constraints"].get(k))
+        pytest.fail(f"{specs.DATA} is stale (libraries {old['libraries']} -> "
+                    f"{new['libraries']}; {len(differ)} constraints differ, e.g. {differ[:3]}): "
+                    f"run `{specs.REGENERATE}`")
+    assert specs.libraries() == json.loads(fresh)["libraries"]
+
+
+def test_a_reference_the_data_lacks_says_how_to_regenerate():
+    with pytest.raises(KeyError, match="infra.conformance.generate"):
+        specs.aws_param("ec2", "CreateLaunchTemplate", "LaunchTemplateData.NoSuchMember")
+
+
+def test_the_plan_reads_constants_without_importing_the_client_libraries():
+    """`gpulease plan` checks conformance from the shipped data: google-cloud-compute,
+    google-cloud-storage and botocore are imported only to call an API (issue 23 item 2)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom infra.cli import main\ntry:\n    main(['plan', '--stack', 'prod'])\n"
+             "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('botocore', 'boto3')"
+             " or m.startswith(('google.cloud', 'google.api_core')))\n"
+             "sys.stderr.write('HEAVY=' + ','.join(heavy))\n")
+    p = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Conformance: every constrained input matches" in p.stdout
+    assert p.stderr.rsplit("HEAVY=", 1)[1] == "", p.stderr.rsplit("HEAVY=", 1)[1][:500]
+
+
 def test_specs_come_from_the_installed_libraries():
     c = specs.aws_param("ec2", "CreateLaunchTemplate",
                         "LaunchTemplateData.InstanceMarketOptions.MarketType")
@@ -58,6 +97,9 @@ def test_specs_come_from_the_installed_libraries():
     assert "ARCHIVE" in specs.gcs_storage_classes().enum
     assert specs.gcs_lifecycle_actions().enum == ("Delete", "SetStorageClass",
                                                   "AbortIncompleteMultipartUpload")
+    # the shipped data says what the generator reads from the library
+    assert generate.gcp_enum("Scheduling", "ProvisioningModel") == specs.gcp_enum(
+        "Scheduling", "ProvisioningModel")
 
 
 def test_every_table_row_resolves_to_a_real_constraint():
@@ -81,7 +123,7 @@ def test_java_patterns_translate_and_unicode_classes_only_where_underscore_is_al
                 # \p{L} / \p{N} become \w, which adds "_": only sound where "_" is allowed
                 # (explicitly, or through \p{P}, whose connector punctuation includes "_").
                 assert "_" in p or "\\p{P}" in p, p
-                translated = specs.java_pattern(p)
+                translated = generate.java_pattern(p)
                 assert translated is None or "\\p{" not in translated
     assert used
     # every pattern the tables use translates (none is silently dropped)
@@ -89,12 +131,12 @@ def test_java_patterns_translate_and_unicode_classes_only_where_underscore_is_al
         for row in rows:
             c = row.constraint()
             assert "\\p{" not in (c.pattern or "")
-    tag = specs.java_pattern("[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]+")
+    tag = generate.java_pattern("[\\p{L}\\p{Z}\\p{N}_.:/=+\\-@]+")
     import re
 
     assert re.fullmatch(tag, "gpulease-owner é 1_:/=+@")
     assert not re.fullmatch(tag, "bad#key")
-    xml = specs.java_pattern("[\\u0020-\\uD7FF\\uE000-\\uFFFD\\uD800\\uDC00-\\uDBFF\\uDFFF\\r\\n\\t]*")
+    xml = generate.java_pattern("[\\u0020-\\uD7FF\\uE000-\\uFFFD\\uD800\\uDC00-\\uDBFF\\uDFFF\\r\\n\\t]*")
     assert re.fullmatch(xml, "ok \U0001F600") and not re.fullmatch(xml, "\x00")
 
 

@@ -1,21 +1,35 @@
-"""Machine-readable API specs that maintained libraries ship, loaded once and read as constraints.
+"""The API constraints the conformance check reads, from data generated out of the SDKs' specs.
 
-- AWS: botocore's service models (``Loader().load_service_model(service, "service-2")``): a
-  member's enum, min/max length or value, and pattern. Patterns are Java regexes; the few Java
-  constructs they use are translated (:func:`java_pattern`).
-- GCP Compute: google-cloud-compute's ``compute_v1`` message types (enums are nested
-  ``proto.Enum`` classes; the RFC 1035 name rule is read from the ``name`` field's docstring).
-- GCS: google-cloud-storage (``Bucket.STORAGE_CLASSES``, the lifecycle rule classes, the public
-  access prevention constants): the storage v1 discovery document lists these in prose only.
+``infra/conformance/data/specs.json`` holds, for every constraint the tables and rules use, what
+botocore's service models, google-cloud-compute's ``compute_v1`` types and google-cloud-storage
+say (enums, lengths, patterns, ranges) and which library version said it. It is written by
+``python -m infra.conformance.generate`` (which imports those libraries) and checked against
+them by a test, so `gpulease plan` reads a small JSON file instead of importing ~3 s of client
+libraries only for their constants. A constraint is named by a reference, a tuple such as
+``("aws_param", "ec2", "CreateLaunchTemplate", "LaunchTemplateData.InstanceType")``.
 """
 from __future__ import annotations
 
-import importlib
-import re
-import warnings
+import json
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Optional
+
+DATA = Path(__file__).with_name("data") / "specs.json"
+FORMAT = 1
+REGENERATE = "python -m infra.conformance.generate > infra/conformance/data/specs.json"
+
+#: constraints read outside infra/conformance/tables.py (check.py's tag rules, names.py's GCE
+#: names); the generator writes these and every table row's.
+REFS_OUTSIDE_TABLES: tuple[tuple[str, ...], ...] = (
+    ("aws_shape", "resourcegroupstaggingapi", "TagKey"),
+    ("aws_shape", "resourcegroupstaggingapi", "TagValue"),
+    ("aws_shape", "iam", "tagKeyType"),
+    ("aws_shape", "iam", "tagValueType"),
+    ("gce_name",),
+    ("gce_base_instance_name",),
+)
 
 
 @dataclass(frozen=True)
@@ -31,203 +45,88 @@ class Constraint:
     maximum: Optional[float] = None
     kind: str = "string"  # "string" | "integer" | "number" | "boolean"
 
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"spec": self.spec, "kind": self.kind}
+        for k in ("min_len", "max_len", "pattern", "minimum", "maximum"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.enum:
+            out["enum"] = list(self.enum)
+        return out
 
-# ---- AWS: botocore ----------------------------------------------------------------------------
+    @classmethod
+    def from_json(cls, d: dict) -> "Constraint":
+        return cls(**{**d, "enum": tuple(d.get("enum", ()))})
+
+
+def ref_key(ref: tuple[str, ...]) -> str:
+    """The data file's key for a reference (its parts joined by spaces; none contains one)."""
+    return " ".join(ref)
+
+
 @lru_cache(maxsize=None)
-def _aws_model(service: str) -> dict:
-    import botocore.loaders
-
-    return botocore.loaders.Loader().load_service_model(service, "service-2")
-
-
-def botocore_version() -> str:
-    import botocore
-
-    return botocore.__version__
+def _data() -> dict:
+    with open(DATA, encoding="utf-8") as f:
+        return json.load(f)
 
 
-_SURROGATE_RANGE = re.compile(r"\\uD800\\uDC00-\\uDBFF\\uDFFF", re.IGNORECASE)
-_Z_CLASS = r" \u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000"
+def libraries() -> dict[str, str]:
+    """The library versions the shipped constraints were generated from."""
+    return dict(_data()["libraries"])
 
 
-def java_pattern(pattern: str) -> Optional[str]:
-    """A botocore (Java) pattern as a Python regex.
-
-    Translated: the UTF-16 surrogate-pair range ``\\uD800\\uDC00-\\uDBFF\\uDFFF`` (= every
-    supplementary character) and the Unicode classes ``\\p{L}`` / ``\\p{N}`` (both become ``\\w``,
-    which adds ``_``: every botocore pattern that uses them allows ``_`` anyway, pinned by a test)
-    and ``\\p{Z}`` (the Unicode separators, listed). A pattern with another Unicode class
-    (``\\p{M}``, ``\\p{S}`` ...) has no ``re`` equivalent: None, and the check reports what it
-    can (lengths, enums) rather than guess."""
-    p = _SURROGATE_RANGE.sub(r"\\U00010000-\\U0010FFFF", pattern)
-    p = p.replace(r"\p{L}", r"\w").replace(r"\p{N}", r"\w").replace(r"\p{Z}", _Z_CLASS)
-    if r"\p{" in p:
-        return None
+@lru_cache(maxsize=None)
+def lookup(ref: tuple[str, ...]) -> Constraint:
+    """The constraint a reference names. A reference the data does not hold is a programming
+    error (a new table row without regenerating): KeyError saying how to regenerate."""
     try:
-        re.compile(p)
-    except re.error:
-        return None
-    return p
+        return Constraint.from_json(_data()["constraints"][ref_key(ref)])
+    except KeyError:
+        raise KeyError(f"{ref_key(ref)!r} is not in {DATA.name}: run `{REGENERATE}`") from None
 
 
-def _documented_values(doc: str) -> tuple[str, ...]:
-    """Values an API lists in its documentation as ``<dt>value</dt>`` after "valid values"
-    (the ASG allocation strategies are plain strings in the model, enumerated only there)."""
-    if "valid values" not in doc.lower():
-        return ()
-    # "<dt>price-capacity-optimized (recommended)</dt>": the value is what precedes a note
-    return tuple(v.strip() for v in re.findall(r"<dt>\s*([^<(]+?)\s*(?:\([^<]*\))?\s*</dt>", doc))
-
-
-@lru_cache(maxsize=None)
 def aws_param(service: str, operation: str, path: str) -> Constraint:
-    """The constraint on one input member of an AWS operation, e.g.
-    ``aws_param("ec2", "CreateLaunchTemplate", "LaunchTemplateData.InstanceMarketOptions.MarketType")``.
-    ``a[]`` steps into a list member. Raises KeyError for a path the model does not have."""
-    model = _aws_model(service)
-    shapes = model["shapes"]
-    shape_name = model["operations"][operation]["input"]["shape"]
-    shape = shapes[shape_name]
-    doc = ""
-    for part in path.split("."):
-        many = part.endswith("[]")
-        member = shape["members"][part[:-2] if many else part]
-        doc = member.get("documentation", "")
-        shape_name = member["shape"]
-        shape = shapes[shape_name]
-        if many:
-            shape_name = shape["member"]["shape"]
-            shape = shapes[shape_name]
-    version = model["metadata"]["apiVersion"]
-    label = f"botocore {botocore_version()} {service} {version} {operation} {path} ({shape_name}"
-    enum = tuple(shape.get("enum", ()))
-    how = ""
-    if not enum and shape.get("type") == "string":
-        enum = _documented_values(doc)
-        how = ", valid values listed in its documentation" if enum else ""
-    kind = {"integer": "integer", "long": "integer", "double": "number", "float": "number",
-            "boolean": "boolean"}.get(shape.get("type", "string"), "string")
-    bounds = dict(minimum=shape.get("min"), maximum=shape.get("max")) if kind in (
-        "integer", "number") else dict(min_len=shape.get("min"), max_len=shape.get("max"))
-    return Constraint(spec=label + (" enum" if shape.get("enum") else "") + how + ")",
-                      enum=enum, pattern=java_pattern(shape.get("pattern", "")) or None, kind=kind,
-                      **bounds)
+    """One input member of an AWS operation (botocore), e.g. ``aws_param("ec2",
+    "CreateLaunchTemplate", "LaunchTemplateData.InstanceMarketOptions.MarketType")``; ``a[]``
+    steps into a list member."""
+    return lookup(("aws_param", service, operation, path))
 
 
-@lru_cache(maxsize=None)
 def aws_shape(service: str, shape_name: str) -> Constraint:
-    """The constraint of a named shape of a service model (``aws_shape("iam", "tagKeyType")``)."""
-    model = _aws_model(service)
-    shape = model["shapes"][shape_name]
-    return Constraint(
-        spec=f"botocore {botocore_version()} {service} {model['metadata']['apiVersion']} "
-             f"{shape_name}", enum=tuple(shape.get("enum", ())), min_len=shape.get("min"),
-        max_len=shape.get("max"),
-        pattern=java_pattern(shape.get("pattern", "")) or None)
+    """A named shape of a botocore service model (``aws_shape("iam", "tagKeyType")``)."""
+    return lookup(("aws_shape", service, shape_name))
 
 
-def _import(module: str):
-    """Import a Google client library without its import-time FutureWarning about the Python
-    version (google.api_core), which would otherwise land on `gpulease plan`'s stderr."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        return importlib.import_module(module)
-
-
-# ---- GCP Compute: google-cloud-compute --------------------------------------------------------
-def compute_version() -> str:
-    return _import("google.cloud.compute_v1.gapic_version").__version__
-
-
-@lru_cache(maxsize=None)
 def gcp_enum(message: str, enum: str) -> Constraint:
     """Values of ``compute_v1.<message>.<enum>`` (its ``UNDEFINED_*`` placeholder excluded)."""
-    compute_v1 = _import("google.cloud.compute_v1")
-    cls = getattr(getattr(compute_v1, message), enum)
-    values = tuple(m.name for m in cls if not m.name.startswith("UNDEFINED_"))
-    return Constraint(spec=f"google-cloud-compute {compute_version()} compute_v1.{message}.{enum}",
-                      enum=values)
+    return lookup(("gcp_enum", message, enum))
 
 
-@lru_cache(maxsize=None)
-def gce_name() -> Constraint:
-    """The RFC 1035 rule every Compute resource name follows, read from the API's own field
-    documentation (``compute_v1.InstanceTemplate.name``: "1-63 characters long and match the
-    regular expression ``[a-z]([-a-z0-9]*[a-z0-9])?``")."""
-    compute_v1 = _import("google.cloud.compute_v1")
-    doc = " ".join((compute_v1.InstanceTemplate.__doc__ or "").split())
-    m = re.search(r"name must be 1-(\d+) characters long and match the regular expression "
-                  r"``?([^` ]+)``?", doc)
-    if not m:  # pragma: no cover - a future client reworded it: fail loudly, never guess
-        raise RuntimeError("compute_v1.InstanceTemplate.name no longer states the RFC 1035 rule")
-    return Constraint(spec=f"google-cloud-compute {compute_version()} compute_v1.InstanceTemplate"
-                           f".name (RFC 1035)", min_len=1, max_len=int(m.group(1)),
-                      pattern=m.group(2))
-
-
-@lru_cache(maxsize=None)
-def gce_base_instance_name() -> Constraint:
-    """``compute_v1.InstanceGroupManager.base_instance_name``: "The maximum character length is
-    58 and the name must comply with RFC1035 format"."""
-    compute_v1 = _import("google.cloud.compute_v1")
-    doc = " ".join((compute_v1.InstanceGroupManager.__doc__ or "").split())
-    m = re.search(r"base_instance_name \(str\): .*?maximum character length is (\d+) and the "
-                  r"name must comply with RFC1035", doc)
-    if not m:  # pragma: no cover
-        raise RuntimeError("compute_v1.InstanceGroupManager.base_instance_name no longer states "
-                           "its length")
-    return Constraint(spec=f"google-cloud-compute {compute_version()} compute_v1."
-                           "InstanceGroupManager.base_instance_name (RFC 1035)", min_len=1,
-                      max_len=int(m.group(1)), pattern=gce_name().pattern)
-
-
-@lru_cache(maxsize=None)
 def gcp_range(message: str, field: str) -> Constraint:
-    """Numeric bounds a compute_v1 field states as "The minimum value for this field is A and
-    the maximum value is B" (``Network.mtu``)."""
-    compute_v1 = _import("google.cloud.compute_v1")
-    doc = " ".join((getattr(compute_v1, message).__doc__ or "").split())
-    i = doc.find(f"{field} (")
-    m = re.search(r"minimum value for this field is (\d+) and the maximum value is (\d+)",
-                  doc[i:i + 600])
-    if i < 0 or not m:  # pragma: no cover
-        raise RuntimeError(f"compute_v1.{message}.{field} no longer states its range")
-    return Constraint(spec=f"google-cloud-compute {compute_version()} compute_v1.{message}."
-                           f"{field}", minimum=int(m.group(1)), maximum=int(m.group(2)),
-                      kind="integer")
+    """Numeric bounds a compute_v1 field's documentation states (``Network.mtu``)."""
+    return lookup(("gcp_range", message, field))
 
 
-# ---- GCS: google-cloud-storage ---------------------------------------------------------------
-def storage_version() -> str:
-    return _import("google.cloud.storage").__version__
+def gce_name() -> Constraint:
+    """The RFC 1035 rule every Compute resource name follows (compute_v1 documentation)."""
+    return lookup(("gce_name",))
 
 
-@lru_cache(maxsize=None)
+def gce_base_instance_name() -> Constraint:
+    """``compute_v1.InstanceGroupManager.base_instance_name``'s length and RFC 1035 rule."""
+    return lookup(("gce_base_instance_name",))
+
+
 def gcs_storage_classes() -> Constraint:
-    Bucket = _import("google.cloud.storage").Bucket
-
-    return Constraint(spec=f"google-cloud-storage {storage_version()} Bucket.STORAGE_CLASSES",
-                      enum=tuple(Bucket.STORAGE_CLASSES))
+    return lookup(("gcs_storage_classes",))
 
 
-@lru_cache(maxsize=None)
 def gcs_lifecycle_actions() -> Constraint:
-    b = _import("google.cloud.storage.bucket")
-
-    rules = (b.LifecycleRuleDelete(age=1), b.LifecycleRuleSetStorageClass("STANDARD", age=1),
-             b.LifecycleRuleAbortIncompleteMultipartUpload(age=1))
-    return Constraint(spec=f"google-cloud-storage {storage_version()} LifecycleRule* action types",
-                      enum=tuple(r["action"]["type"] for r in rules))
+    return lookup(("gcs_lifecycle_actions",))
 
 
-@lru_cache(maxsize=None)
 def gcs_public_access_prevention() -> Constraint:
-    c = _import("google.cloud.storage.constants")
-
-    return Constraint(spec=f"google-cloud-storage {storage_version()} constants."
-                           "PUBLIC_ACCESS_PREVENTION_*",
-                      enum=(c.PUBLIC_ACCESS_PREVENTION_ENFORCED,
-                            c.PUBLIC_ACCESS_PREVENTION_INHERITED))
+    return lookup(("gcs_public_access_prevention",))
 
 
 def describe(value: Any) -> str:

@@ -2,9 +2,10 @@
 
 Each row maps an input path as the engine records it (camelCase, ``a[].b`` walks a list) to the
 parameter of the cloud API call the provider makes with it, and the spec that constrains it
-(``infra.conformance.specs``). Rows name API paths, never copy values: the values come from the
-spec at run time. ``extra`` lists values the PROVIDER accepts beyond the API (documented in its
-resource docs) so the check never rejects what `pulumi up` would send successfully.
+(``infra.conformance.specs``). Rows name API paths, never copy values: the values are generated
+from the SDKs' specs into ``infra/conformance/data/specs.json`` (``infra.conformance.generate``).
+``extra`` lists values the PROVIDER accepts beyond the API (documented in its resource docs) so
+the check never rejects what `pulumi up` would send successfully.
 
 Types without a row (route tables, associations, NAT gateways, internet gateways, bucket public
 access blocks, GCS bucket objects, Cloud Functions / Run / Scheduler) have no constrained input
@@ -12,8 +13,7 @@ the shipped stacks set beyond their tags/labels and names, which the generic rul
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 from infra.conformance import specs
 from infra.conformance.specs import Constraint
@@ -22,16 +22,19 @@ from infra.conformance.specs import Constraint
 @dataclass(frozen=True)
 class Row:
     path: str
-    constraint: Callable[[], Constraint] = field(compare=False)
+    ref: tuple[str, ...]  # the constraint's reference in infra/conformance/data/specs.json
     extra: tuple[str, ...] = ()
 
+    def constraint(self) -> Constraint:
+        return specs.lookup(self.ref)
 
-def _aws(service: str, operation: str, api_path: str) -> Callable[[], Constraint]:
-    return lambda: specs.aws_param(service, operation, api_path)
+
+def _aws(service: str, operation: str, api_path: str) -> tuple[str, ...]:
+    return ("aws_param", service, operation, api_path)
 
 
-def _enum(message: str, enum: str) -> Callable[[], Constraint]:
-    return lambda: specs.gcp_enum(message, enum)
+def _enum(message: str, enum: str) -> tuple[str, ...]:
+    return ("gcp_enum", message, enum)
 
 
 _LT = ("ec2", "CreateLaunchTemplate")
@@ -43,7 +46,7 @@ AWS: dict[str, tuple[Row, ...]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": (
         # CreateLaunchTemplate's member is a bare String; the named LaunchTemplateName shape
         # (3-128, [a-zA-Z0-9().-/_]+) is how every other launch template call types the name.
-        Row("name", lambda: specs.aws_shape("ec2", "LaunchTemplateName")),
+        Row("name", ("aws_shape", "ec2", "LaunchTemplateName")),
         Row("description", _aws(*_LT, "VersionDescription")),
         Row("instanceType", _aws(*_LT, _LTD + "InstanceType")),
         Row("metadataOptions.httpTokens", _aws(*_LT, _LTD + "MetadataOptions.HttpTokens")),
@@ -227,7 +230,7 @@ GCP: dict[str, tuple[Row, ...]] = {
     ),
     "gcp:compute/network:Network": (
         Row("routingMode", _enum("NetworkRoutingConfig", "RoutingMode")),
-        Row("mtu", lambda: specs.gcp_range("Network", "mtu")),
+        Row("mtu", ("gcp_range", "Network", "mtu")),
         Row("networkFirewallPolicyEnforcementOrder",
             _enum("Network", "NetworkFirewallPolicyEnforcementOrder")),
     ),
@@ -252,11 +255,11 @@ GCP: dict[str, tuple[Row, ...]] = {
         Row("endpointTypes[]", _enum("RouterNat", "EndpointTypes")),
     ),
     "gcp:storage/bucket:Bucket": (
-        Row("storageClass", specs.gcs_storage_classes),
-        Row("lifecycleRules[].action.type", specs.gcs_lifecycle_actions),
-        Row("lifecycleRules[].action.storageClass", specs.gcs_storage_classes),
-        Row("lifecycleRules[].condition.matchesStorageClasses[]", specs.gcs_storage_classes),
-        Row("publicAccessPrevention", specs.gcs_public_access_prevention),
+        Row("storageClass", ("gcs_storage_classes",)),
+        Row("lifecycleRules[].action.type", ("gcs_lifecycle_actions",)),
+        Row("lifecycleRules[].action.storageClass", ("gcs_storage_classes",)),
+        Row("lifecycleRules[].condition.matchesStorageClasses[]", ("gcs_storage_classes",)),
+        Row("publicAccessPrevention", ("gcs_public_access_prevention",)),
     ),
 }
 
