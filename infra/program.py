@@ -12,6 +12,7 @@ from typing import Any, Iterable, Optional
 
 import pulumi
 
+from infra import oneshot
 from infra.catalog import Catalog, load_catalog
 from infra.config import NAMESPACE, TOP_LEVEL_KEYS, catalog_selection, parse_stack_config
 from infra.costing import transform as cost_transform
@@ -89,14 +90,17 @@ def main(file_keys: Optional[Iterable[str]] = None) -> ProgramResult:
 
     used = {c.cloud for c in env.clusters} | {s.cloud for s in env.storage}
     storage: dict[str, pulumi.Resource] = {}
-    for cloud in [c for c in DEPLOY_ORDER if c in used]:
-        declared = importlib.import_module(CLOUD_ADAPTORS[cloud]).deploy(
-            env, catalog, storage=dict(storage))
-        storage.update(storage_components(declared))
-    if getattr(spec.reaper, "schedule", None):
-        from infra.reaper.deploy import deploy_reaper
+    # Everything declared here lives until the program ends: in a one-shot process (`pulumi up`,
+    # `gpulease plan`) the collector would walk it again and again for nothing (infra.oneshot).
+    with oneshot.collector_paused(only_one_shot=True):
+        for cloud in [c for c in DEPLOY_ORDER if c in used]:
+            declared = importlib.import_module(CLOUD_ADAPTORS[cloud]).deploy(
+                env, catalog, storage=dict(storage))
+            storage.update(storage_components(declared))
+        if getattr(spec.reaper, "schedule", None):
+            from infra.reaper.deploy import deploy_reaper
 
-        deploy_reaper(env)
+            deploy_reaper(env)
 
     export_outputs(env, catalog, ledger)
     return ProgramResult(decision=env, catalog=catalog, ledger=ledger)

@@ -153,5 +153,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return code
 
 
+def console() -> None:
+    """The `gpulease` console script and `python -m infra.cli`: :func:`main` in a one-shot
+    process (``infra.oneshot``: long-lived data frozen out of the collector's walks, no
+    interpreter teardown at exit). Tests call :func:`main`, which does neither."""
+    from infra import oneshot
+
+    oneshot.enable()
+    oneshot.exit(main())
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()

@@ -1,6 +1,4 @@
 """`python -m infra.cli` = `gpulease`."""
-import sys
+from infra.cli import console
 
-from infra.cli import main
-
-sys.exit(main())
+console()

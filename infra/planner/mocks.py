@@ -18,7 +18,7 @@ providers do before any cloud call (docs/offline-plan.md):
 """
 from __future__ import annotations
 
-import gc
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -39,6 +39,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.sync_await import _sync_await
 
+from infra import oneshot
 from infra.errors import Finding, InputError
 from infra.text import plural
 
@@ -595,15 +596,18 @@ def _no_stack_trace() -> source_pb2.StackTrace:
 def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict] = None,
                 project: str = "gpulease", preview: bool = False,
                 strict_calls: bool = True, seed: str = DEFAULT_SEED,
-                lookups: Optional[dict] = None, now: Optional[float] = None) -> ProgramRun:
+                lookups: Optional[dict] = None, now: Optional[float] = None,
+                pause_gc: bool = True) -> ProgramRun:
     """Run ``program`` under mocks; return every registered resource and the stack outputs.
 
     ``config`` maps full keys (``gpulease:clusters``) to values as the engine passes them
     (strings; objects JSON-encoded). ``preview``: `pulumi preview` (provider-computed outputs
     unknown) instead of `pulumi up` (deterministic values). ``lookups``: data-source answers
     (default: :func:`load_lookups`). ``now``: the moment (epoch seconds) lookups that change
-    over time answer for (Capacity Block quotes; default: the current time). Raises
-    :class:`ProviderRejected` when a provider would
+    over time answer for (Capacity Block quotes; default: the current time).
+    ``pause_gc=False`` leaves the cyclic collector running as it does under the real engine
+    (``bench/plan.py --engine-gc`` measures that). Raises :class:`ProviderRejected` when a
+    provider would
     refuse a resource before calling the cloud (e.g. an auto-name longer than its maximum).
     """
     with _LOCK:
@@ -619,22 +623,22 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
         # Speed (bench/plan.py): the SDK captures a Python stack trace per registration for the
         # engine's source positions, which the mock monitor never reads; and the cyclic
         # collector rescans the growing object graph of a large program again and again.
-        # Both are restored afterwards; reference counting still frees acyclic garbage.
+        # Both are restored afterwards; reference counting still frees acyclic garbage. In a
+        # one-shot process what the run built lives until exit: it is frozen out of later
+        # collections before the collector resumes (infra.oneshot).
         saved_trace = _runtime_resource._get_stack_trace
         _runtime_resource._get_stack_trace = _no_stack_trace
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
+        paused = oneshot.collector_paused() if pause_gc else contextlib.nullcontext()
         try:
-            stack_res = pulumi.runtime.settings.get_root_resource()
-            holder["result"] = program()
-            _sync_await(pulumi.runtime.stack.wait_for_rpcs())
-            if stack_res is not None:
-                raw_outputs = getattr(stack_res, "outputs", {}) or {}
-                outputs = {k: _resolve(v) for k, v in raw_outputs.items()}
+            with paused:
+                stack_res = pulumi.runtime.settings.get_root_resource()
+                holder["result"] = program()
+                _sync_await(pulumi.runtime.stack.wait_for_rpcs())
+                if stack_res is not None:
+                    raw_outputs = getattr(stack_res, "outputs", {}) or {}
+                    outputs = {k: _resolve(v) for k, v in raw_outputs.items()}
         finally:
             _runtime_resource._get_stack_trace = saved_trace
-            if gc_was_enabled:
-                gc.enable()
             pulumi.runtime.settings.reset_options()  # type: ignore[attr-defined]
         if mocks.rejections:
             raise ProviderRejected(mocks.rejections, headline=(

@@ -1,10 +1,9 @@
 """The environment decision: candidates -> exact choice -> budget check -> rationale and alternatives."""
 from __future__ import annotations
 
-import contextlib
-import gc
 from typing import Optional
 
+from infra import oneshot
 from infra.catalog import Catalog
 from infra.errors import Finding, PolicyError
 from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
@@ -44,24 +43,6 @@ def chosen_zone(c: Candidate) -> str:
     return c.offering.zone_for("spot" if c.purchase is not None and c.purchase.spot else "any")
 
 
-@contextlib.contextmanager
-def _cyclic_gc_paused():
-    """Pause Python's cyclic garbage collector during a decision.
-
-    A decision allocates hundreds of thousands of small acyclic objects (candidates, costs)
-    that reference counting frees; with the collector on, each generation-2 pass rescans every
-    live object, which made time per cluster grow with the environment (bench/policy.py:
-    ~390 us/cluster at 1,000 and 10,000 clusters with it paused vs 460 -> 590 with it on).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
     """Choose cloud, region, instance, nodes, purchase mix and template for every cluster.
 
@@ -70,7 +51,10 @@ def decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
     cluster has no feasible offering, the quotas cannot host the clusters together, or the
     optimum is over budget.
     """
-    with _cyclic_gc_paused():
+    # A decision allocates hundreds of thousands of small acyclic objects (candidates, costs)
+    # that reference counting frees; with the collector on, each generation-2 pass rescanned
+    # every live object, which made time per cluster grow with the environment.
+    with oneshot.collector_paused():
         return _decide(stack, catalog)
 
 
