@@ -1,10 +1,13 @@
 """Offline-plan benchmark: resources per second of THE program under the mock runtime.
 
-Run: python bench/plan.py [--sizes 1,10,50,100] [--repeat 3] [--preview]
+Run: python bench/plan.py [--sizes 1,10,50,100] [--repeat 3] [--preview] [--engine-gc [--one-shot]]
 Builds a stack with N clusters on both clouds from a fixed portfolio (the prod stack's clouds,
 unlimited quota and budget), runs ``infra.planner.plan.run`` on it ``--repeat`` times and prints,
 per size: registered resources (components included), custom resources, the median wall time,
 resources per second and the garbage-collector pause time of the median run.
+``--engine-gc`` leaves the collector running during the run, as the real engine does (the mocks
+pause it); with ``--one-shot`` the process is marked one-shot as the Pulumi entry point marks it
+(infra/oneshot.py: the program then pauses the collector itself and freezes what it built).
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ class _GcTimer:
             self.total += time.perf_counter() - self._t0
 
 
-def measure(n: int, repeat: int, preview: bool) -> dict:
+def measure(n: int, repeat: int, preview: bool, engine_gc: bool = False) -> dict:
     values = stack_values(n)
     runs = []
     for _ in range(repeat):
@@ -77,7 +80,7 @@ def measure(n: int, repeat: int, preview: bool) -> dict:
         timer = _GcTimer()
         gc.callbacks.append(timer)
         t0 = time.perf_counter()
-        prun = run(values, stack="prod", **({"preview": True} if preview else {}))
+        prun = run(values, stack="prod", preview=preview, pause_gc=not engine_gc)
         elapsed = time.perf_counter() - t0
         gc.callbacks.remove(timer)
         runs.append((elapsed, timer.total, len(prun.resources), len(prun.custom)))
@@ -95,11 +98,19 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--preview", action="store_true",
                     help="run the mocks in preview mode (provider-computed outputs unknown)")
+    ap.add_argument("--engine-gc", action="store_true",
+                    help="leave the cyclic collector running during the run, as the engine does")
+    ap.add_argument("--one-shot", action="store_true",
+                    help="mark the process one-shot, as infra/__main__.py does under `pulumi up`")
     args = ap.parse_args(argv)
+    if args.one_shot:
+        from infra import oneshot
+
+        oneshot.enable()
     print(f"{'clusters':>8} {'resources':>9} {'custom':>7} {'median s':>9} {'gc s':>6} "
           f"{'res/s':>7}")
     for n in (int(s) for s in args.sizes.split(",")):
-        m = measure(n, args.repeat, args.preview)
+        m = measure(n, args.repeat, args.preview, args.engine_gc)
         print(f"{m['clusters']:>8} {m['resources']:>9} {m['custom']:>7} {m['median_s']:>9.2f} "
               f"{m['gc_s']:>6.2f} {m['per_s']:>7.0f}", flush=True)
     return 0

@@ -19,12 +19,13 @@ PLAN_FORMAT = "gpulease-plan/1"
 
 def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         catalog_version: Optional[str] = None, preview: bool = False,
-        now: Optional[float] = None) -> ProgramRun:
+        now: Optional[float] = None, pause_gc: bool = True) -> ProgramRun:
     """Run THE program (infra.program.main) under mocks with a stack file's config values.
 
     ``preview``: as `pulumi preview` sees it (provider-computed outputs unknown) instead of as
     `pulumi up` creates it (``infra.planner.mocks.run_program``). ``now``: the moment (epoch
-    seconds) the offline lookups answer for (default: the current time)."""
+    seconds) the offline lookups answer for (default: the current time). ``pause_gc=False``:
+    with the cyclic collector running, as under the real engine."""
     from infra.program import main
 
     config = dict(values)
@@ -36,7 +37,8 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         config.pop("gpulease:catalog", None)
     keys = [k for k in values if isinstance(k, str)]
     return run_program(lambda: main(file_keys=keys), stack=stack,
-                       config=values_for_pulumi(config), preview=preview, now=now)
+                       config=values_for_pulumi(config), preview=preview, now=now,
+                       pause_gc=pause_gc)
 
 
 def _tags_of(inputs: dict) -> dict:
