@@ -40,8 +40,9 @@ examples:
 
 `gpulease COMMAND --help` explains each command, with examples and its exit codes.
 
-output: tables and colour on a terminal; plain, stable text when piped (NO_COLOR or
---no-color turn colour off, FORCE_COLOR turns it on); progress goes to stderr.
+output: tables and colour on a terminal (a table taller than the screen is printed plainly,
+unwrapped); plain, stable text when piped (NO_COLOR or --no-color turn colour off,
+FORCE_COLOR turns it on); progress goes to stderr.
 
 exit codes: 0 ok · 1 failed at run time · 2 bad input (nothing done) ·
             3 cost increase over --fail-on-increase · 4 mandatory guardrail failed or

@@ -7,6 +7,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from infra.text import plural  # noqa: F401 (re-exported: ui.plural; one plural rule)
@@ -24,7 +25,12 @@ _XLARGE = re.compile(r"\.xlarge\b")
 def natural_key(value: Any) -> tuple:
     """Sort key that orders digit runs by number: g4dn.xlarge < g4dn.2xlarge < g4dn.12xlarge,
     a2-highgpu-2g < a2-highgpu-8g, europe-west4 < europe-west10."""
-    parts = _DIGITS.split(_XLARGE.sub(".1xlarge", str(value)))
+    return _natural_key(str(value))
+
+
+@lru_cache(maxsize=4096)  # tables repeat their clouds, regions and types row after row
+def _natural_key(value: str) -> tuple:
+    parts = _DIGITS.split(_XLARGE.sub(".1xlarge", value))
     return tuple((0, int(p), "") if i % 2 else (1, 0, p.lower()) for i, p in enumerate(parts)
                  if p or i == 0)
 
@@ -176,6 +182,15 @@ class Out:
         return t
 
     def table(self, cols: Sequence[Col], rows: Iterable[Sequence[Cell]], *, indent: int = 0):
+        """A table to :meth:`print`. Laid out by rich only where its layout helps: a table that
+        fits on the screen of a terminal, or that carries colour. Otherwise (piped without
+        colour, or taller than the terminal) it prints plainly (:class:`PlainTable`, the same
+        text rich gives when nothing wraps): laying out ~800 rows with rich took over a second
+        (`catalog list`, issue 23)."""
+        rows = [list(r) for r in rows]
+        if self._plain(len(rows)) and PlainTable.handles(rows):
+            return PlainTable(cols, rows, indent=indent, rule="─" if self.tty else "-",
+                              color=self.color)
         from rich.box import Box
         from rich.padding import Padding
         from rich.table import Table
@@ -192,6 +207,13 @@ class Out:
             t.add_row(*[self._cell(x) for x in row])
         return Padding(t, (0, 0, 0, indent), expand=False) if indent else t
 
+    def _plain(self, n_rows: int) -> bool:
+        if not self.tty:
+            return not self.color
+        import shutil
+
+        return n_rows + 2 > shutil.get_terminal_size((100, 24)).lines
+
     def _cell(self, x: Cell):
         from rich.text import Text
 
@@ -204,11 +226,30 @@ class Out:
     # ---- output
     def print(self, *items: Any, style: Optional[str] = None, indent: int = 0) -> None:
         """Print text (str / Text) or a renderable (a table); wraps on a terminal only."""
+        if not items:
+            items = ("",)
+        if not self.tty and not self.color and all(_plain_item(i) for i in items) and (
+                not indent or all(isinstance(i, PlainTable) or _plain_text(i).strip()
+                                  for i in items)):  # rich prints an indented blank as nothing
+            # piped without colour: what rich would print, without loading it
+            pad = " " * indent
+            self.stream.write("".join(
+                i.render(indent) if isinstance(i, PlainTable) else "".join(
+                    (pad + line).rstrip() + "\n" for line in _plain_text(i).split("\n"))
+                for i in items))
+            self.stream.flush()
+            return
+        if any(isinstance(i, PlainTable) for i in items):
+            for item in items:
+                if isinstance(item, PlainTable):
+                    self.stream.write(item.render(indent))
+                    self.stream.flush()
+                else:
+                    self.print(item, style=style, indent=indent)
+            return
         from rich.console import Console
         from rich.padding import Padding
 
-        if not items:
-            items = ("",)
         con = Console(file=_Sink(), width=self._width(), color_system="standard" if self.color
                       else None, force_terminal=self.color, no_color=not self.color,
                       highlight=False, markup=False, emoji=False, soft_wrap=False,
@@ -226,6 +267,10 @@ class Out:
         self.stream.flush()
 
     def line(self, *parts: Cell, indent: int = 0) -> None:
+        if not self.color:  # the parts' styles are not shown: plain text (no rich Text)
+            self.print("".join(str(p[0]) if isinstance(p, tuple) else str(p) for p in parts),
+                       indent=indent)
+            return
         self.print(self.join(*parts), indent=indent)
 
     def _width(self) -> int:
@@ -246,6 +291,119 @@ class Out:
         # measured without the terminal's limit (Measurement.get clamps to max_width)
         m = Measurement.get(con, con.options.update_width(PIPE_WIDTH), renderable)
         return max(width, m.minimum)
+
+
+class PlainTable:
+    """A table laid out with string operations: each column as wide as its widest cell, cells
+    left- or right-justified, two spaces between columns, a rule under the header, no wrapping;
+    the text rich prints for :meth:`Out.table` when nothing wraps (a test compares the two).
+    With colour (a terminal whose table is taller than the screen), styles are applied as
+    ANSI codes after the layout."""
+
+    def __init__(self, cols: Sequence[Col], rows: list[list[Cell]], *, indent: int = 0,
+                 rule: str = "-", color: bool = False):
+        self.cols, self.rows, self.indent, self.rule, self.color = cols, rows, indent, rule, color
+
+    @staticmethod
+    def _text(x: Any) -> tuple[str, Optional[str]]:
+        if isinstance(x, tuple):
+            return str(x[0]), x[1]
+        if x is None:
+            return "", None
+        return str(x) if isinstance(x, str) else getattr(x, "plain", str(x)), None
+
+    @classmethod
+    def handles(cls, rows: list[list[Cell]]) -> bool:
+        """Cells of one line each and without styled spans (rich Text with spans): those the
+        plain layout reproduces exactly."""
+        for row in rows:
+            for x in row:
+                if type(x) is str:
+                    text = x
+                elif isinstance(x, (str, tuple)) or x is None:
+                    text = cls._text(x)[0]
+                elif getattr(x, "spans", None) == [] and isinstance(getattr(x, "plain", None),
+                                                                    str):
+                    text = x.plain
+                else:
+                    return False
+                if "\n" in text or "\t" in text or "\r" in text:
+                    return False
+        return True
+
+    def render(self, extra_indent: int = 0) -> str:
+        n = len(self.cols)
+        text = self._text
+        cells = [[(x, None) if type(x) is str else text(x) for x in row]
+                 + [("", None)] * (n - len(row)) for row in self.rows]
+        heads = [(c.header, None) for c in self.cols]
+        every = "".join(t for row in cells for t, _ in row) + "".join(t for t, _ in heads)
+        if every.isascii():
+            width = len
+        else:
+            from rich.cells import cell_len as width
+        widths = [max(map(width, (row[i][0] for row in cells)), default=0)
+                  for i in range(n)]
+        widths = [max(w, width(h)) for w, (h, _) in zip(widths, heads)]
+        pad = " " * (self.indent + extra_indent)
+        paint = _painter() if self.color else None
+        right = [c.right for c in self.cols]
+
+        def line(row: Sequence[tuple[str, Optional[str]]], header: bool = False) -> str:
+            if paint is None and width is len:
+                return (pad + "  ".join([t.rjust(w) if r else t.ljust(w) for (t, _), w, r
+                                         in zip(row, widths, right)])).rstrip()
+            parts = []
+            for i, (t, style) in enumerate(row):
+                w = widths[i] - width(t) + len(t)
+                t = t.rjust(w) if right[i] else t.ljust(w)
+                if paint:
+                    style = "bold" if header else " ".join(
+                        s for s in (self.cols[i].style, style) if s)
+                    t = paint(t, style) if style else t
+                parts.append(t)
+            return (pad + "  ".join(parts)).rstrip()
+
+        out = [line(heads, header=True),
+               pad + " ".join(self.rule * (w + (i < n - 1)) for i, w in enumerate(widths))]
+        out.extend(line(row) for row in cells)
+        return "\n".join(out) + "\n"
+
+
+def _plain_text(item: Any) -> str:
+    return item if isinstance(item, str) else item.plain
+
+
+def _plain_item(item: Any) -> bool:
+    """Printable piped without rich: a plain table, or text with no tab, no styled span and no
+    line rich would wrap at PIPE_WIDTH."""
+    if isinstance(item, PlainTable):
+        return True
+    if not isinstance(item, str):
+        if type(item).__name__ != "Text" or getattr(item, "spans", None) != [] \
+                or not isinstance(getattr(item, "plain", None), str):
+            return False
+    text = _plain_text(item)
+    return "\t" not in text and "\r" not in text and all(
+        len(line) < PIPE_WIDTH for line in text.split("\n"))
+
+
+def _painter() -> Callable[[str, str], str]:
+    """``paint(text, style)``: the text in rich's ANSI codes for the style (standard colours)."""
+    from functools import lru_cache
+
+    from rich.color import ColorSystem
+    from rich.style import Style
+
+    @lru_cache(maxsize=None)
+    def codes(style: str) -> tuple[str, str]:
+        ansi = Style.parse(style)._make_ansi_codes(ColorSystem.STANDARD)
+        return (f"\x1b[{ansi}m", "\x1b[0m") if ansi else ("", "")
+
+    def paint(text: str, style: str) -> str:
+        start, end = codes(style)
+        return f"{start}{text}{end}" if start and text.strip() else text
+    return paint
 
 
 class _Sink:
