@@ -107,6 +107,18 @@ class Context:
     _gravity: dict = field(default_factory=dict)
     _steps: dict = field(default_factory=dict)
     _spot: dict = field(default_factory=dict)
+    _indexes: dict = field(default_factory=dict)
+    _templates: dict = field(default_factory=dict)
+
+    def gpu_index(self, gpu: str):
+        """The offerings of ``gpu`` as arrays (``infra.policy.pricing.GpuIndex``), built once
+        per decision."""
+        hit = self._indexes.get(gpu)
+        if hit is None:
+            from infra.policy.pricing import GpuIndex
+
+            hit = self._indexes[gpu] = GpuIndex.build(self.by_gpu.get(gpu, ()), self)
+        return hit
 
     def shape_of(self, spec: ClusterSpec, c: Candidate) -> "Shape":
         """What pricing a candidate again needs (decisions, alternatives, term options); kept
@@ -335,13 +347,22 @@ def finish(steps, blend: Optional[Blend], k: CostInputs, *, spot_all: bool = Fal
     return tuple(layout), total
 
 
-def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
-             forced: Optional[ClusterTemplate] = None) -> Candidate:
-    """Price one offering for one cluster under every rule; the first broken rule rejects it."""
+class Rules(NamedTuple):
+    """What the rules say about one pair before it is priced: the first rule it breaks (None
+    = none), its network fabric, whether it runs as a TCP gang, its dataset's move per month."""
+
+    rejected: Optional[str]
+    network: str
+    tcp_gang: bool
+    egress: float
+
+
+def rule_rejection(spec: ClusterSpec, o: Offering, ctx: Context) -> Rules:
+    """The rules a pair must meet whatever it costs: region, residency, cross-cloud data,
+    RDMA, quota, a priced dataset move (the first broken one is the reason)."""
     rules, stack = ctx.rules, ctx.stack
     cspec = stack.clouds[o.cloud]
     nodes = -(-spec.gpus // o.gpus_per_node)
-    steps = ctx.node_steps(spec, o.gpus_per_node)
     gpus = nodes * o.gpus_per_node
     distributed = spec.distributed if spec.distributed is not None else nodes > 1
     gang = distributed and nodes > 1
@@ -377,6 +398,29 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
     egress, why = ctx.gravity(spec.dataset, o.cloud, o.region)
     if why:
         reject(why)
+    return Rules(reason, network, tcp_gang, egress)
+
+
+def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
+             forced: Optional[ClusterTemplate] = None) -> Candidate:
+    """Price one offering for one cluster under every rule; the first broken rule rejects it.
+    (The decision prices every pair with ``infra.policy.pricing`` and calls this for the pairs
+    it shows or chooses; it gives the same objective, bit for bit.)"""
+    rules, stack = ctx.rules, ctx.stack
+    nodes = -(-spec.gpus // o.gpus_per_node)
+    steps = ctx.node_steps(spec, o.gpus_per_node)
+    gpus = nodes * o.gpus_per_node
+    distributed = spec.distributed if spec.distributed is not None else nodes > 1
+    gang = distributed and nodes > 1
+    checked = rule_rejection(spec, o, ctx)
+    reason: Optional[str] = checked.rejected
+    network, tcp_gang, egress = checked.network, checked.tcp_gang, checked.egress
+    ds = stack.storage_by_name(spec.dataset) if spec.dataset else None
+
+    def reject(why: str) -> None:
+        nonlocal reason
+        if reason is None:
+            reason = why
 
     shape = Shape(spec, o, steps, nodes, gang, tcp_gang, egress,
                   ctx.interruptions.get(o.cloud, 0.0))

@@ -3,19 +3,24 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from infra import oneshot
 from infra.catalog import Catalog
 from infra.errors import Finding, PolicyError
 from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
                          EnvironmentDecision, PurchaseMix, StackSpec)
-from infra.policy.candidates import Candidate, Context, candidates_for, lock_in, term_options
+from infra.policy.candidates import (Candidate, Context, candidates_for, evaluate, lock_in,
+                                     rule_rejection, term_options)
 from infra.policy.costmodel import blend_costs, break_even_utilization, rates_of
+from infra.policy.pricing import Quotes, price_clusters
 from infra.policy.rules import PolicyRules
 from infra.policy.solver import Option, QuotaInfeasible, solve
 from infra.policy.storage import storage_decision
 from infra.policy.templates import get_template
 from infra.text import plural
 
+_NO_PURCHASE = PurchaseMix()
 #: how many rejected candidates an infeasibility message lists before "and N more".
 _MAX_LISTED = 12
 
@@ -72,27 +77,39 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
             storage.append(sd)
 
     ctx = Context.build(stack, catalog, rules)
-    all_cands: list[list[Candidate]] = []
-    feasible: list[list[Candidate]] = []
-    for spec in stack.clusters:
-        cands = candidates_for(spec, ctx)
-        ok = [c for c in cands if c.feasible]
+    # price first (every pair, one vectorised pass), explain later (full candidates only for
+    # what the decision shows or chooses): infra.policy.pricing
+    quotes = price_clusters(stack.clusters, ctx)
+    orders, ranked = [], []
+    for spec, q in zip(stack.clusters, quotes):
+        order = q.order()
+        ok = order[q.feasible[order]].tolist()
         if not ok:
-            findings.append(_infeasible(spec, cands, stack))
-        all_cands.append(cands)
-        feasible.append(ok)
+            findings.append(_infeasible(spec, candidates_for(spec, ctx), stack))
+        orders.append(order)
+        ranked.append(ok)
     if findings:
         raise PolicyError(findings, headline=_headline(stack))
 
     quotas = {(cl, r): q for cl, cs in stack.clouds.items() for r, q in cs.quota_gpus.items()}
-    options = [[Option(c.objective, c.gpus, c.quota_key if c.quota_key in quotas else None)
-                for c in ok] for ok in feasible]
+    columns = [_solver_columns(q, ok, quotas) for q, ok in zip(quotes, ranked)]
+    options = [[Option(float(q.objective[j]), int(q.gpus[j]), _quota_key(q, j, quotas))
+                for j in cols] for q, cols in zip(quotes, columns)]
     try:
         sol = solve(options, quotas)
     except QuotaInfeasible as exc:
-        raise PolicyError([_quota_finding(stack, exc, feasible)], headline=_headline(stack)) from None
+        # the regions the clusters could use: every feasible candidate's (not only the ones
+        # the solver kept)
+        coupled = [i for i, opts in enumerate(options) if opts[0].quota_key is not None]
+        exc.regions = sorted({k for i in coupled for k in
+                              (_quota_key(quotes[i], j, quotas) for j in ranked[i])
+                              if k is not None})
+        raise PolicyError([_quota_finding(stack, exc, quotes, ranked)],
+                          headline=_headline(stack)) from None
 
-    chosen = [feasible[i][j] for i, j in enumerate(sol.choice)]
+    chosen_cols = [columns[i][j] for i, j in enumerate(sol.choice)]
+    chosen = [_candidate(spec, q, j, ctx)
+              for spec, q, j in zip(stack.clusters, quotes, chosen_cols)]
     total = sum(c.monthly_usd for c in chosen) + sum(s.monthly_usd for s in storage)
     if total > stack.budget_monthly_usd + 1e-9:
         raise PolicyError([_budget_finding(stack, chosen, storage, total)],
@@ -102,14 +119,17 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
     shared_users = _quota_users(stack, chosen)
     decisions = []
     for i, spec in enumerate(stack.clusters):
-        c = chosen[i]
+        c, q, col = chosen[i], quotes[i], chosen_cols[i]
         blocks = ctx.blocks_of(spec, c)
         months, committed = lock_in(c.offering, c.term, c.costs)
+        nxt = next((j for j in ranked[i] if j != col), None)
+        runner = None if nxt is None else (q.offerings[nxt], float(q.objective[nxt]))
         decisions.append(ClusterDecision(
             spec=spec, offering=c.offering, nodes=c.nodes, purchase=c.purchase,
             network=c.network, template=c.template, hourly_usd=c.hourly_usd, costs=c.costs,
-            rationale=_rationale(spec, c, feasible[i], rules, stack, i in displaced, blocks),
-            alternatives=_alternatives(spec, c, all_cands[i], rules, ctx,
+            rationale=_rationale(spec, c, len(ranked[i]), runner, rules, stack,
+                                 i in displaced, blocks),
+            alternatives=_alternatives(spec, c, q, orders[i], col, rules, ctx,
                                        shared_users if i in displaced else None),
             zone=chosen_zone(c),
             commitment_term=c.term, distributed=c.distributed, blocks=blocks,
@@ -118,6 +138,38 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
             committed_usd=committed, lock_in_months=months))
     return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
                                catalog_version=catalog.version, catalog_as_of=catalog.as_of)
+
+
+def _quota_key(q: Quotes, j, quotas: dict) -> Optional[tuple[str, str]]:
+    o = q.offerings[j]
+    key = (o.cloud, o.region)
+    return key if key in quotas else None
+
+
+def _solver_columns(q: Quotes, ranked, quotas: dict) -> list:
+    """The feasible columns the exact solve can choose (``solver._prune`` on the ranked
+    list): the cheapest outside any quota, and per quota region the cheaper-and-smaller front
+    before it."""
+    keep, best_gpus = [], {}
+    for j in ranked:
+        key = _quota_key(q, j, quotas)
+        if key is None:
+            keep.append(j)
+            break
+        if q.gpus[j] < best_gpus.get(key, 1 << 60):
+            best_gpus[key] = q.gpus[j]
+            keep.append(j)
+    return keep
+
+
+def _candidate(spec: ClusterSpec, q: Quotes, j, ctx: Context) -> Candidate:
+    """The full candidate of a quoted pair (``evaluate``; the one the quote came from when the
+    pricing already built it)."""
+    c = q.exact.get(int(j))
+    if c is None:
+        forced = get_template(spec.template) if spec.template else None
+        c = evaluate(spec, q.offerings[j], ctx, forced)
+    return c
 
 
 # ---- failures ---------------------------------------------------------------------------------
@@ -165,9 +217,9 @@ def _infeasible(spec: ClusterSpec, cands: list[Candidate], stack: StackSpec) -> 
                    source=stack.source)
 
 
-def _quota_finding(stack: StackSpec, exc: QuotaInfeasible, feasible) -> Finding:
+def _quota_finding(stack: StackSpec, exc: QuotaInfeasible, quotes, ranked) -> Finding:
     names = [stack.clusters[i].name for i in exc.clusters]
-    need = sum(min(o.gpus for o in feasible[i]) for i in exc.clusters)
+    need = sum(int(quotes[i].gpus[ranked[i]].min()) for i in exc.clusters)
     quota = sum(stack.clouds[cl].quota_gpus[r] for cl, r in exc.regions)
     regions = ", ".join(f"{cl}:{r} ({stack.clouds[cl].quota_gpus[r]})" for cl, r in exc.regions)
     return Finding("gpulease:clouds", f"GPU quotas cannot host clusters {', '.join(names)} at "
@@ -317,19 +369,20 @@ def _template_text(spec: ClusterSpec, c: Candidate, stack: StackSpec) -> str:
     return f"Template {t.name} ({how}): {why}"
 
 
-def _rationale(spec: ClusterSpec, c: Candidate, ok: list[Candidate], rules: PolicyRules,
+def _rationale(spec: ClusterSpec, c: Candidate, n_ok: int, nxt, rules: PolicyRules,
                stack: StackSpec, displaced: bool, blocks=()) -> str:
+    """``n_ok``: feasible candidates; ``nxt``: (offering, objective) of the best other one."""
     o = c.offering
     head = f"{_where(c)} ({c.nodes} x {o.gpus_per_node} {o.gpu})"
-    others = [x for x in ok if x is not c]
     if displaced:
-        where = f"is the cheapest of {len(ok)} feasible candidates that fits the shared GPU quotas"
-    elif not others:
+        where = f"is the cheapest of {n_ok} feasible candidates that fits the shared GPU quotas"
+    elif nxt is None:
         where = "is the only feasible candidate"
     else:
-        nxt = others[0]
-        where = (f"is the cheapest of {len(ok)} feasible candidates; next best {_where(nxt)} "
-                 f"costs +{_money(_delta(nxt.objective, c.objective))}/month")
+        other, m = nxt
+        where = (f"is the cheapest of {n_ok} feasible candidates; next best "
+                 f"{other.cloud}:{other.region} {other.instance_type} "
+                 f"costs +{_money(_delta(m, c.objective))}/month")
     gravity = ""
     if c.costs.egress_usd:
         ds = stack.storage_by_name(spec.dataset)
@@ -355,6 +408,16 @@ def _zone_text(c: Candidate) -> str:
     return f"Zone {zone}: by naming convention (the catalog records no zones)."
 
 
+def _rejected(spec: ClusterSpec, q: Quotes, j, ctx: Context) -> str:
+    """Why a quoted pair was rejected: the first rule it breaks (the full candidate's reason
+    when a rule about its price or template decided it)."""
+    c = q.exact.get(int(j))
+    if c is not None:
+        return c.rejected
+    why = rule_rejection(spec, q.offerings[j], ctx).rejected
+    return why if why is not None else _candidate(spec, q, j, ctx).rejected
+
+
 def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: float,
                     chosen: Candidate) -> str:
     thr, sb = rules.reserved_above_priority, rules.spot_below_priority
@@ -372,33 +435,57 @@ def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: fl
     return f"cost (+{_money(delta)}/month)"
 
 
-def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
+def _alternatives(spec: ClusterSpec, chosen: Candidate, q: Quotes, order, col,
                   rules: PolicyRules, ctx: Context, quota_users: Optional[dict]
                   ) -> tuple[Alternative, ...]:
     base = chosen.objective
     per = "/month over the horizon" if rules.commitment_term == "auto" else "/month"
     alts: list[tuple[tuple, Alternative]] = []
-    for c in cands:
-        if c is chosen:
+    # Every other candidate, cheapest first (ties: cloud, region, type, then candidate order):
+    # the first max_alternatives, and the first one rejected only on cost (the runner-up).
+    nan = np.isnan(q.objective)
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    ranked = np.lexsort((place, q.index.name_rank, np.where(nan, 0.0, q.objective), nan))
+    obj, feasible, none = q.objective.tolist(), q.feasible.tolist(), nan.tolist()
+    shown, runner = [], None
+    for j in ranked.tolist():
+        if j == col:
             continue
-        m = c.objective
-        if c.rejected:
-            why = c.rejected
+        on_cost = feasible[j] and not (quota_users is not None and obj[j] < base)
+        if len(shown) < rules.max_alternatives:
+            shown.append(j)
+        elif runner is None and on_cost:
+            shown.append(j)
+        if on_cost and runner is None:
+            runner = j
+        if len(shown) >= rules.max_alternatives and runner is not None:
+            break
+    counts = (q.reserved.tolist(), q.on_demand.tolist(), q.spot.tolist())
+    monthly = q.monthly.tolist()
+    for j in shown:
+        o = q.offerings[j]
+        m = None if none[j] else obj[j]
+        if not feasible[j]:
+            why = _rejected(spec, q, j, ctx)
         elif quota_users is not None and m < base:
-            users = ", ".join(n for n in quota_users.get(c.quota_key, []) if n != spec.name)
-            q = ctx.stack.clouds[c.offering.cloud].quota_gpus.get(c.offering.region)
-            why = (f"quota (shared {c.offering.cloud}:{c.offering.region} quota of {q} GPUs "
+            users = ", ".join(n for n in quota_users.get((o.cloud, o.region), [])
+                              if n != spec.name)
+            qg = ctx.stack.clouds[o.cloud].quota_gpus.get(o.region)
+            why = (f"quota (shared {o.cloud}:{o.region} quota of {qg} GPUs "
                    f"goes to {users or 'other clusters'})")
         else:
             why = f"cost (+{_money(_delta(m, base))}{per})"
+        purchase = (PurchaseMix(counts[0][j], counts[1][j], counts[2][j])
+                    if m is not None else _NO_PURCHASE)
         alts.append(((m is None, m or 0.0), Alternative(
-            c.offering.cloud, c.offering.region, c.offering.instance_type,
-            c.purchase or PurchaseMix(), c.monthly_usd, why)))
+            o.cloud, o.region, o.instance_type, purchase, None if m is None else monthly[j],
+            why)))
     # The chosen offering with the purchase models the rules or the math ruled out: every node
     # on one model (each node keeping the hours of its demand step).
     o, n = chosen.offering, chosen.nodes
-    rates = rates_of(o, rules, chosen.term)
     k = ctx.inputs_of(spec, chosen)
+    rates = k.rates
     steps = ctx.node_steps(spec, o.gpus_per_node)
     for model in ("spot", "on_demand", "reserved"):
         mix = PurchaseMix(**{model: n})
@@ -423,7 +510,7 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, cands: list[Candidate],
         for z, usd in o.zone_spot_usd:
             if z == zone:
                 continue
-            zk = ctx.inputs_of(spec, chosen, spot=usd)
+            zk = k._replace(rates=k.rates._replace(spot=usd))
             cost = blend_costs(blocks, zk)[0].monthly_usd
             alts.append(((False, cost), Alternative(
                 o.cloud, o.region, o.instance_type, chosen.purchase, cost,

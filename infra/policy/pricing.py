@@ -1,0 +1,473 @@
+"""Price first, explain later: every (cluster, offering) pair priced in one vectorised pass.
+
+``infra.policy.candidates.evaluate`` prices one offering for one cluster and explains it (a
+``Candidate`` with its blend, template, layout and reasons); a plan of 1,000 clusters asks it
+~84,000 times, though a person only ever sees the choice and a few alternatives. This module
+answers what the choice needs for every pair at once — is the pair feasible, what does it cost
+(the value the environment solve minimises, and the monthly bill), how many nodes of each
+purchase model — with numpy over all clusters of one GPU model x all offerings of it; the
+decision then builds full candidates (``evaluate``) only for what it shows or chooses.
+
+Same answers, not approximately: every price is computed with the same floating-point
+operations in the same order as ``costmodel.blend_totals`` / ``blend.blends`` (numpy's
+element-wise arithmetic is IEEE double like Python's floats), every choice with the same
+sequential "beats" scans (``blend.better``: ties within a billionth, then less lock-in), so
+each pair's objective is bit-for-bit the candidate's (tests/test_policy_pricing.py compares them
+on thousands of random clusters). Pairs whose price depends on their template (a forced
+template, a cache node that takes the first spot node on-demand) and clusters whose demand
+steps share their hours are priced by ``evaluate`` itself, so nothing is priced twice two ways.
+
+Layout per GPU model: the offerings of the stack's clouds in catalog order (``GpuIndex``,
+arrays of their rates by purchase model and term, built once per catalog and rules) and the
+clusters that ask for the GPU; the pairs are priced in blocks of clusters that share the node
+size, the number of node steps and whether they run as a gang, as 2-D arrays
+(clusters x offerings) that broadcast cluster columns against offering rows.
+
+Adding a purchase model means one more priced column: a rate array in ``GpuIndex.rates`` and
+its billing in ``_totals`` (what ``blend_totals`` charges for it), in the same order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from infra.model import HOURS_PER_MONTH, ClusterSpec, Offering
+from infra.policy.blend import TIE, _assignments
+from infra.policy.templates import Facts, choose_template
+
+_R, _O, _S = "reserved", "on_demand", "spot"
+_ALL = frozenset((_R, _O, _S))
+_NAN = float("nan")
+
+
+def _arr(values, dtype=float) -> np.ndarray:
+    return np.array([_NAN if v is None else v for v in values], dtype=dtype)
+
+
+@dataclass
+class GpuIndex:
+    """The offerings of one GPU model on the stack's clouds (``Context.by_gpu`` order) as
+    arrays: what pricing every cluster of the GPU against every offering needs."""
+
+    offerings: tuple[Offering, ...]
+    gpn: np.ndarray            # GPUs per node
+    on_demand: np.ndarray      # $/node-hour, NaN = no price
+    spot: np.ndarray           # the spot rate a cluster pays (Context.spot_rate), NaN = none
+    #: term -> the reserved rate (Offering.reservation_rate under the rules), NaN = none
+    reserved: dict
+    #: term -> Context.lock_in_factor
+    lock_in: dict
+    has_rdma: np.ndarray
+    interruptions: np.ndarray  # per node-hour, of the offering's cloud
+    quota: np.ndarray          # GPUs of the offering's region quota, inf = none
+    enabled: np.ndarray        # the region is enabled in the stack
+    name_rank: np.ndarray      # rank of (cloud, region, instance_type)
+    #: node size -> column indices of the offerings with that many GPUs per node
+    by_gpn: dict = field(default_factory=dict)
+    _masks: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, offerings, ctx) -> "GpuIndex":
+        offerings = tuple(offerings)
+        rules, stack = ctx.rules, ctx.stack
+        names = [o.key for o in offerings]
+        order = sorted(set(names))
+        rank = {k: i for i, k in enumerate(order)}
+        gpn = np.array([o.gpus_per_node for o in offerings], dtype=np.int64)
+        idx = cls(
+            offerings=offerings, gpn=gpn,
+            on_demand=_arr(o.price("on_demand") for o in offerings),
+            spot=_arr(ctx.spot_rate(o) for o in offerings),
+            reserved={t: _arr(o.reservation_rate(t, rules.reserve_at_on_demand_rate)
+                              for o in offerings) for t in ctx.terms},
+            lock_in={t: _arr(ctx.lock_in_factor(o, t) for o in offerings) for t in ctx.terms},
+            has_rdma=np.array([o.has_rdma for o in offerings], dtype=bool),
+            interruptions=_arr(ctx.interruptions.get(o.cloud, 0.0) for o in offerings),
+            quota=_arr(stack.clouds[o.cloud].quota_gpus.get(o.region, float("inf"))
+                       for o in offerings),
+            enabled=np.array([o.region in stack.clouds[o.cloud].regions for o in offerings],
+                             dtype=bool),
+            name_rank=np.array([rank[k] for k in names], dtype=np.int64))
+        for g in sorted(set(gpn.tolist())):
+            idx.by_gpn[g] = np.flatnonzero(gpn == g)
+        return idx
+
+    def mask(self, key, fn) -> np.ndarray:
+        """A per-offering vector memoised by ``key`` (residency lists, datasets)."""
+        hit = self._masks.get(key)
+        if hit is None:
+            hit = self._masks[key] = fn()
+        return hit
+
+
+class Quotes:
+    """One cluster against every offering of its GPU (``GpuIndex`` order): rows of the GPU's
+    result matrices. ``objective`` / ``monthly`` are NaN where the pair has no price."""
+
+    __slots__ = ("index", "objective", "monthly", "reserved", "on_demand", "spot", "gpus",
+                 "feasible", "exact")
+
+    def __init__(self, index: GpuIndex, objective, monthly, reserved, on_demand, spot, gpus,
+                 feasible, exact: dict):
+        self.index = index
+        self.objective, self.monthly = objective, monthly
+        self.reserved, self.on_demand, self.spot = reserved, on_demand, spot
+        self.gpus, self.feasible = gpus, feasible
+        #: column -> the Candidate ``evaluate`` built for pairs priced by it
+        self.exact = exact
+
+    @property
+    def offerings(self) -> tuple[Offering, ...]:
+        return self.index.offerings
+
+    def order(self) -> np.ndarray:
+        """Columns in candidate order (``Candidate.sort_key``: cheapest first, then fewer
+        GPUs, then cloud / region / instance type, then catalog order)."""
+        obj = self.objective
+        none = np.isnan(obj)
+        return np.lexsort((np.arange(len(obj)), self.index.name_rank, self.gpus,
+                           np.where(none, 0.0, obj), none))
+
+
+# ---- the vectorised cost model ----------------------------------------------------------------
+def _better(a, b, ra, oa, rb, ob):
+    """``blend.better(a, b, (ra, oa), (rb, ob))`` element-wise."""
+    tol = TIE * np.maximum(np.maximum(1.0, np.abs(a)), np.abs(b))
+    lt = a < b - tol
+    tie = ~lt & ~(a > b + tol)
+    return lt | (tie & ((ra < rb) | ((ra == rb) & (oa < ob))))
+
+
+def _strictly_better(a, b):
+    """``blend.better(a, b)`` without a tie-break (a tie is not better)."""
+    return a < b - TIE * np.maximum(np.maximum(1.0, np.abs(a)), np.abs(b))
+
+
+class _Best:
+    """A sequential "cheapest so far" over blends, element-wise (``Blend.beats``)."""
+
+    __slots__ = ("has", "val", "monthly", "r", "o", "s", "first_spot")
+
+    def __init__(self, shape):
+        self.has = np.zeros(shape, dtype=bool)
+        self.val = np.zeros(shape)
+        self.monthly = np.zeros(shape)
+        self.r = np.zeros(shape)
+        self.o = np.zeros(shape)
+        self.s = np.zeros(shape)
+        self.first_spot = np.zeros(shape, dtype=bool)
+
+    def offer(self, valid, val, monthly, r, o, s, first_spot, *, tie_break: bool = True):
+        if tie_break:
+            wins = valid & (~self.has | _better(val, self.val, r, o, self.r, self.o))
+        else:
+            wins = valid & (~self.has | _strictly_better(val, self.val))
+        if not wins.any():
+            return
+        self.val = np.where(wins, val, self.val)
+        self.monthly = np.where(wins, monthly, self.monthly)
+        self.r = np.where(wins, r, self.r)
+        self.o = np.where(wins, o, self.o)
+        self.s = np.where(wins, s, self.s)
+        self.first_spot = np.where(wins, first_spot, self.first_spot)
+        self.has = self.has | wins
+
+    def take(self, other: "_Best", where) -> None:
+        """Element-wise: where ``where``, this becomes ``other``."""
+        for k in self.__slots__:
+            setattr(self, k, np.where(where, getattr(other, k), getattr(self, k)))
+
+
+def _totals(seq, n, h, rates, lam, lost, gang: bool):
+    """``costmodel.blend_totals`` of the assignment ``seq`` (one model per node step) for every
+    pair of a block, in its order of operations. ``n`` / ``h``: per step (clusters, 1) node
+    counts and hours; ``rates``: model -> (1, offerings) rates; ``lam``: (1, offerings)."""
+    res = od = sp = rework = 0.0
+    for k, m in enumerate(seq):
+        if m == _R:
+            res = res + n[k] * rates[_R] * HOURS_PER_MONTH
+        elif m == _O:
+            od = od + n[k] * rates[_O] * h[k]
+        else:
+            sp = sp + n[k] * rates[_S] * h[k]
+    if _S in seq:
+        if not gang:
+            for k, m in enumerate(seq):
+                if m == _S:
+                    rework = rework + lam * h[k] * n[k] * lost * rates[_S]
+        else:
+            x = a = 0.0
+            last = len(seq) - 1
+            for k, m in enumerate(seq):
+                if m == _S:
+                    x = x + n[k]
+                a = a + n[k] * rates[m]
+                dh = h[k] - (h[k + 1] if k < last else 0.0)
+                rework = rework + lam * dh * x * lost * a
+    return res, od, sp, rework
+
+
+def _template_effects(ctx, key: tuple) -> dict:
+    """(rdma, all spot) -> (spot purchase rule, on-demand cache node) of the template
+    ``choose_template`` picks for pairs of a row key (nodes, distributed, gang, priority,
+    interruptible, has a dataset, its TB), memoised per decision."""
+    hit = ctx._templates.get(key)
+    if hit is not None:
+        return hit
+    rules = ctx.rules
+    nodes, distributed, gang, priority, interruptible, has_ds, tb = key
+    spot_allowed = interruptible and priority <= rules.reserved_above_priority
+    effects = {}
+    for rdma in (False, True):
+        for spot in (False, True):
+            t = choose_template(Facts(
+                nodes=nodes, distributed=distributed, rdma=rdma, rdma_fabric=gang and rdma,
+                dataset=has_ds, dataset_tb=tb, spot=spot, interruptible=interruptible,
+                spot_allowed=spot_allowed, priority=priority, production=ctx.stack.is_prod))
+            effects[rdma, spot] = (t.purchase_rule == "spot", t.cache_node == "on_demand")
+    ctx._templates[key] = effects
+    return effects
+
+
+class _Rows(NamedTuple):
+    """Per-cluster columns of a block ((clusters, 1) arrays) and its template keys."""
+
+    nodes: np.ndarray
+    lost: np.ndarray
+    guaranteed: np.ndarray
+    spot_band: np.ndarray
+    keys: list
+
+
+def _price_block(ctx, idx: GpuIndex, cols: np.ndarray, rows: _Rows, n: list, h: list,
+                 gang: bool, egress):
+    """Price a block: clusters x offerings ``cols``, the clusters sharing the node size, their
+    number of node steps (``n[s]`` / ``h[s]``: (clusters, 1) nodes and hours of step s) and
+    whether they run as a gang. Returns the chosen blends (``_Best``) and the mask of pairs
+    whose template changes their price."""
+    rules = ctx.rules
+    C = len(rows.keys)
+    m = len(n)
+    nodes, lost, guaranteed, spot_band = rows.nodes, rows.lost, rows.guaranteed, rows.spot_band
+    # a gang without RDMA that the rules allow runs on TCP and pays the communication overhead
+    # (a gang the rules reject for lacking RDMA is priced without it, as evaluate does)
+    share = rules.tcp_communication_share if gang else 0.0
+    tcp = None
+    if share > 0:
+        tcp = ~idx.has_rdma[cols][None, :] & (not rules.require_rdma_for_distributed) & (
+            nodes <= rules.max_nodes_without_rdma)
+    od_rate = idx.on_demand[cols][None, :]
+    sp_rate = idx.spot[cols][None, :]
+    lam = idx.interruptions[cols][None, :]
+    priced_o, priced_s = ~np.isnan(od_rate), ~np.isnan(sp_rate)
+    shape = (C, len(cols))
+    zero = np.zeros((C, 1))
+    best: Optional[_Best] = None
+    seqs = _assignments(tuple([_ALL] * m))
+    for term in ctx.terms:
+        r_rate = idx.reserved[term][cols][None, :]
+        lf = idx.lock_in[term][cols][None, :]
+        priced_r = ~np.isnan(r_rate)
+        rates = {_R: r_rate, _O: od_rate, _S: sp_rate}
+        steady, with_spot, guar = _Best(shape), _Best(shape), _Best(shape)
+        for seq in seqs:
+            res, od, sp, rework = _totals(seq, n, h, rates, lam, lost, gang)
+            comm = 0.0
+            if tcp is not None:
+                comm = np.where(tcp, (od + sp + rework) * share / (1.0 - share), 0.0)
+            monthly = res + od + sp + rework + egress + comm
+            val = monthly + res * (lf - 1.0)
+            cr = sum((n[j] for j, x in enumerate(seq) if x == _R), zero)
+            co = sum((n[j] for j, x in enumerate(seq) if x == _O), zero)
+            cs = sum((n[j] for j, x in enumerate(seq) if x == _S), zero)
+            priced = np.ones((1, len(cols)), dtype=bool)
+            if _R in seq:
+                priced = priced & priced_r
+            if _O in seq:
+                priced = priced & priced_o
+            if _S in seq:
+                priced = priced & priced_s
+            args = (val, monthly, cr, co, cs, seq[0] == _S)
+            # allowed_models: guaranteed work reserves the baseline and never goes to spot;
+            # the spot band may use every model; the rest reserved or on-demand.
+            if seq[0] == _R and _S not in seq:
+                guar.offer(guaranteed & priced, *args)
+            if _S in seq:
+                with_spot.offer(~guaranteed & spot_band & priced, *args)
+            else:
+                steady.offer(~guaranteed & priced, *args)
+        # band_blend: the cheapest steady blend, or (spot band with a spot price) the cheapest
+        # with spot when it beats it; guaranteed work: its cheapest reserved-baseline blend
+        term_best = steady
+        term_best.take(with_spot, with_spot.has & (~steady.has | _better(
+            with_spot.val, steady.val, with_spot.r, with_spot.o, steady.r, steady.o)))
+        term_best.take(guar, guaranteed)
+        if best is None:
+            best = term_best
+        else:   # evaluate's term loop: a later term only when strictly cheaper
+            best.take(term_best, term_best.has & (~best.has | _strictly_better(
+                term_best.val, best.val)))
+    # templates that change the price: a spot template over a blend that is not all spot, a
+    # cache node taking the first spot node on-demand (evaluate prices those pairs)
+    all_spot = best.has & (best.s == nodes)
+    cache_case = best.has & best.first_spot & priced_o & (nodes >= 2)
+    changed = np.zeros(shape, dtype=bool)
+    rdma_cols = idx.has_rdma[cols][None, :]
+    rows_of: dict = {}
+    for i, key in enumerate(rows.keys):
+        rows_of.setdefault(key, []).append(i)
+    for key, members in rows_of.items():
+        eff = _template_effects(ctx, key)
+        if not any(a or b for a, b in eff.values()):
+            continue
+        r = np.array(members)
+        for (rdma, spot), (spot_rule, cache) in eff.items():
+            here = (rdma_cols == rdma) & (all_spot[r] == spot)
+            if spot_rule:
+                changed[r] |= here & ~all_spot[r]
+            if cache:
+                changed[r] |= here & cache_case[r]
+    return best, changed
+
+
+# ---- rules that reject a pair before its price matters ----------------------------------------
+def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, k: np.ndarray,
+              gpus: np.ndarray, gang: bool) -> np.ndarray:
+    """Pairs that no rule of ``candidates.rule_rejection`` rejects (region, residency,
+    cross-cloud data, RDMA, quota, a priced dataset move), clusters x offerings ``cols``."""
+    rules, stack = ctx.rules, ctx.stack
+    ok = idx.enabled[cols][None, :] & ~(gpus[:, None] > idx.quota[cols][None, :])
+    if gang:
+        has = idx.has_rdma[cols][None, :]
+        ok = ok & (has if rules.require_rdma_for_distributed
+                   else has | (k[:, None] <= rules.max_nodes_without_rdma))
+    ok = np.array(np.broadcast_to(ok, (len(specs), len(cols))))
+    for i, spec in enumerate(specs):
+        if spec.regions:
+            ok[i] &= idx.mask(("residency", spec.regions), lambda: np.array(
+                [_matches(o.region, spec.regions) for o in idx.offerings], dtype=bool))[cols]
+        if spec.dataset:
+            ds = stack.storage_by_name(spec.dataset)
+            if ds is not None and not rules.allow_cross_cloud_data:
+                ok[i] &= idx.mask(("home", ds.home_cloud), lambda: np.array(
+                    [o.cloud == ds.home_cloud for o in idx.offerings], dtype=bool))[cols]
+            ok[i] &= idx.mask(("gravity", spec.dataset), lambda: np.array(
+                [ctx.gravity(spec.dataset, o.cloud, o.region)[1] is None
+                 for o in idx.offerings], dtype=bool))[cols]
+    return ok
+
+
+def _matches(region: str, allow: tuple[str, ...]) -> bool:
+    from infra.policy.candidates import matches_residency
+
+    return matches_residency(region, allow)
+
+
+def _egress(ctx, idx: GpuIndex, spec: ClusterSpec) -> np.ndarray:
+    if not spec.dataset:
+        return np.zeros(len(idx.offerings))
+    return idx.mask(("egress", spec.dataset), lambda: np.array(
+        [ctx.gravity(spec.dataset, o.cloud, o.region)[0] for o in idx.offerings]))
+
+
+# ---- entry ------------------------------------------------------------------------------------
+def price_clusters(specs, ctx) -> list[Quotes]:
+    """Quotes of every cluster against every offering of its GPU (in ``specs`` order)."""
+    by_gpu: dict[str, list[int]] = {}
+    for i, spec in enumerate(specs):
+        by_gpu.setdefault(spec.gpu, []).append(i)
+    out: list[Optional[Quotes]] = [None] * len(specs)
+    with np.errstate(all="ignore"):
+        for gpu, members in by_gpu.items():
+            rows_specs = [specs[i] for i in members]
+            for row, q in enumerate(_price_gpu(ctx, ctx.gpu_index(gpu), rows_specs)):
+                out[members[row]] = q
+    return out
+
+
+def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
+    """Every cluster of ``specs`` (all of the index's GPU) against every offering of it."""
+    from infra.policy.candidates import evaluate
+    from infra.policy.templates import get_template
+
+    C, N = len(specs), len(idx.offerings)
+    obj = np.full((C, N), _NAN)
+    monthly = np.full((C, N), _NAN)
+    cnt = [np.zeros((C, N), dtype=np.int64) for _ in range(3)]
+    gpus = np.zeros((C, N), dtype=np.int64)
+    feasible = np.zeros((C, N), dtype=bool)
+    exact: list[dict] = [{} for _ in specs]
+    rules = ctx.rules
+    want = np.array([s.gpus for s in specs], dtype=np.int64)
+    dist = [s.distributed for s in specs]
+    prio = np.array([s.priority for s in specs])
+    interruptible = np.array([s.interruptible for s in specs])
+    lost = np.array([((s.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes) / 60.0
+                     for s in specs])
+    guaranteed = prio > rules.reserved_above_priority
+    spot_band = interruptible & (prio < rules.spot_below_priority)
+    datasets = [ctx.stack.storage_by_name(s.dataset) if s.dataset else None for s in specs]
+    ds_key = [(False, 0.0) if d is None else (True, d.size_tb) for d in datasets]
+    # rows evaluate prices whole: a forced template decides feasibility and price per pair
+    slow = {i for i, s in enumerate(specs) if s.template}
+    for g, cols in idx.by_gpn.items():
+        k = -(-want // g)
+        gpus[:, cols] = (k * g)[:, None]
+        distributed = np.array([d if d is not None else kk > 1 for d, kk in zip(dist, k)])
+        gang_rows = distributed & (k > 1)
+        blocks: dict[tuple, list] = {}
+        for i, spec in enumerate(specs):
+            if i in slow:
+                continue
+            if spec.demand:
+                steps = ctx.node_steps(spec, g)
+                if any(a.hours_per_month == b.hours_per_month for a, b in zip(steps, steps[1:])):
+                    slow.add(i)  # equal hours merge into one gang level: evaluate's loop
+                    continue
+                st = tuple((x.nodes, x.hours_per_month) for x in steps)
+            else:
+                st = ((int(k[i]), spec.hours_per_month),)
+            blocks.setdefault((len(st), bool(gang_rows[i])), []).append((i, st))
+        for (m, gang), members in blocks.items():
+            rows = np.array([i for i, _ in members])
+            bspecs = [specs[i] for i in rows]
+            n = [np.array([[st[s][0]] for _, st in members], dtype=float) for s in range(m)]
+            h = [np.array([[st[s][1]] for _, st in members], dtype=float) for s in range(m)]
+            if any(s.dataset for s in bspecs):
+                egress = np.stack([_egress(ctx, idx, s)[cols] for s in bspecs])
+            else:
+                egress = 0.0
+            keys = [(int(k[i]), bool(distributed[i]), gang, specs[i].priority,
+                     specs[i].interruptible) + ds_key[i] for i in rows]
+            brows = _Rows(k[rows][:, None].astype(float), lost[rows][:, None],
+                          guaranteed[rows][:, None], spot_band[rows][:, None], keys)
+            best, changed = _price_block(ctx, idx, cols, brows, n, h, gang, egress)
+            ix = np.ix_(rows, cols)
+            obj[ix] = np.where(best.has, best.val, _NAN)
+            monthly[ix] = np.where(best.has, best.monthly, _NAN)
+            cnt[0][ix] = best.r
+            cnt[1][ix] = best.o
+            cnt[2][ix] = best.s
+            feasible[ix] = best.has & _rules_ok(ctx, idx, bspecs, cols, k[rows], k[rows] * g,
+                                                gang)
+            for j, c in zip(*np.nonzero(changed)):
+                exact[int(rows[j])][int(cols[c])] = None   # priced below by evaluate
+    for i, spec in enumerate(specs):
+        todo = range(N) if i in slow else list(exact[i])
+        if not todo:
+            continue
+        forced = get_template(spec.template) if spec.template else None
+        for c in todo:
+            cand = evaluate(spec, idx.offerings[c], ctx, forced)
+            exact[i][c] = cand
+            mo = cand.objective
+            obj[i, c] = _NAN if mo is None else mo
+            monthly[i, c] = _NAN if cand.costs is None else cand.monthly_usd
+            p = cand.purchase
+            cnt[0][i, c], cnt[1][i, c], cnt[2][i, c] = (
+                (p.reserved, p.on_demand, p.spot) if p is not None else (0, 0, 0))
+            feasible[i, c] = cand.feasible
+    return [Quotes(idx, obj[i], monthly[i], cnt[0][i], cnt[1][i], cnt[2][i], gpus[i],
+                   feasible[i], exact[i]) for i in range(C)]
