@@ -410,8 +410,9 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
     spot_band = interruptible & (prio < rules.spot_below_priority)
     datasets = [ctx.stack.storage_by_name(s.dataset) if s.dataset else None for s in specs]
     ds_key = [(False, 0.0) if d is None else (True, d.size_tb) for d in datasets]
-    # rows evaluate prices whole: a forced template decides feasibility and price per pair
-    slow = {i for i, s in enumerate(specs) if s.template}
+    # rows evaluate prices whole: a forced template decides feasibility and price per pair; a
+    # work window is priced over the window (infra/policy/windows.py), not by this pass
+    slow = {i for i, s in enumerate(specs) if s.template or getattr(s, "window", None)}
     for g, cols in idx.by_gpn.items():
         k = -(-want // g)
         gpus[:, cols] = (k * g)[:, None]
