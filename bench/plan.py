@@ -1,29 +1,51 @@
-"""Offline-plan benchmark: resources per second of THE program under the mock runtime.
+"""Offline-plan benchmark: what `gpulease plan` costs, fixed and per resource.
 
-Run: python bench/plan.py [--sizes 1,10,50,100] [--repeat 3] [--preview] [--engine-gc [--one-shot]]
-Builds a stack with N clusters on both clouds from a fixed portfolio (the prod stack's clouds,
-unlimited quota and budget), runs ``infra.planner.plan.run`` on it ``--repeat`` times and prints,
-per size: registered resources (components included), custom resources, the median wall time,
-resources per second and the garbage-collector pause time of the median run.
-``--engine-gc`` leaves the collector running during the run, as the real engine does (the mocks
-pause it); with ``--one-shot`` the process is marked one-shot as the Pulumi entry point marks it
-(infra/oneshot.py: the program then pauses the collector itself and freezes what it built).
+Run: python bench/plan.py [--sizes 10,50,100,200] [--repeat 2] [--target-resources 1260]
+     python bench/plan.py --in-process [--sizes ...] [--preview] [--engine-gc [--one-shot]]
+
+Default: the real command, ``python -m infra.cli plan --config FILE --json`` (a one-shot process:
+imports, policy, the program under mocks, costing, guardrails, conformance, output), on stacks of
+N clusters on both clouds from a fixed portfolio (the prod stack's clouds, unlimited quota and
+budget). Per size: the plan's resources, the median CPU time (user + system of the child) and
+wall time; then a least-squares fit of CPU time against resources (fixed cost, ms per
+resource, R^2), the plan whose resources are nearest ``--target-resources`` (issue 15's
+1,260-resource plan), and references measured in the same run: an empty interpreter and an
+interpreter that only imports what a plan needs (the Pulumi SDK, both providers, gpulease).
+Targets (issue 23): fixed cost <= 3 s, <= 2 ms per resource, the 1,260-resource plan <= 5 s.
+
+``--in-process`` runs ``infra.planner.plan.run`` in this process instead (no imports, no
+output) and prints the garbage collector's share; ``--engine-gc`` leaves the collector running
+during the run, as the real engine does (the mocks pause it); with ``--one-shot`` the process is
+marked one-shot as the Pulumi entry point marks it (infra/oneshot.py: the program then pauses
+the collector itself and freezes what it built).
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import gc
+import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
+import benchlib  # noqa: E402
 from infra.config import read_stack_file  # noqa: E402
 from infra.planner.plan import run  # noqa: E402
+
+TARGET_FIXED_S, TARGET_MS_PER_RESOURCE, TARGET_PLAN_S = 3.0, 2.0, 5.0
+#: what every plan imports before it does anything: the reference floor of the fixed cost
+IMPORTS = ("import pulumi, pulumi_aws, pulumi_gcp, infra.program, infra.planner.plan, "
+           "infra.policy, infra.conformance, infra.guardrails.evaluate")
 
 #: (name, gpu, gpus, hours/month, priority, checkpoint minutes, distributed, dataset)
 PORTFOLIO = (
@@ -92,17 +114,7 @@ def measure(n: int, repeat: int, preview: bool, engine_gc: bool = False) -> dict
             "per_s": total / statistics.median(r[0] for r in runs)}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1,10,50,100")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--preview", action="store_true",
-                    help="run the mocks in preview mode (provider-computed outputs unknown)")
-    ap.add_argument("--engine-gc", action="store_true",
-                    help="leave the cyclic collector running during the run, as the engine does")
-    ap.add_argument("--one-shot", action="store_true",
-                    help="mark the process one-shot, as infra/__main__.py does under `pulumi up`")
-    args = ap.parse_args(argv)
+def in_process(args) -> int:
     if args.one_shot:
         from infra import oneshot
 
@@ -114,6 +126,104 @@ def main(argv=None) -> int:
         print(f"{m['clusters']:>8} {m['resources']:>9} {m['custom']:>7} {m['median_s']:>9.2f} "
               f"{m['gc_s']:>6.2f} {m['per_s']:>7.0f}", flush=True)
     return 0
+
+
+def write_stack(n: int, directory: Path) -> Path:
+    """stacks/Pulumi.bench<n>.yaml under ``directory``: the prod stack with N clusters."""
+    path = directory / "stacks" / f"Pulumi.bench{n}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"config": stack_values(n)}, sort_keys=False),
+                    encoding="utf-8")
+    return path
+
+
+def cli_plan(path: Path, repeat: int) -> tuple[int, float, float]:
+    """(resources, median wall s, median CPU s) of `gpulease plan --config PATH --json`."""
+    cmd = [sys.executable, "-m", "infra.cli", "plan", "--config", str(path), "--json"]
+    walls, cpus, resources = [], [], 0
+    for _ in range(repeat):
+        wall, cpu, p = benchlib.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"gpulease plan exited {p.returncode}: {p.stderr[-800:]}")
+        resources = json.loads(p.stdout)["totals"]["resources"]
+        walls.append(wall)
+        cpus.append(cpu)
+    return resources, statistics.median(walls), statistics.median(cpus)
+
+
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Least squares y = a + b x: (a, b, R^2)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    a = my - b * mx
+    ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
+    ss_tot = sum((y - my) ** 2 for y in ys) or 1.0
+    return a, b, 1 - ss_res / ss_tot
+
+
+def cli(args) -> int:
+    benchlib.header(f"bench/plan.py: `gpulease plan` as a command (median of {args.repeat})")
+    base_wall, base_cpu = benchlib.median_run([sys.executable, "-c", "pass"], args.repeat)
+    imp_wall, imp_cpu = benchlib.median_run([sys.executable, "-c", IMPORTS], args.repeat,
+                                            cwd=ROOT, capture_output=True, text=True)
+    print(f"references: empty interpreter {base_cpu:.3f} s CPU ({base_wall:.3f} s wall); "
+          f"importing the SDK, providers and gpulease {imp_cpu:.3f} s CPU ({imp_wall:.3f} s)")
+    print(f"{'clusters':>8} {'resources':>9} {'CPU s':>8} {'wall s':>8} {'ms/resource':>12}")
+    xs, ys, rows = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(s) for s in args.sizes.split(",")):
+            res, wall, cpu = cli_plan(write_stack(n, Path(tmp)), args.repeat)
+            xs.append(res)
+            ys.append(cpu)
+            rows.append((n, res, cpu, wall))
+            print(f"{n:>8} {res:>9} {cpu:>8.2f} {wall:>8.2f} {cpu / res * 1e3:>12.2f}",
+                  flush=True)
+        a, b, r2 = fit(xs, ys)
+        print(f"fit over {len(xs)} sizes: CPU = {a:.2f} s + {b * 1e3:.2f} ms x resources "
+              f"(R^2 {r2:.3f}); fixed cost {a / imp_cpu:.1f}x the import reference")
+        # the plan nearest the target's size (resources grow linearly with clusters)
+        per = (xs[-1] - xs[0]) / (rows[-1][0] - rows[0][0])
+        n_t = max(1, round(rows[0][0] + (args.target_resources - xs[0]) / per))
+        res_t, wall_t, cpu_t = cli_plan(write_stack(n_t, Path(tmp)), args.repeat)
+    print(f"{n_t} clusters: {res_t} resources in {cpu_t:.2f} s CPU ({wall_t:.2f} s wall)")
+    print("\ntargets (issue 23):")
+    print(f"  fixed cost {a:.2f} s <= {TARGET_FIXED_S} s: {benchlib.verdict(a, TARGET_FIXED_S)}")
+    print(f"  {b * 1e3:.2f} ms per resource <= {TARGET_MS_PER_RESOURCE} ms: "
+          f"{benchlib.verdict(b * 1e3, TARGET_MS_PER_RESOURCE)}")
+    print(f"  {res_t}-resource plan {cpu_t:.2f} s CPU <= {TARGET_PLAN_S} s: "
+          f"{benchlib.verdict(cpu_t, TARGET_PLAN_S)}")
+    benchlib.footer()
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default=None,
+                    help="cluster counts (default 10,50,100,200; in-process 1,10,50,100)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="runs per size (default 2; in-process 3)")
+    ap.add_argument("--target-resources", type=int, default=1260)
+    ap.add_argument("--in-process", action="store_true",
+                    help="run the program in this process (no imports, no output)")
+    ap.add_argument("--preview", action="store_true",
+                    help="in-process: the mocks in preview mode (provider-computed outputs "
+                         "unknown)")
+    ap.add_argument("--engine-gc", action="store_true",
+                    help="in-process: leave the cyclic collector running during the run, as "
+                         "the engine does")
+    ap.add_argument("--one-shot", action="store_true",
+                    help="in-process: mark the process one-shot, as infra/__main__.py does "
+                         "under `pulumi up`")
+    args = ap.parse_args(argv)
+    if args.in_process:
+        args.sizes = args.sizes or "1,10,50,100"
+        args.repeat = args.repeat or 3
+        return in_process(args)
+    args.sizes = args.sizes or "10,50,100,200"
+    args.repeat = args.repeat or 2
+    return cli(args)
 
 
 if __name__ == "__main__":

@@ -109,15 +109,16 @@ class Context:
     _spot: dict = field(default_factory=dict)
     _indexes: dict = field(default_factory=dict)
     _templates: dict = field(default_factory=dict)
+    _vectors: dict = field(default_factory=dict)
 
     def gpu_index(self, gpu: str):
         """The offerings of ``gpu`` as arrays (``infra.policy.pricing.GpuIndex``), built once
-        per decision."""
+        per catalog, stack clouds and rules (``pricing.gpu_index``)."""
         hit = self._indexes.get(gpu)
         if hit is None:
-            from infra.policy.pricing import GpuIndex
+            from infra.policy.pricing import gpu_index
 
-            hit = self._indexes[gpu] = GpuIndex.build(self.by_gpu.get(gpu, ()), self)
+            hit = self._indexes[gpu] = gpu_index(self, gpu)
         return hit
 
     def shape_of(self, spec: ClusterSpec, c: Candidate) -> "Shape":
@@ -184,9 +185,7 @@ class Context:
             ctx.interruptions[cloud] = (rules.spot_interruptions_per_hour
                                         if rules.spot_interruptions_per_hour is not None
                                         else catalog.spot_interruptions_per_hour(cloud))
-        for o in catalog.offerings:
-            if o.cloud in stack.clouds:
-                ctx.by_gpu.setdefault(o.gpu, []).append(o)
+        ctx.by_gpu = _offerings_by_gpu(catalog, tuple(sorted(stack.clouds)))
         return ctx
 
     def gravity(self, dataset: Optional[str], cloud: str, region: str) -> tuple[float, Optional[str]]:
@@ -215,6 +214,25 @@ class Context:
                 out = (0.0, f"no price ({str(exc).strip(chr(39))})")
         self._gravity[key] = out
         return out
+
+
+_BY_GPU: dict = {}
+
+
+def _offerings_by_gpu(catalog: Catalog, clouds: tuple[str, ...]) -> dict:
+    """GPU model -> the catalog's offerings of it on ``clouds``, in catalog order (memoised
+    per catalog: every decision asks)."""
+    key = (id(catalog), clouds)
+    hit = _BY_GPU.get(key)
+    if hit is None or hit[0] is not catalog:
+        by_gpu: dict = {}
+        for o in catalog.offerings:
+            if o.cloud in clouds:
+                by_gpu.setdefault(o.gpu, []).append(o)
+        if len(_BY_GPU) > 32:
+            _BY_GPU.clear()
+        hit = _BY_GPU[key] = (catalog, {g: tuple(v) for g, v in by_gpu.items()})
+    return hit[1]
 
 
 def allowed_models(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules,

@@ -95,11 +95,32 @@ class GpuIndex:
         return idx
 
     def mask(self, key, fn) -> np.ndarray:
-        """A per-offering vector memoised by ``key`` (residency lists, datasets)."""
+        """A per-offering vector memoised by ``key`` (what depends on the offerings alone:
+        residency lists, a dataset's home cloud)."""
         hit = self._masks.get(key)
         if hit is None:
             hit = self._masks[key] = fn()
         return hit
+
+
+_INDEXES: dict = {}
+
+
+def gpu_index(ctx, gpu: str) -> GpuIndex:
+    """The ``GpuIndex`` of ``gpu`` for this decision's catalog, clouds and rules: built once and
+    kept while they stay the same (a plan decides twice, a benchmark thousands of times)."""
+    rules, stack = ctx.rules, ctx.stack
+    clouds = tuple((c, tuple(cs.regions), tuple(sorted(cs.quota_gpus.items())))
+                   for c, cs in sorted(stack.clouds.items()))
+    key = (id(ctx.catalog), gpu, clouds, rules.reserve_at_on_demand_rate,
+           rules.commitment_term, rules.commitment_horizon_months,
+           tuple(sorted(ctx.interruptions.items())))
+    hit = _INDEXES.get(key)
+    if hit is None or hit[0] is not ctx.catalog:
+        if len(_INDEXES) > 256:
+            _INDEXES.clear()
+        hit = _INDEXES[key] = (ctx.catalog, GpuIndex.build(ctx.by_gpu.get(gpu, ()), ctx))
+    return hit[1]
 
 
 class Quotes:
@@ -180,10 +201,11 @@ class _Best:
             setattr(self, k, np.where(where, getattr(other, k), getattr(self, k)))
 
 
-def _totals(seq, n, h, rates, lam, lost, gang: bool):
+def _totals(seq, n, h, rates, lam, lost, gang):
     """``costmodel.blend_totals`` of the assignment ``seq`` (one model per node step) for every
-    pair of a block, in its order of operations. ``n`` / ``h``: per step (clusters, 1) node
-    counts and hours; ``rates``: model -> (1, offerings) rates; ``lam``: (1, offerings)."""
+    pair of a block, in its order of operations. ``n`` / ``h``: per step node counts and hours
+    ((clusters, 1) or (clusters, offerings)); ``rates``: model -> (1, offerings) rates;
+    ``lam``: (1, offerings); ``gang``: True / False, or per pair (one-step blocks)."""
     res = od = sp = rework = 0.0
     for k, m in enumerate(seq):
         if m == _R:
@@ -193,11 +215,12 @@ def _totals(seq, n, h, rates, lam, lost, gang: bool):
         else:
             sp = sp + n[k] * rates[_S] * h[k]
     if _S in seq:
-        if not gang:
+        alone = together = 0.0
+        if gang is not True:     # each interrupted node redoes its own work
             for k, m in enumerate(seq):
                 if m == _S:
-                    rework = rework + lam * h[k] * n[k] * lost * rates[_S]
-        else:
+                    alone = alone + lam * h[k] * n[k] * lost * rates[_S]
+        if gang is not False:    # a gang: one interruption stalls every running node
             x = a = 0.0
             last = len(seq) - 1
             for k, m in enumerate(seq):
@@ -205,15 +228,23 @@ def _totals(seq, n, h, rates, lam, lost, gang: bool):
                     x = x + n[k]
                 a = a + n[k] * rates[m]
                 dh = h[k] - (h[k + 1] if k < last else 0.0)
-                rework = rework + lam * dh * x * lost * a
+                together = together + lam * dh * x * lost * a
+        rework = (alone if gang is False else together if gang is True
+                  else np.where(gang, together, alone))
     return res, od, sp, rework
+
+
+_EFFECTS: dict = {}
 
 
 def _template_effects(ctx, key: tuple) -> dict:
     """(rdma, all spot) -> (spot purchase rule, on-demand cache node) of the template
-    ``choose_template`` picks for pairs of a row key (nodes, distributed, gang, priority,
-    interruptible, has a dataset, its TB), memoised per decision."""
-    hit = ctx._templates.get(key)
+    ``choose_template`` picks for pairs of a key (nodes, distributed, gang, priority,
+    interruptible, has a dataset, its TB), memoised per template set."""
+    from infra.policy.templates import cluster_templates
+
+    full = (id(cluster_templates()), ctx.stack.is_prod) + key
+    hit = _EFFECTS.get(full)
     if hit is not None:
         return hit
     rules = ctx.rules
@@ -227,37 +258,44 @@ def _template_effects(ctx, key: tuple) -> dict:
                 dataset=has_ds, dataset_tb=tb, spot=spot, interruptible=interruptible,
                 spot_allowed=spot_allowed, priority=priority, production=ctx.stack.is_prod))
             effects[rdma, spot] = (t.purchase_rule == "spot", t.cache_node == "on_demand")
-    ctx._templates[key] = effects
+    if len(_EFFECTS) > 4096:
+        _EFFECTS.clear()
+    _EFFECTS[full] = effects
     return effects
 
 
-class _Rows(NamedTuple):
-    """Per-cluster columns of a block ((clusters, 1) arrays) and its template keys."""
+class _Block(NamedTuple):
+    """Clusters x offerings priced together: per step (clusters, 1) or (clusters, offerings)
+    node counts ``n`` and hours ``h``, the nodes per pair, gang (a bool, or per pair),
+    and per-cluster (clusters, 1) columns."""
 
+    cols: np.ndarray
+    n: list
+    h: list
     nodes: np.ndarray
+    gang: object
     lost: np.ndarray
     guaranteed: np.ndarray
     spot_band: np.ndarray
-    keys: list
+    egress: object
 
 
-def _price_block(ctx, idx: GpuIndex, cols: np.ndarray, rows: _Rows, n: list, h: list,
-                 gang: bool, egress):
-    """Price a block: clusters x offerings ``cols``, the clusters sharing the node size, their
-    number of node steps (``n[s]`` / ``h[s]``: (clusters, 1) nodes and hours of step s) and
-    whether they run as a gang. Returns the chosen blends (``_Best``) and the mask of pairs
-    whose template changes their price."""
-    rules = ctx.rules
-    C = len(rows.keys)
-    m = len(n)
-    nodes, lost, guaranteed, spot_band = rows.nodes, rows.lost, rows.guaranteed, rows.spot_band
+def _price_block(ctx, idx: GpuIndex, b: _Block) -> "_Best":
+    """The band's cheapest blend per pair under the best term (``candidates.evaluate``'s term
+    loop around ``price_band`` / ``band_blend``), before templates."""
+    rules, cols = ctx.rules, b.cols
+    n, h, nodes, gang = b.n, b.h, b.nodes, b.gang
+    guaranteed, spot_band = b.guaranteed, b.spot_band
+    C, m = len(b.lost), len(n)
     # a gang without RDMA that the rules allow runs on TCP and pays the communication overhead
     # (a gang the rules reject for lacking RDMA is priced without it, as evaluate does)
-    share = rules.tcp_communication_share if gang else 0.0
+    share = rules.tcp_communication_share
     tcp = None
-    if share > 0:
+    if share > 0 and gang is not False:
         tcp = ~idx.has_rdma[cols][None, :] & (not rules.require_rdma_for_distributed) & (
             nodes <= rules.max_nodes_without_rdma)
+        if gang is not True:
+            tcp = tcp & gang
     od_rate = idx.on_demand[cols][None, :]
     sp_rate = idx.spot[cols][None, :]
     lam = idx.interruptions[cols][None, :]
@@ -273,11 +311,11 @@ def _price_block(ctx, idx: GpuIndex, cols: np.ndarray, rows: _Rows, n: list, h: 
         rates = {_R: r_rate, _O: od_rate, _S: sp_rate}
         steady, with_spot, guar = _Best(shape), _Best(shape), _Best(shape)
         for seq in seqs:
-            res, od, sp, rework = _totals(seq, n, h, rates, lam, lost, gang)
+            res, od, sp, rework = _totals(seq, n, h, rates, lam, b.lost, gang)
             comm = 0.0
             if tcp is not None:
                 comm = np.where(tcp, (od + sp + rework) * share / (1.0 - share), 0.0)
-            monthly = res + od + sp + rework + egress + comm
+            monthly = res + od + sp + rework + b.egress + comm
             val = monthly + res * (lf - 1.0)
             cr = sum((n[j] for j, x in enumerate(seq) if x == _R), zero)
             co = sum((n[j] for j, x in enumerate(seq) if x == _O), zero)
@@ -309,40 +347,47 @@ def _price_block(ctx, idx: GpuIndex, cols: np.ndarray, rows: _Rows, n: list, h: 
         else:   # evaluate's term loop: a later term only when strictly cheaper
             best.take(term_best, term_best.has & (~best.has | _strictly_better(
                 term_best.val, best.val)))
-    # templates that change the price: a spot template over a blend that is not all spot, a
-    # cache node taking the first spot node on-demand (evaluate prices those pairs)
+    return best
+
+
+def _changed_by_template(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: list,
+                         gpn_cols: dict) -> np.ndarray:
+    """Pairs whose template changes their price (``candidates.apply_template``): a spot
+    purchase rule over a blend that is not all spot, a cache node taking the first spot node
+    on-demand. ``keys[i]``: node size -> the template key of cluster i at that size;
+    ``gpn_cols``: node size -> positions in ``cols``."""
     all_spot = best.has & (best.s == nodes)
-    cache_case = best.has & best.first_spot & priced_o & (nodes >= 2)
-    changed = np.zeros(shape, dtype=bool)
-    rdma_cols = idx.has_rdma[cols][None, :]
-    rows_of: dict = {}
-    for i, key in enumerate(rows.keys):
-        rows_of.setdefault(key, []).append(i)
-    for key, members in rows_of.items():
-        eff = _template_effects(ctx, key)
-        if not any(a or b for a, b in eff.values()):
-            continue
-        r = np.array(members)
-        for (rdma, spot), (spot_rule, cache) in eff.items():
-            here = (rdma_cols == rdma) & (all_spot[r] == spot)
-            if spot_rule:
-                changed[r] |= here & ~all_spot[r]
-            if cache:
-                changed[r] |= here & cache_case[r]
-    return best, changed
+    cache_case = best.has & best.first_spot & ~np.isnan(idx.on_demand[cols])[None, :] & (
+        nodes >= 2)
+    rdma = idx.has_rdma[cols]
+    changed = np.zeros(best.has.shape, dtype=bool)
+    for i, by_g in enumerate(keys):
+        for g, key in by_g.items():
+            eff = _template_effects(ctx, key)
+            if not any(a or c for a, c in eff.values()):
+                continue
+            pos = gpn_cols[g]
+            for (with_rdma, spot), (spot_rule, cache) in eff.items():
+                here = (rdma[pos] == with_rdma) & (all_spot[i, pos] == spot)
+                if spot_rule:
+                    changed[i, pos] |= here & ~all_spot[i, pos]
+                if cache:
+                    changed[i, pos] |= here & cache_case[i, pos]
+    return changed
 
 
 # ---- rules that reject a pair before its price matters ----------------------------------------
-def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, k: np.ndarray,
-              gpus: np.ndarray, gang: bool) -> np.ndarray:
+def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, nodes,
+              gpus, gang) -> np.ndarray:
     """Pairs that no rule of ``candidates.rule_rejection`` rejects (region, residency,
     cross-cloud data, RDMA, quota, a priced dataset move), clusters x offerings ``cols``."""
     rules, stack = ctx.rules, ctx.stack
-    ok = idx.enabled[cols][None, :] & ~(gpus[:, None] > idx.quota[cols][None, :])
-    if gang:
+    ok = idx.enabled[cols][None, :] & ~(gpus > idx.quota[cols][None, :])
+    if gang is not False:
         has = idx.has_rdma[cols][None, :]
-        ok = ok & (has if rules.require_rdma_for_distributed
-                   else has | (k[:, None] <= rules.max_nodes_without_rdma))
+        fabric_ok = (has if rules.require_rdma_for_distributed
+                     else has | (nodes <= rules.max_nodes_without_rdma))
+        ok = ok & (fabric_ok if gang is True else fabric_ok | ~gang)
     ok = np.array(np.broadcast_to(ok, (len(specs), len(cols))))
     for i, spec in enumerate(specs):
         if spec.regions:
@@ -353,9 +398,7 @@ def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, k:
             if ds is not None and not rules.allow_cross_cloud_data:
                 ok[i] &= idx.mask(("home", ds.home_cloud), lambda: np.array(
                     [o.cloud == ds.home_cloud for o in idx.offerings], dtype=bool))[cols]
-            ok[i] &= idx.mask(("gravity", spec.dataset), lambda: np.array(
-                [ctx.gravity(spec.dataset, o.cloud, o.region)[1] is None
-                 for o in idx.offerings], dtype=bool))[cols]
+            ok[i] &= _dataset_vector(ctx, idx, spec.dataset, 1)[cols]
     return ok
 
 
@@ -365,11 +408,27 @@ def _matches(region: str, allow: tuple[str, ...]) -> bool:
     return matches_residency(region, allow)
 
 
-def _egress(ctx, idx: GpuIndex, spec: ClusterSpec) -> np.ndarray:
-    if not spec.dataset:
-        return np.zeros(len(idx.offerings))
-    return idx.mask(("egress", spec.dataset), lambda: np.array(
-        [ctx.gravity(spec.dataset, o.cloud, o.region)[0] for o in idx.offerings]))
+def _dataset_vector(ctx, idx: GpuIndex, dataset: str, part: int) -> np.ndarray:
+    """Per offering: the dataset's move per month (``part`` 0) or whether it has a price (1);
+    memoised per decision (the stack's storage says where the dataset lives)."""
+    key = (id(idx), dataset, part)
+    hit = ctx._vectors.get(key)
+    if hit is None:
+        moves = [ctx.gravity(dataset, o.cloud, o.region) for o in idx.offerings]
+        ctx._vectors[(id(idx), dataset, 0)] = np.array([m[0] for m in moves])
+        ctx._vectors[(id(idx), dataset, 1)] = np.array([m[1] is None for m in moves],
+                                                       dtype=bool)
+        hit = ctx._vectors[key]
+    return hit
+
+
+def _egress(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols):
+    """(clusters, offerings) monthly dataset moves, or 0.0 when no cluster has a dataset."""
+    if not any(s.dataset for s in specs):
+        return 0.0
+    zero = np.zeros(len(cols))
+    return np.stack([_dataset_vector(ctx, idx, s.dataset, 0)[cols] if s.dataset else zero
+                     for s in specs])
 
 
 # ---- entry ------------------------------------------------------------------------------------
@@ -388,20 +447,26 @@ def price_clusters(specs, ctx) -> list[Quotes]:
 
 
 def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
-    """Every cluster of ``specs`` (all of the index's GPU) against every offering of it."""
+    """Every cluster of ``specs`` (all of the index's GPU) against every offering of it: the
+    one-step clusters in one block (node counts per pair), clusters with a demand profile in
+    blocks per node size, number of node steps and gang."""
     from infra.policy.candidates import evaluate
     from infra.policy.templates import get_template
 
+    rules = ctx.rules
     C, N = len(specs), len(idx.offerings)
     obj = np.full((C, N), _NAN)
     monthly = np.full((C, N), _NAN)
     cnt = [np.zeros((C, N), dtype=np.int64) for _ in range(3)]
-    gpus = np.zeros((C, N), dtype=np.int64)
     feasible = np.zeros((C, N), dtype=bool)
     exact: list[dict] = [{} for _ in specs]
-    rules = ctx.rules
-    want = np.array([s.gpus for s in specs], dtype=np.int64)
-    dist = [s.distributed for s in specs]
+    want = np.array([s.gpus for s in specs], dtype=np.int64)[:, None]
+    nodes_all = -(-want // idx.gpn[None, :])            # (C, N)
+    gpus = nodes_all * idx.gpn[None, :]
+    dist = np.array([s.distributed is not None for s in specs])[:, None]
+    dist_v = np.array([bool(s.distributed) for s in specs])[:, None]
+    distributed_all = np.where(dist, dist_v, nodes_all > 1)
+    gang_all = distributed_all & (nodes_all > 1)
     prio = np.array([s.priority for s in specs])
     interruptible = np.array([s.interruptible for s in specs])
     lost = np.array([((s.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes) / 60.0
@@ -410,51 +475,75 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
     spot_band = interruptible & (prio < rules.spot_below_priority)
     datasets = [ctx.stack.storage_by_name(s.dataset) if s.dataset else None for s in specs]
     ds_key = [(False, 0.0) if d is None else (True, d.size_tb) for d in datasets]
+
+    def template_keys(i: int) -> dict:
+        out = {}
+        for g, cols in idx.by_gpn.items():
+            c = cols[0]
+            out[g] = (int(nodes_all[i, c]), bool(distributed_all[i, c]), bool(gang_all[i, c]),
+                      int(prio[i]), bool(interruptible[i])) + ds_key[i]
+        return out
+
+    def store(rows, cols, best, ok, changed):
+        ix = np.ix_(rows, cols)
+        obj[ix] = np.where(best.has, best.val, _NAN)
+        monthly[ix] = np.where(best.has, best.monthly, _NAN)
+        cnt[0][ix] = best.r
+        cnt[1][ix] = best.o
+        cnt[2][ix] = best.s
+        feasible[ix] = best.has & ok
+        for j, c in zip(*np.nonzero(changed)):
+            exact[int(rows[j])][int(cols[c])] = None   # priced below by evaluate
+
+    def column(values, rows):
+        return values[rows][:, None]
+
     # rows evaluate prices whole: a forced template decides feasibility and price per pair; a
     # work window is priced over the window (infra/policy/windows.py), not by this pass
     slow = {i for i, s in enumerate(specs) if s.template or getattr(s, "window", None)}
+    single = [i for i, s in enumerate(specs) if not s.demand and i not in slow]
+    if single:
+        rows = np.array(single)
+        cols = np.arange(N)
+        bspecs = [specs[i] for i in single]
+        nodes = nodes_all[rows].astype(float)
+        gang = gang_all[rows]
+        gang = True if gang.all() else False if not gang.any() else gang
+        block = _Block(cols, [nodes], [np.array([[s.hours_per_month] for s in bspecs])],
+                       nodes, gang, column(lost, rows), column(guaranteed, rows),
+                       column(spot_band, rows), _egress(ctx, idx, bspecs, cols))
+        best = _price_block(ctx, idx, block)
+        changed = _changed_by_template(ctx, idx, cols, best, nodes,
+                                       [template_keys(i) for i in single],
+                                       {g: c for g, c in idx.by_gpn.items()})
+        store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes, gpus[rows], gang),
+              changed)
+    profiled = [i for i, s in enumerate(specs) if s.demand and i not in slow]
     for g, cols in idx.by_gpn.items():
-        k = -(-want // g)
-        gpus[:, cols] = (k * g)[:, None]
-        distributed = np.array([d if d is not None else kk > 1 for d, kk in zip(dist, k)])
-        gang_rows = distributed & (k > 1)
         blocks: dict[tuple, list] = {}
-        for i, spec in enumerate(specs):
-            if i in slow:
+        for i in profiled:
+            steps = ctx.node_steps(specs[i], g)
+            if any(a.hours_per_month == b.hours_per_month for a, b in zip(steps, steps[1:])):
+                slow.add(i)  # equal hours merge into one gang level: evaluate's loop
                 continue
-            if spec.demand:
-                steps = ctx.node_steps(spec, g)
-                if any(a.hours_per_month == b.hours_per_month for a, b in zip(steps, steps[1:])):
-                    slow.add(i)  # equal hours merge into one gang level: evaluate's loop
-                    continue
-                st = tuple((x.nodes, x.hours_per_month) for x in steps)
-            else:
-                st = ((int(k[i]), spec.hours_per_month),)
-            blocks.setdefault((len(st), bool(gang_rows[i])), []).append((i, st))
+            st = tuple((x.nodes, x.hours_per_month) for x in steps)
+            blocks.setdefault((len(st), bool(gang_all[i, cols[0]])), []).append((i, st))
         for (m, gang), members in blocks.items():
             rows = np.array([i for i, _ in members])
             bspecs = [specs[i] for i in rows]
-            n = [np.array([[st[s][0]] for _, st in members], dtype=float) for s in range(m)]
-            h = [np.array([[st[s][1]] for _, st in members], dtype=float) for s in range(m)]
-            if any(s.dataset for s in bspecs):
-                egress = np.stack([_egress(ctx, idx, s)[cols] for s in bspecs])
-            else:
-                egress = 0.0
-            keys = [(int(k[i]), bool(distributed[i]), gang, specs[i].priority,
-                     specs[i].interruptible) + ds_key[i] for i in rows]
-            brows = _Rows(k[rows][:, None].astype(float), lost[rows][:, None],
-                          guaranteed[rows][:, None], spot_band[rows][:, None], keys)
-            best, changed = _price_block(ctx, idx, cols, brows, n, h, gang, egress)
-            ix = np.ix_(rows, cols)
-            obj[ix] = np.where(best.has, best.val, _NAN)
-            monthly[ix] = np.where(best.has, best.monthly, _NAN)
-            cnt[0][ix] = best.r
-            cnt[1][ix] = best.o
-            cnt[2][ix] = best.s
-            feasible[ix] = best.has & _rules_ok(ctx, idx, bspecs, cols, k[rows], k[rows] * g,
-                                                gang)
-            for j, c in zip(*np.nonzero(changed)):
-                exact[int(rows[j])][int(cols[c])] = None   # priced below by evaluate
+            nodes = nodes_all[rows][:, cols[:1]].astype(float)
+            block = _Block(
+                cols, [np.array([[st[s][0]] for _, st in members], dtype=float)
+                       for s in range(m)],
+                [np.array([[st[s][1]] for _, st in members], dtype=float) for s in range(m)],
+                nodes, gang, column(lost, rows), column(guaranteed, rows),
+                column(spot_band, rows), _egress(ctx, idx, bspecs, cols))
+            best = _price_block(ctx, idx, block)
+            changed = _changed_by_template(
+                ctx, idx, cols, best, nodes, [{g: template_keys(i)[g]} for i in rows],
+                {g: np.arange(len(cols))})
+            store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes,
+                                              gpus[rows][:, cols], gang), changed)
     for i, spec in enumerate(specs):
         todo = range(N) if i in slow else list(exact[i])
         if not todo:
