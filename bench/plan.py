@@ -25,7 +25,6 @@ import argparse
 import copy
 import gc
 import json
-import os
 import statistics
 import sys
 import tempfile

@@ -11,7 +11,7 @@ So:
 - :func:`collector_paused` pauses the collector while a block builds many long-lived objects
   (the decision, the program's resources; reference counting still frees acyclic garbage);
   the program under the real engine pauses it in a one-shot process only (``bench/plan.py
-  --engine-gc``: 50 clusters 5.9 -> 3.7 s CPU, peak memory 249 -> 257 MB);
+  --in-process --engine-gc``: 50 clusters 5.9 -> 3.7 s CPU, peak memory 249 -> 257 MB);
 - in a one-shot process, :func:`settle` (also on leaving :func:`collector_paused`) moves every
   object alive now to the permanent generation (``gc.freeze``): later collections walk only
   what is allocated afterwards;

@@ -606,9 +606,9 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
     (default: :func:`load_lookups`). ``now``: the moment (epoch seconds) lookups that change
     over time answer for (Capacity Block quotes; default: the current time).
     ``pause_gc=False`` leaves the cyclic collector running as it does under the real engine
-    (``bench/plan.py --engine-gc`` measures that). Raises :class:`ProviderRejected` when a
-    provider would
-    refuse a resource before calling the cloud (e.g. an auto-name longer than its maximum).
+    (``bench/plan.py --in-process --engine-gc`` measures that). Raises
+    :class:`ProviderRejected` when a provider would refuse a resource before calling the cloud
+    (e.g. an auto-name longer than its maximum).
     """
     with _LOCK:
         mocks = _Recorder(preview=preview, seed=seed, strict_calls=strict_calls,
