@@ -14,11 +14,14 @@ from typing import Annotated, Any, Literal, Mapping, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infra import inputs
 from infra.bootstrap.settings import BootstrapSettings
 from infra.catalog import Catalog
 from infra.errors import ConfigError, Finding, did_you_mean
-from infra.model import (HOURS_PER_MONTH, MAX_IDLE_MINUTES, CapacityBlockPin, CloudSpec,
-                         ClusterSpec, DemandStep, StackSpec, StorageSpec, parse_utc)
+from infra.inputs import MAX_STACK_FILE_BYTES, MAX_USD
+from infra.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS,
+                         MAX_IDLE_MINUTES, CapacityBlockPin, CloudSpec, ClusterSpec, DemandStep,
+                         StackSpec, StorageSpec, parse_utc)
 from infra.policy.rules import PolicyRules
 from infra.quotes import CB_MAX_INSTANCES
 from infra.reaper.settings import ReaperSettings
@@ -43,10 +46,8 @@ GCP_PROJECT_PATTERN = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"
 #: EC2 resource ids: prefix, '-', 8 or 17 hex digits.
 VPC_ID_PATTERN = r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$"
 SUBNET_ID_PATTERN = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"
-#: sanity bounds of a stack file (beyond them the input is a mistake, not a plan).
-MAX_STACK_FILE_BYTES = 1 << 20
-MAX_CLUSTER_GPUS = 100_000
-MAX_CHECKPOINT_MINUTES = 24 * 60
+#: sanity bounds of a stack file (beyond them the input is a mistake, not a plan); the generic
+#: ones (size, depth, values, magnitude, money) are the input boundary's, infra/inputs.py.
 MAX_LIFECYCLE_DAYS = 100 * 365
 #: most steps a demand profile may have: a load-duration curve read off a usage graph needs a
 #: few; the policy prices (steps + 1)(steps + 2) / 2 purchase blends per offering.
@@ -55,7 +56,10 @@ MAX_DEMAND_STEPS = 8
 
 class _Strict(BaseModel):
     # allow_inf_nan=False: NaN or Infinity in a price, size or budget is a mistake, never a plan.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # strict=True: a value has the JSON type of its key -- YAML's true/false is not a number,
+    # 16.0 is not a count, "16" is not a number. (Nested keys keep their types through
+    # `pulumi up`: Pulumi passes a structured key as JSON.)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 class AwsCloudConfig(_Strict):
@@ -212,6 +216,10 @@ class ClusterConfig(_Strict):
 
 
 class StackConfigModel(_Strict):
+    # Top-level scalars arrive as strings from `pulumi up` ("40000"), so this level converts
+    # them; _decode turns YAML's true into "true", which no number parses from.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=False)
+
     environment: Optional[str] = Field(None, pattern=ENVIRONMENT_PATTERN,
                                        description="Environment name (default: the stack name). It "
                                                    "goes into every tag, label, bucket and "
@@ -222,7 +230,7 @@ class StackConfigModel(_Strict):
                        description="Team or person that owns the stack (a tag/label value).")
     cost_center: str = Field(..., pattern=LABEL_VALUE_PATTERN,
                              description="Cost center for the bill (a tag/label value).")
-    budget_monthly_usd: float = Field(..., ge=0, description="Monthly budget in USD: the policy "
+    budget_monthly_usd: float = Field(..., ge=0, le=MAX_USD, description="Monthly budget in USD: the policy "
                                                              "refuses a plan above it and the "
                                                              "budget guardrail checks every dollar "
                                                              "of the plan.")
@@ -350,10 +358,18 @@ def _message(err: dict) -> str:
         if isinstance(bound, float) and bound.is_integer():
             bound = int(bound)
         return f"must be {op} {bound} (got {value!r})"
-    if t in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be a whole number (got {value!r})"
-    if t in ("float_type", "float_parsing"):
-        return f"must be a number (got {value!r})"
+    if t in ("int_type", "int_parsing", "int_from_float", "float_type", "float_parsing"):
+        what = "a whole number" if t.startswith("int") else "a number"
+        raw = err.get("input")
+        if isinstance(raw, bool) or (isinstance(raw, str) and raw.strip() in ("true", "false")):
+            return (f"must be {what} (got {str(raw).lower()}: true/false is not a number; "
+                    "write the number)")
+        if t == "int_type" and isinstance(raw, float):
+            return (f"must be a whole number (got {raw!r}: a count has no fraction; write "
+                    f"{int(raw) if raw.is_integer() else 'a whole number'})")
+        if isinstance(raw, str) and _number(raw) is not None and t.endswith("_type"):
+            return f"must be {what}, not text (got {raw!r}: write it without quotes)"
+        return f"must be {what} (got {value!r})"
     if t in ("bool_type", "bool_parsing"):
         return f"must be true or false (got {value!r})"
     if t == "string_type":
@@ -809,9 +825,10 @@ def stack_file(stack: str, project_dir: Optional[Path] = None) -> Path:
     root = project_dir or find_project_dir()
     stacks_dir = root / "stacks"
     try:
-        proj = yaml.safe_load((root / "Pulumi.yaml").read_text()) or {}
-        stacks_dir = root / proj.get("stackConfigDir", "stacks")
-    except (OSError, yaml.YAMLError):
+        proj = yaml.safe_load((root / "Pulumi.yaml").read_text(encoding="utf-8")) or {}
+        if isinstance(proj, dict) and isinstance(proj.get("stackConfigDir", "stacks"), str):
+            stacks_dir = root / proj.get("stackConfigDir", "stacks")
+    except (OSError, ValueError, yaml.YAMLError):   # Pulumi itself reports a broken Pulumi.yaml
         pass
     path = stacks_dir / f"Pulumi.{stack}.yaml"
     if not path.is_file():
@@ -829,21 +846,9 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     dates, sets): Pulumi passes config to programs as strings and JSON.
     """
     source = str(path)
-    try:
-        size = Path(path).stat().st_size
-        if size > MAX_STACK_FILE_BYTES:
-            raise ConfigError([Finding("config", f"the file is {size / 2**20:.1f} MiB; stack files "
-                                       f"are at most {MAX_STACK_FILE_BYTES // 2**20} MiB: is this "
-                                       "the right file?", source=source)])
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError([Finding("--config", f"cannot read {path}: {exc.strerror}")]) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise ConfigError([Finding("config", f"not UTF-8 text (byte {raw[exc.start]:#04x} at "
-                                   f"line {line}); save the file as UTF-8", source=source)]) from None
+    raw = inputs.read_bytes(path, error=ConfigError, field="config", what="stack file",
+                            limit=MAX_STACK_FILE_BYTES)
+    text = inputs.decode(raw, source=source, error=ConfigError, field="config")
     try:
         doc = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
@@ -854,6 +859,12 @@ def read_stack_file(path: Path) -> dict[str, Any]:
                                    source=source)]) from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a bad !!timestamp
         raise ConfigError([Finding("config", f"not valid YAML: {exc}", source=source)]) from None
+    except RecursionError:
+        raise ConfigError([Finding("config", f"nested more than {inputs.MAX_DEPTH} levels deep; "
+                                   "no stack file nests so deep", source=source)]) from None
+    # depth and size after YAML aliases are expanded (numbers: the schema, with every finding)
+    inputs.check_tree(doc, source=source, error=ConfigError, headline=_headline(source),
+                      numbers=False)
     if doc is None:
         doc = {}
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):

@@ -29,8 +29,14 @@ the same input:
   `gpulease_reaper`), which would otherwise be ignored; other namespaces (`aws:`, `gcp:`) are left
   alone;
 - types, ranges and patterns are checked; NaN and Infinity are refused everywhere;
+- types are strict inside every mapping and list (clusters, demand steps, clouds, quotas,
+  storage, policy, reaper, bootstrap): `true`/`false` is not a number, `16.0` is not a count,
+  a quoted `"16"` is not a number (top-level scalars such as `budget_monthly_usd` arrive from
+  `pulumi up` as text, so there a number may be quoted, but `true` is still refused);
 - names are checked against the catalog (GPU models, regions) and each other (datasets);
-- the file must be UTF-8 YAML of plain data (no `!!binary`, dates must be quoted), at most 1 MiB;
+- the file must be UTF-8 YAML of plain data (no `!!binary`, dates must be quoted), at most 1 MiB,
+  nested at most 64 levels and at most 2,000,000 values once YAML aliases are expanded (the
+  limits every input file shares, `infra/inputs.py`);
 - **every finding is reported at once**, naming the file and the config path; exit code 2, nothing
   is declared.
 

@@ -52,6 +52,10 @@ DEMAND_PARTS: tuple[str, ...] = ("baseline", "burst")
 #: Longest idle window a cluster may ask for (one week): the config rejects more, and the reaper
 #: treats a larger `gpulease-idle-minutes` tag value as invalid.
 MAX_IDLE_MINUTES = 7 * 24 * 60
+#: most GPUs one cluster may ask for (beyond it the input is a mistake, not a plan).
+MAX_CLUSTER_GPUS = 100_000
+#: longest checkpoint interval, and longest spot restart, in minutes: a day.
+MAX_CHECKPOINT_MINUTES = 24 * 60
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_spot_must_be_the_cheapest_zone():
 
 
 @pytest.mark.parametrize("damage,expect", [
-    (lambda b: b.replace(b'"format"', b'"fo\xffrmat"', 1), "not UTF-8 (byte 0xff"),
+    (lambda b: b.replace(b'"format"', b'"fo\xffrmat"', 1), "not UTF-8 text (byte 0xff"),
     (lambda b: b.replace(b'"offerings": [', b'"offerings": [[', 1), "not valid JSON"),
     (lambda b: b.replace(b'"as_of": "', b'"as_of": NaN, "x": "', 1), "not valid JSON"),
     (lambda b: b.replace(b'"version": "2026.12.03"', b'"version": 20261203', 1), "version"),

@@ -82,7 +82,7 @@ def test_huge_file_is_refused_before_parsing(tmp_path):
     p = tmp_path / "Pulumi.big.yaml"
     filler = "# " + "x" * 1000 + "\n"
     p.write_text(DEV.read_text() + filler * (MAX_STACK_FILE_BYTES // len(filler) + 1))
-    assert_bad(plan(p), "stack files are at most 1 MiB")
+    assert_bad(plan(p), "; a stack file is at most 1.0 MiB: is this the right file?")
 
 
 def test_large_valid_file_parses_with_libyaml(tmp_path):
@@ -259,3 +259,69 @@ def test_infinite_policy_rates_are_refused(tmp_path):
     assert_bad(plan(write(tmp_path, doc)),
                "gpulease:policy.spot_restart_minutes: must be a finite number (got inf)",
                "gpulease:policy.spot_interruptions_per_hour: must be a finite number (got nan)")
+
+
+# ---- strict types (issue 24): booleans are not numbers, floats are not counts ----------------
+def _set(doc: dict, path: tuple, value) -> None:
+    node = doc["config"]
+    for part in path[:-1]:
+        node = node.setdefault(part, {}) if isinstance(part, str) else node[part]
+    node[path[-1]] = value
+
+
+@pytest.mark.parametrize("path,value,expected", [
+    (("gpulease:clusters", 0, "demand"), [{"gpus": True, "hours_per_month": 730}],
+     "gpulease:clusters[0].demand[0].gpus: must be a whole number (got true: true/false is not "
+     "a number; write the number)"),
+    (("gpulease:clusters", 0, "demand"), [{"gpus": 4, "hours_per_month": True}],
+     "gpulease:clusters[0].demand[0].hours_per_month: must be a number (got true"),
+    (("gpulease:policy", "commitment_horizon_months"), True,
+     "gpulease:policy.commitment_horizon_months: must be a whole number (got true"),
+    (("gpulease:policy", "commitment_horizon_months"), 12.0,
+     "gpulease:policy.commitment_horizon_months: must be a whole number (got 12.0: a count has "
+     "no fraction; write 12)"),
+    (("gpulease:clouds", "gcp", "quota_gpus", "us-central1"), True,
+     "gpulease:clouds.gcp.quota_gpus.us-central1: must be a whole number (got true"),
+    (("gpulease:clouds", "gcp", "quota_gpus", "us-central1"), 8.5,
+     "gpulease:clouds.gcp.quota_gpus.us-central1: must be a whole number (got 8.5: a count has "
+     "no fraction; write a whole number)"),
+    (("gpulease:budget_monthly_usd",), True,
+     "gpulease:budget_monthly_usd: must be a number (got true: true/false is not a number"),
+    (("gpulease:budget_monthly_usd",), 1e308,
+     "gpulease:budget_monthly_usd: must be <= 1000000000000 (got 1e+308)"),
+    (("gpulease:clusters", 0, "gpus"), 4.0,
+     "gpulease:clusters[0].gpus: must be a whole number (got 4.0: a count has no fraction; "
+     "write 4)"),
+    (("gpulease:clusters", 0, "gpus"), "4",
+     "gpulease:clusters[0].gpus: must be a whole number, not text (got '4': write it without "
+     "quotes)"),
+    (("gpulease:clusters", 0, "idle_minutes"), False,
+     "gpulease:clusters[0].idle_minutes: must be a whole number (got false"),
+    (("gpulease:storage", 0, "size_tb"), True,
+     "gpulease:storage[0].size_tb: must be a number (got true"),
+    (("gpulease:reaper", "grace_minutes"), True,
+     "gpulease:reaper.grace_minutes: must be a whole number (got true"),
+    (("gpulease:bootstrap", "autostop_minutes"), 30.5,
+     "gpulease:bootstrap.autostop_minutes: must be a whole number (got 30.5"),
+    (("gpulease:clouds", "gcp", "ssh_via_iap"), 1,
+     "gpulease:clouds.gcp.ssh_via_iap: must be true or false (got 1)"),
+    (("gpulease:policy", "spot_restart_minutes"), 1e308,
+     "gpulease:policy.spot_restart_minutes: must be <= 1440 (got 1e+308)"),
+    (("gpulease:policy", "spot_interruptions_per_hour"), 1e300,
+     "gpulease:policy.spot_interruptions_per_hour: must be <= 60 (got 1e+300)"),
+])
+def test_strict_types_in_every_key(tmp_path, path, value, expected):
+    doc = dev_config()
+    if path[-1] == "demand":
+        for k in ("gpus", "hours_per_month"):
+            doc["config"]["gpulease:clusters"][0].pop(k, None)
+    _set(doc, path, value)
+    assert_bad(plan(write(tmp_path, doc)), expected)
+
+
+def test_whole_floats_where_floats_belong_still_plan(tmp_path):
+    doc = dev_config()
+    doc["config"]["gpulease:clusters"][0]["hours_per_month"] = 200      # an int for a float
+    doc["config"]["gpulease:budget_monthly_usd"] = "1500"               # as `pulumi up` gives it
+    code, _, err = plan(write(tmp_path, doc), "--json")
+    assert code == 0, err

@@ -6,17 +6,21 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from infra.model import MAX_IDLE_MINUTES
+
 #: signals a training process can be asked to checkpoint with (catchable, not job control).
 CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP")
 
 
 class BootstrapSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: true/false is not a number, 12.0 is not a count (infra/config.py's _Strict)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     autostop_minutes: Optional[int] = Field(
-        None, ge=0, description="Node-side autostop after this many idle minutes (second line "
-                                "of defence behind the reaper). Absent = 2 x idle_minutes, "
-                                "except in prod where it is off; 0 = off.")
+        None, ge=0, le=2 * MAX_IDLE_MINUTES,
+        description="Node-side autostop after this many idle minutes (second line "
+                    "of defence behind the reaper). Absent = 2 x idle_minutes, "
+                    "except in prod where it is off; 0 = off.")
     checkpoint_signal: str = Field(
         "SIGUSR1", description="Signal sent to the training process on a spot notice "
                                f"(one of {', '.join(CHECKPOINT_SIGNALS)}).")

@@ -191,31 +191,13 @@ def load_catalog(path: Optional[str] = None, version: Optional[str] = None) -> C
     return _load_cached(str(p), stat.st_mtime_ns)
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows (prices must be finite)")
-
-
 def read_document(path: str) -> dict:
-    """The JSON document of a catalog file; undecodable or malformed files are located errors."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise CatalogError([Finding("catalog", f"cannot read {path}: {exc.strerror}")]) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise CatalogError([Finding("catalog", f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} "
-                                    f"at offset {exc.start}, line {line}); the file is damaged "
-                                    "or not a catalog: restore it or pass another --catalog",
-                                    source=path)]) from None
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        lineno = getattr(exc, "lineno", None)
-        where = f"line {lineno} column {exc.colno}: {exc.msg}" if lineno else str(exc)
-        raise CatalogError([Finding("catalog", f"{path}: not valid JSON ({where}); see "
-                                    "docs/catalog.md 'File format'", source=path)]) from None
+    """The JSON document of a catalog file, read through the input boundary (infra/inputs.py:
+    size, UTF-8, strict JSON, depth, finite numbers); problems are located errors (exit 2)."""
+    from infra import inputs
+
+    return inputs.load_json(path, error=CatalogError, field="catalog", what="catalog",
+                            hint="; see docs/catalog.md 'File format', or pass another --catalog")
 
 
 @lru_cache(maxsize=16)
@@ -243,8 +225,12 @@ def parse_catalog(raw: Any, source: str = "<catalog>") -> Catalog:
     All errors are reported at once as a CatalogError; soft problems become
     ``Catalog.warnings``.
     """
+    from infra import inputs
     from infra.catalog.validate import validate
 
+    # a document built in memory (an import) meets the same limits as a file
+    inputs.check_tree(raw, source=source, error=CatalogError,
+                      headline=f"{source}: invalid catalog (see docs/catalog.md):")
     return validate(raw, source=source)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from infra import inputs
 from infra.catalog import FORMAT_V2, Catalog, parse_catalog
 from infra.catalog.fetchers import API_SOURCES, PRICE_COLUMNS, CloudFetch, Failure, Progress
 from infra.errors import CatalogError, Finding, InputError, did_you_mean
@@ -72,8 +73,8 @@ def versions_in(directory: Path, *, skip: Optional[Path] = None) -> set[str]:
             continue
         out.add(p.stem)
         try:
-            v = json.loads(p.read_bytes().decode("utf-8")).get("version")
-        except (OSError, ValueError, AttributeError):
+            v = inputs.load_json(p).get("version")
+        except (InputError, AttributeError):
             continue
         if isinstance(v, str):
             out.add(v)
@@ -129,8 +130,8 @@ def file_state(path: Path) -> str:
     if not path.exists():
         return "absent"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = inputs.load_json(path)
+    except InputError:
         return "unreadable"
     if not isinstance(doc, dict) or not doc.get("generated_by"):
         return "hand-written"

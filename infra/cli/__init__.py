@@ -6,6 +6,8 @@ functions that run, so every ``--help`` answers quickly (bench/cli_help.py measu
 
 Errors are handled here, once: a GpuleaseError prints its message (no traceback) and exits
 with its code (see infra.errors for the codes). Every non-zero exit prints a reason on stderr.
+Any other exception is a bug: it is reported in one line naming a full report file
+(infra.cli.crash), exit 1 -- never a raw traceback on the terminal.
 """
 from __future__ import annotations
 
@@ -60,7 +62,22 @@ class Parser(argparse.ArgumentParser):
             choices = [a for a in self._choices_in(message)]
             hint = did_you_mean(bad, choices) if bad else ""
             message = message + hint
+        elif message.startswith("unrecognized arguments: "):
+            flags = [a.split("=", 1)[0] for a in message.split(": ", 1)[1].split()
+                     if a.startswith("--")]
+            if flags:
+                message += did_you_mean(flags[0], sorted(self._option_strings()))
         super().error(message)
+
+    def _option_strings(self) -> set[str]:
+        """Every long option of this parser and the command parsers under it."""
+        out = {o for a in self._actions for o in a.option_strings if o.startswith("--")}
+        for a in self._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for child in a.choices.values():
+                    if isinstance(child, Parser):
+                        out |= child._option_strings()
+        return out
 
     @staticmethod
     def _choices_in(message: str) -> list[str]:
@@ -139,7 +156,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ui.error("say which command to run: " + ", ".join(COMMANDS))
         return EXIT_BAD_INPUT
     try:
-        code = int(args.func(args) or 0)
+        from infra.cli.common import report_to, resolve_output
+
+        resolve_output(args)
+        with report_to(getattr(args, "report_out", None)):
+            code = int(args.func(args) or 0)
     except GpuleaseError as exc:
         ui.error(str(exc))
         return exc.exit_code
@@ -148,6 +169,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_FAILED
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line and a report, never a traceback
+        from infra.cli import crash
+
+        ui.error(crash.report(exc, argv))
+        return EXIT_FAILED
     if code and not ui.reason_given():
         # safety net: a command that forgot to say why still says something
         ui.exit_reason(code, "see the output above")

@@ -8,7 +8,7 @@ import sys
 from typing import Any, Optional
 
 from infra.cli import COMMANDS, ui
-from infra.cli.common import add_catalog_args, add_json_arg, print_json
+from infra.cli.common import add_catalog_args, add_output_args, print_json
 from infra.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CloudError, Finding, InputError,
                           did_you_mean)
 
@@ -66,13 +66,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     lp.add_argument("--cloud", help="only this cloud (aws | gcp)")
     lp.add_argument("--region", help="only this region")
     add_catalog_args(lp)
-    add_json_arg(lp)
+    add_output_args(lp)
     lp.set_defaults(func=run_list)
 
     vp = csub.add_parser("versions", help="shipped catalog versions, as-of dates, the default",
                          epilog="exit codes: 0 ok",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_json_arg(vp)
+    add_output_args(vp)
     vp.set_defaults(func=run_versions)
 
     rp = csub.add_parser("refresh", help="fetch current prices into a new catalog file",
@@ -111,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="file or directory to write (default: $GPULEASE_CATALOG_DIR or "
                          "~/.local/share/gpulease/catalogs/)")
     ip.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    add_json_arg(ip)
+    add_output_args(ip, out=False)   # --out is the catalog file this command writes
     ip.set_defaults(func=run_import)
     from infra.cli import quotes
 

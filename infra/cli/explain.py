@@ -9,7 +9,7 @@ from typing import Any, Optional
 from typing import TYPE_CHECKING
 
 from infra.cli import COMMANDS, ui
-from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
+from infra.cli.common import add_output_args, add_stack_args, load_stack, print_json
 from infra.errors import ConfigError, Finding, did_you_mean
 
 if TYPE_CHECKING:  # imported where used: `--help` must not load the model (pydantic)
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_stack_args(p)
     p.add_argument("--cluster", metavar="NAME", help="explain only this cluster")
-    add_json_arg(p)
+    add_output_args(p)
     p.set_defaults(func=run)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from infra.cli import COMMANDS, ui
-from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
+from infra.cli.common import FORMATS, add_output_args, add_stack_args, load_stack, print_json
 from infra.errors import EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY, ConfigError, Finding
 
 DESCRIPTION = """\
@@ -21,9 +21,12 @@ totals against the environment's budget, guardrail violations, and conformance f
 google-cloud-compute and google-cloud-storage ship).
 
 The text lists the resources that cost money and counts the free ones (--all-resources lists
-every resource); `--diff` lists only resources whose monthly cost changed (--diff-all lists
-free additions and removals too). Progress goes to stderr; `--json` prints one document on
-stdout. `gpulease explain` tells why each cluster was placed where it is."""
+every resource). With `--diff` the text is the cost diff, per resource and per cluster (before,
+after, change), a summary of the plan and, with --fail-on-increase, the gate's verdict with its
+reason; --show-plan prints the whole plan before it, --diff-all lists free additions and
+removals too. Progress goes to stderr; `--format json` (or `--json`) prints one document on
+stdout, `--format html` the HTML report; `--out FILE` writes either to FILE. `gpulease
+explain` tells why each cluster was placed where it is."""
 
 EPILOG = """\
 examples:
@@ -35,6 +38,7 @@ examples:
                                                         each resource (or: a `pulumi stack
                                                         export` file)
   gpulease plan --stack prod --now 2026-12-10T09:00:00Z   as of a moment (quotes, windows)
+  gpulease plan --stack prod --format json --out prod-plan.json    the same as --json > FILE
   gpulease plan --stack prod --html report.html --monitoring monitoring/
   gpulease plan --config stacks/Pulumi.dev.yaml --catalog-version 2026.12.03
 
@@ -51,21 +55,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_stack_args(p)
-    add_json_arg(p)
+    add_output_args(p, formats=FORMATS)
     p.add_argument("--diff", metavar="STACK|PLAN.json",
-                   help="compare costs with another stack or a saved `plan --json` file")
+                   help="compare costs with another stack or a saved `plan --json` file; the "
+                        "text shows the diff (--show-plan: the whole plan too)")
+    p.add_argument("--show-plan", action="store_true",
+                   help="with --diff: print the whole plan before the diff")
     p.add_argument("--diff-all", action="store_true",
                    help="with --diff: also list resources added or removed at $0.00/month "
                         "and clusters whose cost did not change")
-    p.add_argument("--fail-on-increase", metavar="PCT", type=float,
-                   help="with --diff: exit 3 when the total monthly cost rises more than PCT %%")
+    p.add_argument("--fail-on-increase", metavar="PCT", type=percent,
+                   help="with --diff: exit 3 when the total monthly cost rises more than PCT %% "
+                        "(a finite number >= 0; docs/cli.md \"The cost gate\" says what the "
+                        "gate trusts)")
     p.add_argument("--against", metavar="PREVIOUS",
                    help="what the next `pulumi up` would do to each resource against a previous "
                         "`gpulease plan --json` file or a `pulumi stack export` file: create, "
                         "update, replace (with the property forcing it), delete, unchanged, and "
                         "the cost effect; exit 4 if it would replace or delete a prepaid or "
                         "committed resource (opt in: gpulease:allow_prepaid_replacement)")
-    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report "
+                   "(what --format html prints)")
     p.add_argument("--monitoring", metavar="DIR",
                    help="also write Prometheus alert rules and a Grafana dashboard for the plan")
     p.add_argument("--all-resources", action="store_true",
@@ -89,6 +99,21 @@ def _utc_time(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an RFC 3339 time with a zone, e.g. 2026-12-10T09:00:00Z") from None
+
+
+def percent(text: str) -> float:
+    """--fail-on-increase: a finite, non-negative percentage (nan, inf or -5 would let any
+    rise through or fail every plan)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a percentage, e.g. "
+                                         f"10) (got {text!r})")
+    return value
 
 
 def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
@@ -163,17 +188,31 @@ def blocks_deploy(plan: dict[str, Any]) -> bool:
         f.get("level") == "error" for f in plan.get("conformance", ()))
 
 
-def _load_other(args: argparse.Namespace, ref: str,
+def is_saved_plan(ref: str) -> bool:
+    """--diff REF names a saved plan file (else a stack): a .json name, a path, or a file."""
+    return ref.endswith(".json") or "/" in ref or Path(ref).exists()
+
+
+def load_baseline(ref: str) -> Optional[dict[str, Any]]:
+    """The saved plan --diff names, checked as untrusted input before anything is planned
+    (infra.planner.saved); None when REF names a stack (planned later). A REF that is
+    neither is bad input."""
+    if is_saved_plan(ref):
+        from infra.planner.saved import load_saved_plan
+
+        return load_saved_plan(ref, flag="--diff")
+    from infra.config import stack_file
+
+    try:
+        stack_file(ref)
+    except ConfigError as exc:
+        raise ConfigError([Finding("--diff", f"{ref!r} is neither a saved plan file nor a stack: "
+                                   + "; ".join(f.message for f in exc.findings))]) from None
+    return None
+
+
+def _plan_other(args: argparse.Namespace, ref: str,
                 steps: Optional[ui.Steps] = None) -> dict[str, Any]:
-    p = Path(ref)
-    if ref.endswith(".json") or p.is_file():
-        try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError([Finding("--diff", f"cannot read {ref}: {exc.strerror}")]) from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError([Finding("--diff", f"{ref} is not a saved `gpulease plan --json` "
-                                       f"document (line {exc.lineno}: {exc.msg})")]) from None
     other = argparse.Namespace(**{**vars(args), "stack": ref, "config": None})
     if steps is not None:
         steps.step(f"planning {ref} to compare with")
@@ -185,9 +224,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError([Finding("--fail-on-increase", "needs --diff STACK|PLAN.json")])
     if args.diff_all and not args.diff:
         raise ConfigError([Finding("--diff-all", "needs --diff STACK|PLAN.json")])
+    if args.show_plan and not args.diff:
+        raise ConfigError([Finding("--show-plan", "needs --diff STACK|PLAN.json (without "
+                                   "--diff the plan is what is shown)")])
     label = args.stack or args.config
     diff = None
     against = None
+    # a saved baseline is read (and refused, exit 2) before the plan runs
+    baseline = load_baseline(args.diff) if args.diff else None
     with ui.steps(f"planning {label}", piped_lines=not args.json) as steps:
         previous = None
         if getattr(args, "against", None):
@@ -205,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
         if args.diff:
             from infra.planner.diff import diff_plans
 
-            other = _load_other(args, args.diff, steps)
+            other = baseline if baseline is not None else _plan_other(args, args.diff, steps)
             steps.step("comparing costs")
             diff = diff_plans(other, plan)
         if args.html:
@@ -222,26 +266,95 @@ def run(args: argparse.Namespace) -> int:
             # creates the directory; exit 2 when it is a file or unwritable
             for path in write_monitoring(prun.result.decision, args.monitoring):
                 steps.note(f"wrote {path}")
-    if args.json:
+    if diff is not None and args.fail_on_increase is not None:
+        diff["gate"] = gate(diff, args.fail_on_increase)
+    if args.format == "json":
         doc = dict(plan)
         if diff is not None:
             doc["diff"] = diff
         if against is not None:
             doc["against"] = against
         print_json(doc)
+    elif args.format == "html":
+        from infra.planner.html import render_html
+
+        ui.out().stream.write(render_html(plan))
     else:
         o = ui.out()
-        render_plan(plan, o, all_resources=args.all_resources or args.show_inputs,
-                    show_inputs=args.show_inputs)
+        if diff is None or args.show_plan:
+            render_plan(plan, o, all_resources=args.all_resources or args.show_inputs,
+                        show_inputs=args.show_inputs)
+            o.print()
         if diff is not None:
-            o.print()
             render_diff(diff, o, show_all=args.diff_all)
-        if against is not None:
+            if not args.show_plan:
+                o.print()
+                render_summary(plan, o)
+            if diff.get("gate"):
+                o.print()
+                render_gate(diff["gate"], o)
             o.print()
+        if against is not None:
             render_against(against, o)
-        o.print()
+            o.print()
         o.line(("why:", "bold"), " " + explain_hint(args, plan))
     return _exit(plan, diff, args, against)
+
+
+def gate(diff: dict, pct: float) -> dict:
+    """The cost gate's verdict on a diff (``diff["gate"]`` in the JSON): the threshold, whether
+    the total rose past it (exit 3), and the reason, the same sentence stderr prints."""
+    from infra.planner.diff import exceeds
+
+    over = exceeds(diff, pct)
+    t = diff["total"]
+    if over:
+        reason = increase_reason(diff, pct)
+    elif t["delta_usd"] < 0.005:
+        reason = (f"the total monthly cost did not rise ({ui.signed_money(t['delta_usd'])}, "
+                  f"{_pct_text(t['pct'])})")
+    else:
+        reason = (f"the total monthly cost rose {ui.signed_money(t['delta_usd'])} "
+                  f"({_pct_text(t['pct'])}), within --fail-on-increase {pct:g}%")
+    return {"fail_on_increase": pct, "exceeded": over, "reason": reason}
+
+
+def render_gate(g: dict, o: ui.Out) -> None:
+    head = f"Cost gate (--fail-on-increase {g['fail_on_increase']:g}%): "
+    if g["exceeded"]:
+        o.line((head, "bold"), ("FAILED, exit 3", "bold red"), f" — {g['reason']}")
+    else:
+        o.line((head, "bold"), ("passed", "green"), f" — {g['reason']}")
+
+
+def render_summary(plan: dict[str, Any], o: ui.Out) -> None:
+    """What the diff text shows of the plan itself: its total against the budget and whether
+    guardrails, conformance and warnings have anything to say (--show-plan prints it all)."""
+    tot, b = plan["totals"], plan["budget"]
+    mandatory = sum(1 for v in plan.get("violations", ()) if v.get("level") == "mandatory")
+    advisory = len(plan.get("violations", ())) - mandatory
+    errors = sum(1 for f in plan.get("conformance", ()) if f.get("level") == "error")
+    warnings = len(plan.get("warnings", ()))
+    checks = []
+    if mandatory or advisory:
+        checks.append((f"guardrails: {ui.plural(mandatory, 'mandatory violation')}, "
+                       f"{ui.plural(advisory, 'advisory')}", "red" if mandatory else "yellow"))
+    else:
+        checks.append(("guardrails: no violations", "green"))
+    checks.append((f"conformance: {ui.plural(errors, 'error')}", "red") if errors
+                  else ("conformance: ok", "green"))
+    if warnings:
+        checks.append((ui.plural(warnings, "warning"), "yellow"))
+    parts: list = [("Plan", "bold"), f" of {plan['stack']}: {ui.money(tot['monthly_usd'])}/month"
+                   f" ({plural_resources(tot)}) · budget {ui.money(b['monthly_usd'])} · "]
+    for i, c in enumerate(checks):
+        parts += ([" · "] if i else []) + [c]
+    o.line(*parts)
+    o.print("--show-plan prints the whole plan", indent=2)
+
+
+def plural_resources(tot: dict) -> str:
+    return ui.plural(int(tot.get("resources") or 0), "resource")
 
 
 def explain_hint(args: argparse.Namespace, plan: dict[str, Any]) -> str:

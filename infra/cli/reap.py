@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from infra.cli import COMMANDS, ui
-from infra.cli.common import add_catalog_args, add_json_arg, print_json, progress
+from infra.cli.common import add_catalog_args, add_output_args, print_json, progress
 from infra.errors import ConfigError, Finding
 from infra.reaper import decision as d
 from infra.reaper import engine
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--audit-log", metavar="PATH", default=DEFAULT_PATH,
                    help="append-only JSONL audit log (default %(default)s; '-' = stdout)")
     add_catalog_args(p)
-    add_json_arg(p)
+    add_output_args(p)
     p.set_defaults(func=run)
 
 

@@ -6,7 +6,7 @@ import time
 from typing import Optional
 
 from infra.cli import COMMANDS, ui
-from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
+from infra.cli.common import add_output_args, add_stack_args, load_stack, print_json
 from infra.errors import ConfigError, Finding
 from infra.recommend import profile as pf
 
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "stack's gpulease:reaper threshold_pct, else 5)")
     p.add_argument("--max-steps", metavar="K", type=int, default=pf.DEFAULT_MAX_STEPS,
                    help="most steps in a profile, baseline included (default %(default)s)")
-    add_json_arg(p)
+    add_output_args(p)
     p.set_defaults(func=run)
 
 

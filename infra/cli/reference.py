@@ -41,7 +41,68 @@ fails when this file and the code disagree. `gpulease COMMAND --help` prints the
   step and the elapsed time, erased when done; when stderr is not a terminal one line per step
   (`planning prod: running the Pulumi program under mocks (stacks/Pulumi.prod.yaml)`), except
   with `--json`, where a script reading stderr sees only warnings, errors and the exit reason.
-- **`--json`** prints exactly one JSON document on stdout; its shape only ever gains keys.
+- **One convention for output flags.** Every command that prints a report takes
+  `--format table|json` (`plan` also `html`: the self-contained report) and `--out FILE`
+  (the report goes to FILE instead of stdout, written whole or not at all, with `wrote FILE` on
+  stderr). `--json` is the alias of `--format json`, `plan --html FILE` still writes the HTML
+  report beside the text. Where `--out` already names what a command writes (`render --out
+  DIR`, `catalog refresh|import --out PATH`), it keeps that meaning and only `--format` is
+  added. A bad value gets a suggestion (`--format jsn` → did you mean "json"; `--formt` →
+  did you mean "--format").
+- **`--format json`** prints exactly one JSON document on stdout; its shape only ever gains
+  keys. It is strict JSON: never NaN or Infinity.
+- **`plan --diff`** prints the cost diff (resources and clusters: before, after, change), a
+  one-line summary of the plan and, with `--fail-on-increase`, the gate's verdict with the
+  reason exit 3 gives (`diff.gate` in the JSON); `--show-plan` prints the whole plan first.
+
+## The cost gate
+
+`gpulease plan --stack prod --diff BASELINE.json --fail-on-increase 10` exits 3 when the
+stack's total monthly cost is more than 10 % above the baseline's. What it trusts:
+
+- **The plan it computes now**: the stack file and the catalog of the checkout it runs in.
+- **The baseline only as far as it checks out.** A saved plan is untrusted input
+  (`infra/planner/saved.py`): it is read through the same input boundary as every other file
+  (at most 64 MiB, UTF-8, JSON without NaN or Infinity, at most 64 levels deep, no number
+  beyond 10^15); its `format` must be one this gpulease reads (`gpulease-plan/1`); every
+  resource needs a Pulumi `urn` (none listed twice), `type`, `name`, `cluster` and a
+  `monthly_usd` that is a finite number of USD, >= 0; every other `*_usd` amount must be finite
+  (and >= 0 unless it is a difference such as `headroom_usd`); and `totals.monthly_usd` must
+  equal the sum of the resources' `monthly_usd`. Anything else is exit 2 naming the file and
+  the field, before the plan runs. The gate then compares **sums of resources**, never a total
+  a file states.
+- `--fail-on-increase` takes only a finite number >= 0 (`nan`, `inf` or `-5` are refused).
+- `--json` is strict JSON: NaN or Infinity never reach a document (a test parses every
+  command's output with a parser that rejects them).
+
+What it cannot know: whether a baseline that passes these checks is the plan of the target
+branch. A file whose every resource is priced higher is consistent and would let a dearer
+change through. The baseline is not signed (a key the pull request's CI job can read, the pull
+request can use too); instead **CI must produce the baseline itself, from the target branch**,
+with the target branch's own gpulease, never from a file in the change under review, and the
+job definition must be one the change cannot edit (on GitHub, a required check whose workflow
+comes from the target branch). For example (GitHub Actions):
+
+```yaml
+- uses: actions/checkout@v4                       # the change under review
+- uses: actions/checkout@v4
+  with: {ref: "${{ github.base_ref }}", path: base}  # the target branch
+- run: |
+    python3 -m venv base/.venv
+    base/.venv/bin/pip install -q -r base/requirements.txt -c base/constraints.txt
+    (cd base && .venv/bin/gpulease plan --stack prod --json > "$RUNNER_TEMP/baseline.json")
+    python3 -m venv .venv
+    .venv/bin/pip install -q -r requirements.txt -c constraints.txt
+    .venv/bin/gpulease plan --stack prod --diff "$RUNNER_TEMP/baseline.json" --fail-on-increase 10
+```
+
+A baseline edited by hand is refused, here one whose stated total was raised:
+
+```sh
+gpulease plan --stack dev --json > /tmp/dev-baseline.json
+python3 -c 'import json; d = json.load(open("/tmp/dev-baseline.json")); d["totals"]["monthly_usd"] = 1e9; json.dump(d, open("/tmp/edited.json", "w"))'
+gpulease plan --stack dev --diff /tmp/edited.json --fail-on-increase 10 || test $? -eq 2
+```
 
 ## Exit codes
 
@@ -51,13 +112,18 @@ what is wrong (did you mean ...)`, the others as `exit N (meaning): reason`.
 | code | meaning | reason printed (examples) |
 | --- | --- | --- |
 | 0 | ok | - |
-| 1 | failed at run time | `exit 1 (failed at run time): a cloud call failed for 1 cluster: dev/alpha (aws us-west-2); the other clusters were handled` |
+| 1 | failed at run time | `exit 1 (failed at run time): a cloud call failed for 1 cluster: dev/alpha (aws us-west-2); the other clusters were handled`; a bug: `error: internal error (KeyError: 'x'): this is a bug in gpulease, not in your input; the full report is in /tmp/gpulease-crash-1a2b.txt — please attach it to an issue` |
 | 2 | bad input, nothing was done | `error: --cluster: no cluster "trian" in stack x (did you mean "train"?); clusters: train, dev` |
 | 3 | cost increase over `--fail-on-increase` | `exit 3 (cost increase over --fail-on-increase): the total monthly cost rose +$250.00 from $1,000.00 (staging) to $1,250.00 (prod), +25.0%, which is 15.0 points over --fail-on-increase 10%` |
 | 4 | a mandatory guardrail failed or a conformance error was found | `exit 4 (...): 1 mandatory guardrail violation (budget-cap) block the deploy; fix them and plan again` |
 
 When both 3 and 4 apply, both reasons are printed and the exit code is 4: a plan the clouds
 would reject cannot be deployed at any cost. The codes are defined once, in `infra/errors.py`.
+
+An exception gpulease did not expect is never printed as a traceback: the command prints the
+one `internal error` line above and exits 1, and the full report (version, command line, Python,
+platform, traceback) is written to `$GPULEASE_CRASH_DIR` if set, else the system's temporary
+directory (`infra/cli/crash.py`).
 
 ## `--help` speed
 
@@ -90,6 +156,8 @@ gpulease plan --stack staging --json > /tmp/staging-plan.json
 gpulease plan --stack prod --diff /tmp/staging-plan.json            # only changed money
 gpulease plan --stack prod --diff staging --diff-all                # every change, $0.00 too
 gpulease plan --stack prod --diff /tmp/staging-plan.json --fail-on-increase 10 || echo "exit $?"
+gpulease plan --stack prod --diff staging --show-plan                 # the plan, then the diff
+gpulease catalog list --gpu H100 --format json --out /tmp/h100.json
 gpulease explain --stack prod --cluster pretrain
 gpulease catalog list --gpu L4 --cloud gcp
 gpulease catalog versions

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from infra.cli import COMMANDS, ui
-from infra.cli.common import add_json_arg, add_stack_args, load_stack, print_json
+from infra.cli.common import add_output_args, add_stack_args, load_stack, print_json
 from infra.errors import ConfigError, Finding, did_you_mean
 
 DESCRIPTION = """\
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_stack_args(p)
     p.add_argument("--cluster", metavar="NAME", required=True, help="cluster to render")
     p.add_argument("--out", metavar="DIR", required=True, help="directory to write into")
-    add_json_arg(p)
+    add_output_args(p, out=False)   # --out is the directory of files this command writes
     p.set_defaults(func=run)
 
 

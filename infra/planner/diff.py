@@ -41,9 +41,9 @@ def _check(plan: Any, which: str) -> None:
 
 
 def _total(plan: dict) -> float:
-    t = (plan.get("totals") or {}).get("monthly_usd")
-    if isinstance(t, (int, float)):
-        return float(t)
+    """The plan's monthly total as the gate counts it: the sum of its resources' amounts, never
+    a total the document states (a saved plan is checked by infra.planner.saved, whose
+    totals must agree with this sum)."""
     return sum(float(r.get("monthly_usd") or 0.0) for r in plan["resources"])
 
 

@@ -5,11 +5,19 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infra.model import MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS
+
+#: more than one interruption a minute is no spot market, it is a typo.
+MAX_INTERRUPTIONS_PER_HOUR = 60.0
+#: more ranked alternatives than anyone reads.
+MAX_ALTERNATIVES = 1000
+
 
 class PolicyRules(BaseModel):
     """`gpulease:policy` — every rule of the policy module, each overridable per stack."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # strict: true/false is not a number, 12.0 is not a count (infra/config.py's _Strict)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     reserved_above_priority: int = Field(
         8, ge=0, le=10,
@@ -35,18 +43,21 @@ class PolicyRules(BaseModel):
         True, description="Multi-node distributed work only on RDMA-capable offerings "
                           "(EFA; GPUDirect-TCPX/TCPXO/RDMA).")
     max_nodes_without_rdma: int = Field(
-        8, ge=1, description="Largest distributed cluster allowed on TCP-only networking when "
-                             "require_rdma_for_distributed is false.")
+        8, ge=1, le=MAX_CLUSTER_GPUS,
+        description="Largest distributed cluster allowed on TCP-only networking when "
+                    "require_rdma_for_distributed is false.")
     spot_interruptions_per_hour: Optional[float] = Field(
-        None, ge=0, description="Override of the catalog's expected spot interruptions per "
-                                "node-hour (used for the rework cost).")
+        None, ge=0, le=MAX_INTERRUPTIONS_PER_HOUR,
+        description="Override of the catalog's expected spot interruptions per "
+                    "node-hour (used for the rework cost).")
     tcp_communication_share: float = Field(
         0.12, ge=0, lt=1,
         description="Share of a TCP-only distributed job's time lost to communication (up to "
                     "max_nodes_without_rdma nodes); charged as extra node-hours.")
     spot_restart_minutes: float = Field(
-        10, ge=0, description="Minutes to replace an interrupted spot node and reload the last "
-                              "checkpoint (part of the rework cost).")
+        10, ge=0, le=MAX_CHECKPOINT_MINUTES,
+        description="Minutes to replace an interrupted spot node and reload the last "
+                    "checkpoint (part of the rework cost).")
     reserve_at_on_demand_rate: bool = Field(
         True, description="When the catalog has no commitment price for an offering, price "
                           "guaranteed capacity as a plain capacity reservation, billed at the "
@@ -54,7 +65,8 @@ class PolicyRules(BaseModel):
                           "Reservations and GCP reservations without a commitment bill so). "
                           "false = such offerings cannot hold reserved nodes.")
     max_alternatives: int = Field(
-        10, ge=0, description="How many ranked alternatives each cluster decision lists.")
+        10, ge=0, le=MAX_ALTERNATIVES,
+        description="How many ranked alternatives each cluster decision lists.")
     quote_max_age_hours: float = Field(
         24, gt=0, le=24 * 56,
         description="A live quote (a Capacity Block offering, a calendar-mode recommendation) "

@@ -14,7 +14,8 @@ SCHEDULE_PATTERN = re.compile(r"^(rate\((1 (minute|hour|day)|[1-9]\d* (minutes|h
 
 
 class ReaperSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: true/false is not a number, 12.0 is not a count (infra/config.py's _Strict)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     schedule: Optional[str] = Field(
         None, description='Deploy the reaper on a schedule, e.g. "rate(15 minutes)". '

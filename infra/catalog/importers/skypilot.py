@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from infra import inputs
 from infra.catalog import FORMAT_V2, Catalog
 from infra.errors import Finding, InputError
 
@@ -71,12 +73,14 @@ class _Reader:
         self.findings: list[Finding] = []
 
     def rows(self):
+        # the input boundary: size cap, UTF-8 (UTF-16 and binary named as such)
         try:
-            fh = open(self.path, newline="", encoding="utf-8")
-        except OSError as exc:
-            self.findings.append(Finding(str(self.path), f"cannot read: {exc.strerror}"))
+            text = inputs.decode(inputs.read_bytes(self.path, what="SkyPilot CSV"),
+                                 source=str(self.path))
+        except InputError as exc:
+            self.findings += [Finding(str(self.path), f.message) for f in exc.findings]
             return
-        with fh:
+        with io.StringIO(text, newline="") as fh:
             try:
                 reader = csv.DictReader(fh)
                 head = reader.fieldnames or []
@@ -107,9 +111,11 @@ class _Reader:
             self.findings.append(Finding(f"{self.path}:{line}",
                                          f"column {col}: {text!r} is not a number"))
             return None
-        if v != v or v in (float("inf"), float("-inf")) or v < 0:
+        if v != v or v in (float("inf"), float("-inf")) or v < 0 \
+                or inputs.number_problem(v) is not None:
             self.findings.append(Finding(f"{self.path}:{line}", f"column {col}: {text!r} is "
-                                         "not a finite non-negative number"))
+                                         "not a finite non-negative number"
+                                         f" up to {inputs.MAX_MAGNITUDE:.0e}"))
             return None
         return v
 
