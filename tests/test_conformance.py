@@ -570,10 +570,12 @@ def test_plan_exits_4_and_lists_located_conformance_findings(tmp_path, capsys, m
 def test_exit_4_wins_over_exit_3(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     stack, cat = _stack_with_bad_instance_type(tmp_path)
+    # staging costs far more than dev: a 0 % threshold is exceeded (exit 3), and 4 wins
     code = main(["plan", "--config", str(stack), "--catalog", str(cat), "--diff", "dev",
-                 "--fail-on-increase", "-100"])
-    capsys.readouterr()
+                 "--fail-on-increase", "0"])
+    err = capsys.readouterr().err
     assert code == EXIT_POLICY
+    assert "exit 3 (cost increase" in err and "(exit 4 wins over exit 3)" in err
 
 
 def test_clean_plan_text_says_so(capsys, monkeypatch):
