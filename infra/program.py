@@ -13,8 +13,8 @@ from typing import Any, Iterable, Optional
 import pulumi
 
 from infra import oneshot
-from infra.catalog import Catalog, load_catalog
-from infra.config import NAMESPACE, TOP_LEVEL_KEYS, catalog_selection, parse_stack_config
+from infra.catalog import Catalog
+from infra.config import NAMESPACE, TOP_LEVEL_KEYS, load_stack_catalog, parse_stack_config
 from infra.costing import transform as cost_transform
 from infra.errors import InputError
 from infra.model import EnvironmentDecision
@@ -78,7 +78,7 @@ def main(file_keys: Optional[Iterable[str]] = None) -> ProgramResult:
     plan` passes those of the file it read; `pulumi up` reads them beside the program)."""
     stack = pulumi.get_stack()
     values = config_values(stack, file_keys)
-    catalog = load_catalog(*catalog_selection(values))
+    catalog = load_stack_catalog(values, source=stack_source(stack))
     spec = parse_stack_config(values, stack=stack, source=stack_source(stack), catalog=catalog)
     for warning in spec.warnings:
         pulumi.log.warn(str(warning))

@@ -325,3 +325,22 @@ def test_whole_floats_where_floats_belong_still_plan(tmp_path):
     doc["config"]["gpulease:budget_monthly_usd"] = "1500"               # as `pulumi up` gives it
     code, _, err = plan(write(tmp_path, doc), "--json")
     assert code == 0, err
+
+
+# ---- the catalog a stack file asks for is reported at the stack file's key ----------------------
+@pytest.mark.parametrize("values,expected", [
+    ({"gpulease:catalog_version": "2026.13.01"},
+     ['gpulease:catalog_version: catalog version \'2026.13.01\' cannot be used (below)',
+      'unknown catalog version "2026.13.01"']),
+    ({"gpulease:catalog": "no-such-catalog.json"},
+     ["gpulease:catalog: the catalog file 'no-such-catalog.json' cannot be used (below)",
+      "no-such-catalog.json: No such file or directory"]),
+    ({"gpulease:catalog": "x.json", "gpulease:catalog_version": "2026.12.03"},
+     ["gpulease:catalog: gives a catalog file and gpulease:catalog_version a shipped version: "
+      "keep one"]),
+])
+def test_a_bad_catalog_key_names_the_stack_file(tmp_path, values, expected):
+    doc = dev_config()
+    doc["config"].update(values)
+    p = write(tmp_path, doc)
+    assert_bad(plan(p), *[f"{p}: {expected[0]}", *expected[1:]])

@@ -322,7 +322,10 @@ def test_a_damaged_cache_is_a_located_error(tmp_path):
     from infra.quotes.store import load_book
 
     p = tmp_path / "quotes.json"
-    p.write_bytes(b"\xff\xfe{")
+    p.write_bytes(b"\xff\xfe{")          # a UTF-16 byte-order mark: named as such
+    with pytest.raises(CatalogError, match="UTF-16/UTF-32 text .*save the file as UTF-8"):
+        load_book(path=p)
+    p.write_bytes(b'{"x": "caf\xe9"}')
     with pytest.raises(CatalogError, match="not UTF-8"):
         load_book(path=p)
     p.write_text('{"format": "gpulease-quotes-cache/1", "quotes": [], "spot_risk": 5}')

@@ -137,8 +137,7 @@ def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None,
 
     Config warnings go to stderr unless ``announce_warnings`` is False (`plan` shows them in
     the plan instead)."""
-    from infra.catalog import load_catalog
-    from infra.config import (catalog_selection, display_path, parse_stack_config,
+    from infra.config import (display_path, load_stack_catalog, parse_stack_config,
                               read_stack_file, stack_file, stack_name_from_path)
 
     if stack_arg is not None:
@@ -147,9 +146,8 @@ def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None,
         path = stack_path(args)
     values = read_stack_file(path)
     source = display_path(path)
-    c_path, c_version = catalog_selection(values)
-    catalog = load_catalog(getattr(args, "catalog", None) or (None if getattr(args, "catalog_version", None) else c_path),
-                           getattr(args, "catalog_version", None) or (None if getattr(args, "catalog", None) else c_version))
+    catalog = load_stack_catalog(values, source=source, path=getattr(args, "catalog", None),
+                                 version=getattr(args, "catalog_version", None))
     spec = parse_stack_config(values, stack=stack_name_from_path(path), source=source,
                               catalog=catalog)
     if announce_warnings:

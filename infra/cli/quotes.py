@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any, Optional
 
 from infra.cli import ui
-from infra.cli.common import add_catalog_args, print_json, progress
+from infra.cli.common import add_catalog_args, add_output_args, print_json, progress
 from infra.errors import EXIT_FAILED, EXIT_OK, Finding, InputError, did_you_mean
 
 DESCRIPTION = """\
@@ -67,10 +67,7 @@ def register(csub: argparse._SubParsersAction) -> None:
                     help="GCP project for the advice API (default: $GOOGLE_CLOUD_PROJECT)")
     qp.add_argument("--no-cache", action="store_true", help="do not add live answers to the "
                                                             "cache")
-    qp.add_argument("--format", choices=("table", "json"), default="table",
-                    help="table (default) or json")
-    qp.add_argument("--json", action="store_true", help="the same as --format json")
-    qp.add_argument("--out", metavar="FILE", help="write the report to FILE instead of stdout")
+    add_output_args(qp)   # --format table|json, --out FILE, --json (C5; written by the CLI)
     add_catalog_args(qp)
     qp.set_defaults(func=run_quotes)
 
@@ -213,21 +210,11 @@ def _report(quotes, risks, book, *, now, live, offline, got) -> dict:
 
 
 def _emit(args, report: dict, now) -> None:
-    import contextlib
-    import io
-    import sys
-
-    buf = io.StringIO() if args.out else None
-    with contextlib.redirect_stdout(buf) if buf is not None else contextlib.nullcontext():
-        if args.json or args.format == "json":
-            print_json(report)
-        else:
-            _table(report)
-    if buf is not None:
-        from pathlib import Path
-
-        Path(args.out).write_text(buf.getvalue(), encoding="utf-8")
-        print(f"wrote {args.out}", file=sys.stderr)
+    # --out FILE is the CLI's (infra.cli.common.report_to): this prints on stdout either way
+    if getattr(args, "json", False) or args.format == "json":
+        print_json(report)
+    else:
+        _table(report)
 
 
 def _table(report: dict) -> None:

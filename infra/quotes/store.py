@@ -204,30 +204,14 @@ def parse_document(raw: Any, *, source: str, book: Optional[QuoteBook] = None) -
 
 
 def read_json(path: Path) -> Any:
-    """A quote file's JSON (size-capped, UTF-8, no NaN/Infinity); located errors otherwise."""
-    source = str(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise CatalogError([Finding("", f"the file is {size >> 20} MiB; quote files are at "
-                                        f"most {MAX_FILE_BYTES >> 20} MiB", source=source)],
-                               headline=_headline(source))
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise CatalogError([Finding("", f"cannot read it: {exc.strerror}", source=source)],
-                           headline=_headline(source)) from None
-    except UnicodeDecodeError as exc:
-        raise CatalogError([Finding("", f"not UTF-8 (byte offset {exc.start}); delete the "
-                                    "file or refresh it with `gpulease catalog quotes --source "
-                                    "live`", source=source)], headline=_headline(source)) from None
+    """A quote file's JSON through the input boundary (infra/inputs.py: size, UTF-8, strict
+    JSON, depth, finite numbers); located errors otherwise."""
+    from infra import inputs
 
-    def no_constants(name: str):
-        raise ValueError(f"{name} is not a number JSON allows")
-    try:
-        return json.loads(text, parse_constant=no_constants)
-    except (ValueError, RecursionError) as exc:
-        raise CatalogError([Finding("", f"not valid JSON ({str(exc)[:200]})", source=source)],
-                           headline=_headline(source)) from None
+    return inputs.load_json(path, error=CatalogError, field="", what="quote file",
+                            limit=MAX_FILE_BYTES, headline=_headline(str(path)),
+                            hint="; delete the file or refresh it with `gpulease catalog "
+                                 "quotes --source live`")
 
 
 def available_versions() -> list[str]:
