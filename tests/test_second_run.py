@@ -330,13 +330,18 @@ def test_deleting_a_reservation_a_node_group_uses_is_blocked(tmp_path, capsys):
 
 # ---- PREVIOUS is untrusted input ---------------------------------------------------------------
 @pytest.mark.parametrize("content, says", [
-    ("not json", "is not JSON"),
-    ("[]", "is not a JSON object"),
-    ('{"format": "gpulease-plan/1"}', 'has no "resources" list'),
-    ('{"format": "gpulease-plan/1", "resources": [{"urn": "u", "type": "t", '
-     '"monthly_usd": -1}]}', "monthly_usd is not a finite amount"),
+    ("not json", "not valid JSON"),
+    ("[]", "is neither a `gpulease plan --json` document"),
+    ('{"format": "gpulease-plan/1", "stack": "dev"}', "resources: must be the list"),
+    ('{"format": "gpulease-plan/1", "stack": "dev", "resources": [{"urn": "urn:pulumi:dev::'
+     'p::t::n", "type": "t", "name": "n", "cluster": "c", "monthly_usd": -1}]}',
+     "monthly_usd"),
     ('{"version": 9, "deployment": {}}', "gpulease reads versions 1-3"),
+    ('{"version": 3, "deployment": {"resources": [{"urn": 1}]}}',
+     "is not a resource with a urn and a type"),
     ('{"hello": 1}', "is neither a `gpulease plan --json` document"),
+    ('{"version": 3, "deployment": {"resources": [' + "[" * 80 + "]" * 80 + "]}}",
+     "nested more than"),
 ])
 def test_a_bad_previous_file_is_exit_2_naming_it(tmp_path, capsys, content, says):
     bad = tmp_path / "prev.json"

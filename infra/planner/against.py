@@ -24,7 +24,6 @@ Block, a GCP commitment, a reservation a node group uses) of a cluster not liste
 from __future__ import annotations
 
 import json
-import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
@@ -34,8 +33,6 @@ from infra.errors import ConfigError, Finding
 
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")
 REPLACE_DATA = Path(__file__).resolve().parent / "data" / "replace_on_change.json"
-#: a saved plan or a stack export larger than this is not one gpulease reads
-MAX_PREVIOUS_BYTES = 256 << 20
 #: Pulumi's secret signature in states (``apitype.SecretV1``)
 SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 SECRET_MASK = "[secret]"
@@ -64,8 +61,8 @@ def replace_data() -> dict:
 # ---- reading PREVIOUS ------------------------------------------------------------------------
 def _bad(path: str, what: str) -> ConfigError:
     return ConfigError([Finding("--against", f"{path}: {what}")], headline=(
-        "--against needs a saved `gpulease plan --json` document or a `pulumi stack export` "
-        "file"))
+        f"--against {path}: not a saved `gpulease plan --json` document or a `pulumi stack "
+        "export` file:"))
 
 
 def _secret(value: Any) -> Any:
@@ -92,55 +89,34 @@ def _stack_of(urn: str) -> Optional[str]:
 def load_previous(path: str) -> dict:
     """PREVIOUS as ``{"kind": "plan"|"state", "source", "stack", "resources": {urn: {...}}}``.
 
-    Read as untrusted input: a clear error naming the file and what is wrong (exit 2)."""
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > MAX_PREVIOUS_BYTES:
-            raise _bad(path, f"{size:,} bytes is more than a plan or a state gpulease reads "
-                             f"({MAX_PREVIOUS_BYTES:,})")
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise _bad(path, f"cannot read it ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise _bad(path, "is not UTF-8 text") from None
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise _bad(path, f"is not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise _bad(path, "is not a JSON object")
-    if isinstance(doc.get("deployment"), dict) or "version" in doc and "deployment" in doc:
+    Untrusted input: read through the input boundary (``infra.inputs``: size, encoding, depth,
+    finite numbers); a saved plan is checked as ``infra.planner.saved`` checks every saved plan
+    (C4), a stack export for the shape Pulumi writes. A clear error naming the file and what is
+    wrong (exit 2)."""
+    from infra import inputs
+    from infra.planner.saved import validate_plan
+
+    headline = (f"--against {path}: not a saved `gpulease plan --json` document or a `pulumi "
+                "stack export` file:")
+    doc = inputs.load_json(path, error=ConfigError, field="--against",
+                           what="previous plan or stack export", headline=headline)
+    if isinstance(doc, dict) and "deployment" in doc:
         return _from_state(path, doc)
-    if isinstance(doc.get("format"), str) and doc["format"].startswith("gpulease-plan/"):
+    if isinstance(doc, dict) and "format" in doc:
+        validate_plan(doc, source=path, flag="--against")
         return _from_plan(path, doc)
     raise _bad(path, "is neither a `gpulease plan --json` document (\"format\": "
                      "\"gpulease-plan/1\") nor a `pulumi stack export` (\"deployment\")")
 
 
-def _number(v: Any) -> Optional[float]:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        return None
-    return float(v)
-
-
 def _from_plan(path: str, doc: dict) -> dict:
-    res = doc.get("resources")
-    if not isinstance(res, list):
-        raise _bad(path, 'has no "resources" list')
+    """A saved plan validate_plan accepted (shapes, finite non-negative money)."""
     out: dict[str, dict] = {}
-    for i, r in enumerate(res):
-        where = f"resources[{i}]"
-        if not isinstance(r, dict) or not isinstance(r.get("urn"), str) \
-                or not isinstance(r.get("type"), str):
-            raise _bad(path, f"{where} is not a resource with a urn and a type")
-        if not isinstance(r.get("inputs", {}), dict):
-            raise _bad(path, f"{where}.inputs is not an object")
-        cost = _number(r.get("monthly_usd", 0))
-        if cost is None:
-            raise _bad(path, f"{where}.monthly_usd is not a finite amount >= 0 "
-                             f"(got {r.get('monthly_usd')!r})")
+    for r in doc["resources"]:
         out[r["urn"]] = {"urn": r["urn"], "type": r["type"], "inputs": r.get("inputs") or {},
                          "outputs": None, "id": None, "protect": bool(r.get("protect")),
-                         "monthly_usd": cost, "cluster": r.get("cluster") or tags.SHARED,
+                         "monthly_usd": float(r.get("monthly_usd") or 0.0),
+                         "cluster": r.get("cluster") or tags.SHARED,
                          "physical_name": r.get("physical_name"), "name": r.get("name")}
     return {"kind": "plan", "source": path, "stack": doc.get("stack"), "resources": out,
             "clusters": {c.get("name"): c for c in doc.get("clusters") or []
