@@ -5,6 +5,13 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check behaviour, never time: no per-example deadline and no "data generation is
+# too slow" health check, which a loaded machine trips with no fault in the code
+# (tests/timeouts.py). A test's own @settings adds to this profile.
+settings.register_profile("gpulease", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("gpulease")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_STACKS = ("dev", "staging", "prod")
@@ -28,15 +35,10 @@ def shipped_run(request):
 @pytest.fixture(scope="module")
 def moto_url():
     """moto's server on 127.0.0.1 (a free port), for the tests that talk AWS through boto3."""
-    import logging
+    from tests.fakes import moto_strict
 
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    server, url = moto_strict.start_server()
+    yield url
     server.stop()
 
 

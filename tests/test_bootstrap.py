@@ -24,6 +24,7 @@ from infra.model import RDMA_KINDS
 from infra.reaper import aws as reaper_aws
 from infra.reaper import gcp as reaper_gcp
 from tests.test_bootstrap_fixtures import make_stack
+from tests.timeouts import HANG_S
 from tests.tools import require_tool, script_interpreter, tool_missing
 
 MODELS = R.NODE_PURCHASE_MODELS
@@ -141,7 +142,7 @@ def test_every_cloud_config_passes_cloud_init_schema(tmp_path):
     files = _write_unique(tmp_path, (f[R.CLOUD_CONFIG] for _, _, f in all_renders()), ".yaml")
     assert len(files) >= len(load_catalog().offerings)
     proc = subprocess.run([python, "-c", _SCHEMA_DRIVER, *map(str, files)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("Valid cloud-config:") == len(files)
 
@@ -157,7 +158,7 @@ def test_cloud_init_cli_on_each_fabric_and_model(tmp_path):
         p = tmp_path / f"{cloud}-{rdma}-{model}.yaml"
         p.write_text(text)
         proc = subprocess.run([exe, "schema", "-c", str(p)], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=HANG_S)
         assert proc.returncode == 0 and "Valid cloud-config" in proc.stdout, (p.name, proc.stderr)
 
 
@@ -187,7 +188,7 @@ def test_aws_user_data_is_decoded_by_cloud_init(tmp_path):
         paths.append(str(p))
     assert len(texts) >= 2
     proc = subprocess.run([python, "-c", _DECODE_DRIVER, *paths], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\0")[:-1] == texts
 
@@ -235,7 +236,7 @@ def test_every_script_passes_shellcheck(tmp_path):
         assert sorted(_scripts(embedded)) == sorted(scripts)
     paths = _write_unique(tmp_path, texts, ".sh")
     proc = subprocess.run([exe, "--shell=bash", "--severity=info", *map(str, paths)],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stdout[-4000:]
 
 

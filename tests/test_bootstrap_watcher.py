@@ -17,6 +17,7 @@ from infra.bootstrap import render as R
 from infra.catalog import load_catalog
 from infra.costing import tags
 from tests.test_bootstrap_fixtures import make_stack
+from tests.timeouts import HANG_S
 
 
 #: the instance id the fake AWS metadata server answers.
@@ -123,7 +124,7 @@ def _files(cloud: str, tmp: Path, **kw) -> dict[str, Path]:
     return out
 
 
-def _run(script: Path, env: dict, timeout: float = 30) -> subprocess.CompletedProcess:
+def _run(script: Path, env: dict, timeout: float = HANG_S) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(script)], env={**os.environ, **env}, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -262,7 +263,7 @@ def test_notice_signals_the_training_process_and_runs_user_hooks(tmp_path, cloud
                         "GPULEASE_NOTICE_FILE": str(tmp_path / "run" / "interruption")})
             proc = _run(files[WATCHER], env)
         assert proc.returncode == 0, proc.stderr
-        trainer.wait(timeout=10)
+        trainer.wait(timeout=HANG_S)
         assert done.read_text() == "SIGUSR1"
         assert (tmp_path / "user.log").read_text() == "user-hook\n"
         notice = (tmp_path / "run" / "interruption").read_text()

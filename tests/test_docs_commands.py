@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.timeouts import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELLS = ("bash", "sh", "shell", "console")
@@ -96,7 +98,7 @@ def test_documented_commands_run(tmp_path, path, line, info, body):
     for k in ("AWS_ENDPOINT_URL", "GPULEASE_GCP_ENDPOINT", "FORCE_COLOR"):
         env.pop(k, None)
     proc = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, (f"{where}: exit {proc.returncode}\n--- stdout\n"
                                   f"{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}")
     assert "Traceback" not in proc.stderr, f"{where}:\n{proc.stderr[-3000:]}"
@@ -112,3 +114,22 @@ def test_ci_runs_readme_two_commands_verbatim():
     for cmd in (install.group(0), tests.group(0)):
         cmd = cmd.split("#")[0].strip()
         assert cmd in ci, f".ci/run does not run README's command: {cmd}"
+
+
+def test_the_test_command_is_one_command_and_prints_skip_reasons():
+    """README, docs/development.md and `.ci/run` give the same test command, and pyproject's
+    addopts make it name every skip with its reason (`-r` with `s`; `f` and `E` keep failures
+    and errors in the summary, which a bare `-rs` would drop)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    dev = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    pattern = re.compile(r"^\.venv/bin/python -m pytest.*$", re.M)
+    commands = {name: {m.split("#")[0].strip() for m in pattern.findall(text)}
+                for name, text in (("README.md", readme), ("docs/development.md", dev),
+                                   (".ci/run", ci))}
+    assert all(len(c) == 1 for c in commands.values()), commands
+    assert len(set().union(*commands.values())) == 1, commands
+    m = re.search(r'^addopts\s*=\s*"([^"]*)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    addopts = m.group(1).split() if m else []
+    report = [a[2:] for a in addopts if a.startswith("-r")]
+    assert report and set("fEs") <= set(report[0]), addopts

@@ -21,6 +21,7 @@ from infra.planner import html as H
 from infra.planner.html import render_html, write_html
 from tests.conftest import ROOT, program_run
 from tests.test_diff import PROD, T_ASG, make_plan
+from tests.timeouts import HANG_S
 from tests.tools import require_tool
 
 
@@ -317,7 +318,7 @@ def screenshot(page: str, tmp_path: Path, height: int) -> np.ndarray:
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars",
          f"--window-size=1280,{height}", f"--screenshot={png}", src.as_uri()],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=HANG_S)
     assert png.exists(), proc.stderr[-2000:]
     return decode_png(png.read_bytes())
 

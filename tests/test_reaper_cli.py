@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
 
 import boto3
 import pytest
-import requests
-from moto.server import ThreadedMotoServer
 
 from infra.cli import main
 from infra.costing import tags
+from tests.fakes import moto_strict
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 
 JSON_KEYS = {"cluster", "environment", "cloud", "region", "state", "reason", "action", "nodes",
@@ -48,15 +46,11 @@ def test_destroy_refused_without_pulumi_cli(capsys, monkeypatch, tmp_path):
 
 @pytest.fixture
 def moto_env(monkeypatch):
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    # moto's backends are process-wide: start from an empty account
-    requests.post(f"http://{host}:{port}/moto-api/reset", timeout=10)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+    server, url = moto_strict.start_server()   # an empty account, backends warm
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", moto_strict.test_session())
     monkeypatch.setenv("AWS_REGION", "us-west-2")
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     yield

@@ -26,6 +26,7 @@ from infra.reaper.retry import Backoff
 from tests.fakes import moto_strict
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_reaper_aws import REGION, Env
+from tests.timeouts import HANG_S
 
 NOW = 1_800_000_000.0
 
@@ -210,7 +211,7 @@ def race(reapers, envs, *, now, cap, sleep, settle_s=1.0):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(HANG_S)
     assert all(reports), "a racer did not finish"
     return reports
 
@@ -226,7 +227,7 @@ def lockstep(reapers) -> threading.Barrier:
             out = first_read()
             if not calls:
                 calls.append(1)
-                before_write.wait(120)
+                before_write.wait(HANG_S)
             return out
         r.claims = read
     return threading.Barrier(len(reapers))
@@ -245,7 +246,7 @@ def test_worst_interleaving_never_exceeds_the_cap(aws):
     racers = [new_reaper(), new_reaper()]
     both_wrote = lockstep(racers)
     reports = race(racers, ["dev", "staging"], now=max(t0, t1) + 75 * 60,
-                   cap=2, sleep=lambda s: both_wrote.wait(120))
+                   cap=2, sleep=lambda s: both_wrote.wait(HANG_S))
     # each claimed 2, each then saw the other's 2: both stand down (the safe side)
     assert reaped(reports) == []
     skipped = [o for rep in reports for o in rep.outcomes if "shared with other" in o.reason]
@@ -264,7 +265,7 @@ def test_racing_for_the_same_clusters_never_exceeds_the_cap(aws):
     racers = [new_reaper(), new_reaper()]
     both_wrote = lockstep(racers)
     reports = race(racers, ["dev", "dev"], now=t0 + 75 * 60, cap=2,
-                   sleep=lambda s: both_wrote.wait(120))
+                   sleep=lambda s: both_wrote.wait(HANG_S))
     done = reaped(reports)
     assert len(set(done)) <= 2
     assert sum(aws.group(g)["DesiredCapacity"] == 0 for g in groups) == len(set(done))
@@ -323,7 +324,7 @@ def test_worst_interleaving_on_gcp_never_exceeds_the_cap():
         racers = [reaper(), reaper()]
         both_wrote = lockstep(racers)
         reports = race(racers, ["dev", "staging"], now=t0 + 75 * 60, cap=1,
-                       sleep=lambda s: both_wrote.wait(120))
+                       sleep=lambda s: both_wrote.wait(HANG_S))
         assert reaped(reports) == []
         left = [(name, k) for name, inst in fake.instances.items() for k in inst["labels"]
                 if k.startswith(tags.CLAIM)]

@@ -13,10 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-import boto3
 import pytest
-import requests
-from moto.server import ThreadedMotoServer
 
 from infra.costing import tags
 from infra.costing.context import CostContext
@@ -25,6 +22,8 @@ from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, Environmen
 from infra.planner.mocks import run_program
 from infra.reaper import deploy
 from infra.reaper.settings import ReaperSettings
+from tests.fakes import moto_strict
+from tests.timeouts import HANG_S
 
 
 def env_decision(schedule="rate(15 minutes)", cloud="aws", region="us-west-2"):
@@ -114,20 +113,17 @@ def test_lambda_bundle_runs_without_pydantic_or_pulumi(tmp_path):
         (bundle / name).write_bytes(src.read_bytes())
     for pkg in ("infra", "infra/costing", "infra/reaper"):
         (bundle / pkg / "__init__.py").write_text("")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    server, url = moto_strict.start_server()   # an empty account, backends warm
     try:
-        host, port = server.get_host_and_port()
-        requests.post(f"http://{host}:{port}/moto-api/reset", timeout=10)  # process-wide state
-        env = {**os.environ, "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        env = {**os.environ, "AWS_ENDPOINT_URL": url,
                "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t",
                "GPULEASE_ENVIRONMENT": "dev", "GPULEASE_REGIONS": "us-west-2",
                "GPULEASE_APPLY": "true", "PYTHONPATH": ""}
-        kw = dict(region_name="us-west-2", endpoint_url=env["AWS_ENDPOINT_URL"],
-                  aws_access_key_id="t", aws_secret_access_key="t")
-        boto3.client("ec2", **kw).create_launch_template(
+        session = moto_strict.test_session()
+        kw = dict(region_name="us-west-2", endpoint_url=url)
+        session.client("ec2", **kw).create_launch_template(
             LaunchTemplateName="lt-x", LaunchTemplateData={"ImageId": "ami-12c6146b"})
-        boto3.client("autoscaling", **kw).create_auto_scaling_group(
+        session.client("autoscaling", **kw).create_auto_scaling_group(
             AutoScalingGroupName="g", LaunchTemplate={"LaunchTemplateName": "lt-x"}, MinSize=1,
             MaxSize=1, DesiredCapacity=1, AvailabilityZones=["us-west-2a"],
             Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": "g",
@@ -135,7 +131,7 @@ def test_lambda_bundle_runs_without_pydantic_or_pulumi(tmp_path):
                   for k, v in {tags.CLUSTER: "sb", tags.ENVIRONMENT: "dev",
                                tags.IDLE_MINUTES: "30"}.items()])
         proc = subprocess.run([sys.executable, "-I", "-c", BOOT, str(bundle)], env=env,
-                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                              capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S)
     finally:
         server.stop()
     assert proc.returncode == 0, proc.stderr[-2000:]

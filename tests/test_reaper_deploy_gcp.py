@@ -23,6 +23,7 @@ from infra.reaper import deploy
 from tests.conftest import ROOT, program_run
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_reaper_deploy import env_decision
+from tests.timeouts import HANG_S
 
 P = "urn:pulumi:dev::gpulease::gpulease:reaper:ScheduledGcp"
 
@@ -287,7 +288,7 @@ def test_function_bundle_dry_run_against_the_gcp_fake(tmp_path):
         env = {**os.environ, "GPULEASE_GCP_ENDPOINT": url, "GPULEASE_PROJECT": "acme-ml",
                "GPULEASE_ENVIRONMENT": "dev", "GPULEASE_APPLY": "false", "PYTHONPATH": ""}
         proc = subprocess.run([sys.executable, "-I", "-c", BOOT, str(bundle)], env=env,
-                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                              capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S)
     finally:
         fake.stop()
     assert proc.returncode == 0, proc.stderr[-2000:]

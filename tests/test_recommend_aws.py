@@ -34,7 +34,11 @@ _ids = itertools.count(0x10000000000000000)
 def cloud(moto_url, monkeypatch):
     moto_strict.point_boto_at(moto_url, monkeypatch)
     moto_strict.install_history(monkeypatch)
-    return History()
+    history = History()
+    # `gpulease recommend` reads the window this history was written for, however long the
+    # test takes to get there (an hour turning in between would shift it by one hour)
+    monkeypatch.setattr("infra.cli.recommend.clock", lambda: history.now)
+    return history
 
 
 def fresh_id() -> str:
@@ -48,7 +52,8 @@ class History:
         self.asg = boto3.client("autoscaling", region_name=REGION)
         self.ec2 = boto3.client("ec2", region_name=REGION)
         self.cw = boto3.client("cloudwatch", region_name=REGION)
-        self.start, self.end = window(time.time(), pf.DEFAULT_WINDOW_DAYS)
+        self.now = time.time()
+        self.start, self.end = window(self.now, pf.DEFAULT_WINDOW_DAYS)
         self.hours = int((self.end - self.start) // H)
 
     def group(self, env: str, cluster: str, nodes: int, extra: dict | None = None) -> tuple:

@@ -110,12 +110,10 @@ def test_summarize_spot_median_of_latest_per_az():
 
 @pytest.fixture(scope="module")
 def moto_endpoint():
-    from moto.server import ThreadedMotoServer
+    from tests.fakes import moto_strict
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    server, url = moto_strict.start_server()
+    yield url
     server.stop()
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from infra.cli import COMMANDS, ui
 from infra.cli.common import add_output_args, add_stack_args, load_stack, print_json
@@ -97,6 +97,11 @@ def adaptors(spec, decision) -> dict:
     return out
 
 
+#: "now" of the command: the window ends at the last full hour before it (tests that wrote a
+#: history pin it to the moment they wrote it, so an hour that turns mid-test moves nothing).
+clock: Callable[[], float] = time.time
+
+
 def run(args: argparse.Namespace, *, now: Optional[float] = None) -> int:
     _validate(args)
     from infra.policy import decide
@@ -111,7 +116,7 @@ def run(args: argparse.Namespace, *, now: Optional[float] = None) -> int:
     with ui.steps(f"recommending demand for {loaded.source}",
                   piped_lines=not args.json) as steps:
         report = engine.run(spec, loaded.catalog, decision, ads,
-                            now=time.time() if now is None else now,
+                            now=clock() if now is None else now,
                             window_days=args.window_days, threshold_pct=threshold,
                             max_steps=args.max_steps, progress=steps.step)
     if args.json:

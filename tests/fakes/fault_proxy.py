@@ -30,6 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Optional
 from urllib.parse import parse_qs, urlparse
 
+from tests.timeouts import HANG_S
+
 NGINX_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center>"
              b"<h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n"
              b"</html>\r\n")
@@ -180,7 +182,7 @@ class FaultProxy:
 
     def _forward(self, seen: Seen) -> tuple[int, dict, bytes]:
         up = urlparse(self.upstream)
-        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=60)
+        conn = http.client.HTTPConnection(up.hostname, up.port, timeout=HANG_S)
         try:
             path = seen.path + (f"?{seen.query}" if seen.query else "")
             headers = {k: v for k, v in seen.headers.items() if k.lower() not in _HOP}

@@ -18,6 +18,8 @@ import time as _time
 from moto.autoscaling.exceptions import ValidationError
 from moto.autoscaling.models import AutoScalingBackend
 
+from tests.timeouts import HANG_S
+
 
 def _group(backend: AutoScalingBackend, name: str):
     group = backend.autoscaling_groups.get(name)
@@ -53,16 +55,71 @@ def describe_capacity_reservations(self):
     return ActionResult({"CapacityReservations": []})
 
 
-def point_boto_at(url: str, monkeypatch) -> None:
-    """Fresh moto state (the server's backends are process-wide), dummy credentials, boto3
-    pointed at ``url`` through AWS_ENDPOINT_URL, and the strict Auto Scaling of :func:`install`."""
+#: the services the tests and the reaper call; :func:`start_server` warms them.
+WARM_SERVICES = ("ec2", "autoscaling", "cloudwatch", "s3")
+
+
+def start_server():
+    """moto's server on 127.0.0.1 (a free port), in this process, with the backends the tests
+    use already loaded. Returns ``(server, url)``; stop it with ``server.stop()``.
+
+    moto imports and builds a service's backend on its first request: EC2's took 3.5-6.9 s of
+    one request at load 12, long enough for a short client timeout to fire on a loaded machine
+    (tests/timeouts.py). Warming them here, with no deadline, leaves every later request cheap,
+    the reaper's own (connect 10 s, read 30 s) included."""
+    import logging
+
+    import requests
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    session = test_session()
+    kw = dict(region_name="us-east-1", endpoint_url=url)
+    session.client("ec2", **kw).describe_instances()
+    session.client("autoscaling", **kw).describe_auto_scaling_groups()
+    session.client("cloudwatch", **kw).list_metrics()
+    session.client("s3", **kw).list_buckets()
+    requests.post(f"{url}/moto-api/reset", timeout=HANG_S)
+    return server, url
+
+
+def reset(url: str) -> None:
+    """Empty every moto backend (they are process-wide, shared by all servers of the process)."""
     import requests
 
-    requests.post(f"{url}/moto-api/reset", timeout=10)
+    requests.post(f"{url}/moto-api/reset", timeout=HANG_S)
+
+
+def test_session():
+    """A boto3 session for the tests' own calls to moto: dummy keys, HANG_S timeouts and no
+    botocore retries (a retried create would answer AlreadyExists, hiding what happened)."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session(aws_access_key_id="testing",
+                                    aws_secret_access_key="testing")
+    session._session.set_default_client_config(Config(
+        connect_timeout=HANG_S, read_timeout=HANG_S,
+        retries={"total_max_attempts": 1, "mode": "standard"}))
+    return session
+
+
+def point_boto_at(url: str, monkeypatch) -> None:
+    """Fresh moto state (the server's backends are process-wide), dummy credentials, boto3
+    pointed at ``url`` through AWS_ENDPOINT_URL (``boto3.client`` in a test gets
+    :func:`test_session`'s timeouts), and the strict Auto Scaling of :func:`install`."""
+    import boto3
+
+    reset(url)
     monkeypatch.setenv("AWS_ENDPOINT_URL", url)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", test_session())
     install(monkeypatch)
 
 
