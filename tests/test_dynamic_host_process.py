@@ -21,6 +21,7 @@ from infra.clouds.gcp.reservation import ReservationProvider
 from infra.planner.dynhost import UNKNOWN, from_struct, to_struct
 from tests.fakes.gcp_compute_reservations import FakeReservations
 from tests.test_gcp_reservation import PROPS, URN
+from tests.timeouts import HANG_S
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def host_process(tmp_path):
             yield provider_pb2_grpc.ResourceProviderStub(channel)
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=HANG_S)
 
 
 def test_the_host_process_imports_the_provider_and_runs_it(host_process, tmp_path):
@@ -49,20 +50,20 @@ def test_the_host_process_imports_the_provider_and_runs_it(host_process, tmp_pat
         preview = host_process.Check(provider_pb2.CheckRequest(
             urn=URN, olds=to_struct({}), news=to_struct({**inputs,
                                                          "placement_policy": UNKNOWN})),
-            timeout=60)
+            timeout=HANG_S)
         assert list(preview.failures) == []
         assert from_struct(preview.inputs)["placement_policy"] is UNKNOWN
         bad = host_process.Check(provider_pb2.CheckRequest(
-            urn=URN, olds=to_struct({}), news=to_struct({**inputs, "count": "two"})), timeout=60)
+            urn=URN, olds=to_struct({}), news=to_struct({**inputs, "count": "two"})), timeout=HANG_S)
         assert [f.property for f in bad.failures] == ["count"]
         created = host_process.Create(provider_pb2.CreateRequest(
-            urn=URN, properties=to_struct(inputs)), timeout=60)
+            urn=URN, properties=to_struct(inputs)), timeout=HANG_S)
         assert created.id.endswith("/reservations/gpulease-prod-pretrain-reserved")
         assert len(fake.reservations) == 1
         fake.reservations.clear()
         gone = host_process.Read(provider_pb2.ReadRequest(
             id=created.id, urn=URN, properties=created.properties,
-            inputs=to_struct(inputs)), timeout=60)
+            inputs=to_struct(inputs)), timeout=HANG_S)
         assert gone.id == ""
     finally:
         fake.stop()

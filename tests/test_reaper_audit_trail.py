@@ -9,12 +9,12 @@ from datetime import datetime, timedelta, timezone
 
 import boto3
 import pytest
-import requests
 
 from infra.cli import main
 from infra.costing import tags
 from infra.errors import CloudError
 from infra.reaper.audit import AuditLog, guarded
+from tests.fakes import moto_strict
 
 REGION = "us-west-2"
 FULL = "/dev/full"
@@ -24,10 +24,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FULL), reason="needs /dev/ful
 @pytest.fixture
 def idle_marked_cluster(moto_url, monkeypatch):
     """dev/alpha on moto: one node, 0.5 % GPU for two hours, marked idle an hour ago: due."""
-    requests.post(f"{moto_url}/moto-api/reset", timeout=30)
-    for k, v in {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing",
-                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": REGION}.items():
-        monkeypatch.setenv(k, v)
+    moto_strict.point_boto_at(moto_url, monkeypatch)
+    monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     ec2 = boto3.client("ec2", region_name=REGION)
     asg = boto3.client("autoscaling", region_name=REGION)
