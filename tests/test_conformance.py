@@ -20,6 +20,7 @@ from infra.conformance import tables
 from infra.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_POLICY
 from infra.planner.mocks import run_program
 from tests.conftest import ROOT, SHIPPED_STACKS, program_run
+from tests.timeouts import HANG_S
 
 FINDING_KEYS = {"level", "rule", "resource", "type", "name", "physical_name", "path", "value",
                 "message", "spec"}
@@ -70,7 +71,7 @@ def test_the_plan_reads_constants_without_importing_the_client_libraries():
              " or m.startswith(('google.cloud', 'google.api_core')))\n"
              "sys.stderr.write('HEAVY=' + ','.join(heavy))\n")
     p = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+                       timeout=HANG_S)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "Conformance: every constrained input matches" in p.stdout
     assert p.stderr.rsplit("HEAVY=", 1)[1] == "", p.stderr.rsplit("HEAVY=", 1)[1][:500]

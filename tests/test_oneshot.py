@@ -14,6 +14,7 @@ import pytest
 from infra import oneshot
 from infra.cli import main
 from tests.conftest import ROOT
+from tests.timeouts import HANG_S
 
 _PROBE = """\
 import atexit, gc, sys
@@ -26,7 +27,7 @@ console()
 
 def _console(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", _PROBE, *argv], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=HANG_S)
 
 
 def test_console_plan_freezes_exits_fast_and_loses_no_output():
