@@ -32,7 +32,10 @@ OFF_THRESHOLD_PCT = 10.0
 
 #: our canonical GPU name -> the peer's AcceleratorName for GCP accelerator rows.
 _GCP_PEER_GPU = {"A100": "A100", "A100-80GB": "A100-80GB", "H100": "H100", "H200": "H200",
-                 "L4": "L4", "T4": "T4", "V100": "V100", "B200": "B200"}
+                 "L4": "L4", "T4": "T4", "V100": "V100", "B200": "B200", "P4": "P4",
+                 "P100": "P100"}
+#: GPUs GCP attaches to N1 hosts: each (region, GPU, count) the peer lists is one offering.
+_N1_GPUS = ("T4", "V100", "P4", "P100")
 
 PeerKey = tuple[str, str, str]          # (cloud, region, instance_type)
 AccKey = tuple[str, str, int]           # (region, accelerator name, count)
@@ -193,7 +196,8 @@ def peer_gpu_keys(machines: dict, accelerators: dict) -> int:
     aws = sum(1 for k in machines if k[0] == "aws")
     gcp = sum(1 for (c, region, t) in machines if c == "gcp" and t.split("-")[0] in
               ("a2", "a3", "a4", "g2"))
-    return aws + gcp
+    n1 = sum(1 for (region, name, count) in accelerators if name in _N1_GPUS)
+    return aws + gcp + n1
 
 
 def _fmt(v: Optional[float], spec: str = "10.4f") -> str:

@@ -75,6 +75,12 @@ class AwsCloudConfig(_Strict):
                           "Default: yes, except in dev stacks.")
     capacity_blocks: bool = Field(False, description="Use EC2 Capacity Blocks for ML for the "
                                                      "reserved part instead of ODCRs.")
+    local_zones: list[str] = Field(
+        default_factory=list,
+        description="Regions (of `regions`) whose AWS Local Zones (e.g. usw2-lax1-az1) clusters "
+                    "may land in. Off by default: a Local Zone is a metro extension with a "
+                    "smaller service set and capacity, and must be opted into in the account "
+                    "(ModifyAvailabilityZoneGroup) before use; docs/policy.md 'Zones'.")
 
 
 class GcpCloudConfig(_Strict):
@@ -528,11 +534,18 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
         if cname == "aws":
             if ccfg.subnet_ids and not ccfg.vpc_id:
                 bad("gpulease:clouds.aws.subnet_ids", "subnet_ids need vpc_id")
+            for k, r in enumerate(ccfg.local_zones):
+                if r not in ccfg.regions:
+                    bad(f"gpulease:clouds.aws.local_zones[{k}]",
+                        f'"{r}" is not in gpulease:clouds.aws.regions'
+                        f"{did_you_mean(r, ccfg.regions)}; list regions whose Local Zones may "
+                        "be used")
             clouds["aws"] = CloudSpec(
                 cloud="aws", regions=tuple(ccfg.regions), quota_gpus=dict(ccfg.quota_gpus),
                 network=ccfg.vpc_id, subnets=tuple(ccfg.subnet_ids),
                 capacity_reservations=ccfg.capacity_reservations,
-                capacity_blocks=ccfg.capacity_blocks)
+                capacity_blocks=ccfg.capacity_blocks,
+                local_zone_regions=tuple(ccfg.local_zones))
         else:
             if ccfg.subnetwork and not ccfg.network:
                 bad("gpulease:clouds.gcp.subnetwork", "subnetwork needs network")

@@ -6,6 +6,7 @@ objects directly and every stage can be exercised on its own.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
@@ -97,6 +98,13 @@ class Offering:
     purchase_options: tuple[str, ...] = ()
     #: where the purchase options come from (source id of the family's documentation).
     purchase_options_source: str = ""
+    #: placement the type supports: "cluster" (AWS placement group), "compact" (GCP), None.
+    placement: Optional[str] = None
+    #: other sources' figures for this offering's prices (``PriceCheck``), from the catalog.
+    price_checks: tuple["PriceCheck", ...] = ()
+    #: True when a stack allows the AWS Local Zones of this region
+    #: (``gpulease:clouds.aws.local_zones``); off, a Local Zone is never a candidate.
+    local_zones_allowed: bool = False
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -153,24 +161,42 @@ class Offering:
         zones = self.regular_zones
         if model == "spot" and self.zone_spot_usd:
             order = {z: i for i, z in enumerate(zones)}
-            pairs = [p for p in self.zone_spot_usd if p[0] in order] or list(self.zone_spot_usd)
-            return min(pairs, key=lambda p: (p[1], order.get(p[0], 1 << 30), p[0]))[0]
+            pairs = [p for p in self.zone_spot_usd if p[0] in order]
+            if pairs:
+                return min(pairs, key=lambda p: (p[1], order[p[0]], p[0]))[0]
         if zones:
             return zones[0]
+        if self.zones:       # only in Local Zones the stack does not allow: the policy rejects it
+            return self.zones[0]
         return f"{self.region}-a" if self.cloud == "gcp" else f"{self.region}a"
 
     @property
     def regular_zones(self) -> tuple[str, ...]:
-        """Zones without AWS Local Zones (``usw2-lax1-az1``: a metro extension without the
-        region's full service set), unless the type is offered only there."""
-        regular = tuple(z for z in self.zones if z.count("-") < 2)
-        return regular or self.zones
+        """The zones a cluster may land in: without AWS Local Zones (``usw2-lax1-az1``, a metro
+        extension without the region's full service set) unless the stack allows them
+        (``local_zones_allowed``). Empty = only Local Zones offer it, and they are not allowed."""
+        if self.local_zones_allowed:
+            return self.zones
+        return tuple(z for z in self.zones if not is_local_zone(z))
+
+    @property
+    def local_zones(self) -> tuple[str, ...]:
+        return tuple(z for z in self.zones if is_local_zone(z))
+
+    def disagreements(self, columns=None) -> tuple["PriceCheck", ...]:
+        """Price checks over ``PRICE_DISAGREEMENT_PCT`` (all columns, or those given:
+        on_demand / spot / commit_1y / commit_3y)."""
+        return tuple(c for c in self.price_checks
+                     if abs(c.diff_pct) > PRICE_DISAGREEMENT_PCT
+                     and (columns is None or c.column in columns))
 
     @property
     def cheapest_spot_usd(self) -> Optional[float]:
-        """Spot price in the zone a spot cluster would land in (see ``zone_for``)."""
+        """Spot price in the zone a spot cluster would land in (see ``zone_for``); None when
+        no zone it may land in has a spot price."""
         if self.zone_spot_usd:
-            return self.spot_in(self.zone_for("spot"))
+            zone = self.zone_for("spot")
+            return next((u for z, u in self.zone_spot_usd if z == zone), None)
         return self.spot_usd
 
     @property
@@ -205,6 +231,51 @@ class Offering:
         if rate is None and plain_at_on_demand and self.sells("reservation"):
             return self.on_demand_usd
         return rate
+
+
+#: Two sources for one price that differ by more than this share (percent of the figure used)
+#: are flagged: `plan` lists them, `explain` shows both figures and why one was used.
+PRICE_DISAGREEMENT_PCT = 20.0
+
+
+#: AWS Local Zone IDs carry a metro part (``usw2-lax1-az1``); AZ IDs (``use1-az4``) and GCP
+#: zones (``us-central1-a``) do not.
+_AWS_LOCAL_ZONE_ID = re.compile(r"^[a-z]{2,5}\d-[a-z]+\d+-az\d+$")
+
+
+def is_local_zone(zone: str) -> bool:
+    """True for an AWS Local Zone ID (``usw2-lax1-az1``)."""
+    return bool(_AWS_LOCAL_ZONE_ID.match(zone))
+
+
+@dataclass(frozen=True)
+class PriceCheck:
+    """One price of an offering as two sources state it: the figure used (its source, date) and
+    another's, with the difference in percent of the one used."""
+
+    column: str                  # on_demand | spot | commit_1y | commit_3y
+    used_usd: Optional[float]
+    used_source: str
+    used_as_of: str
+    other_usd: float
+    other_source: str
+    other_as_of: str
+    diff_pct: float
+    #: why the used figure wins (the catalog's precedence for this cloud and column).
+    why: str = ""
+
+    def as_dict(self) -> dict:
+        return {"column": self.column, "used_usd": self.used_usd,
+                "used_source": self.used_source, "used_as_of": self.used_as_of,
+                "other_usd": self.other_usd, "other_source": self.other_source,
+                "other_as_of": self.other_as_of, "diff_pct": self.diff_pct, "why": self.why}
+
+    def text(self) -> str:
+        used = "-" if self.used_usd is None else f"{self.used_usd:g}"
+        return (f"{self.column.replace('_', '-')} {used} $/h from {self.used_source} "
+                f"({self.used_as_of or 'date unknown'}) is used; {self.other_source} says "
+                f"{self.other_usd:g} ({self.other_as_of or 'date unknown'}, "
+                f"{self.diff_pct:+.1f}%)" + (f"; why: {self.why}" if self.why else ""))
 
 
 def derived_purchase_options(on_demand: Optional[float], spot: Optional[float],
@@ -285,6 +356,8 @@ class CloudSpec:
     capacity_reservations: Optional[bool] = None
     #: AWS: request EC2 Capacity Blocks for ML for the reserved part.
     capacity_blocks: bool = False
+    #: AWS: regions whose Local Zones clusters may land in (``gpulease:clouds.aws.local_zones``).
+    local_zone_regions: tuple[str, ...] = ()
     #: GCP: what happens to a preempted Spot VM (STOP | DELETE).
     spot_termination_action: str = "DELETE"
     #: GCP: allow SSH from IAP's range (35.235.240.0/20); off by default.
@@ -692,6 +765,19 @@ class ClusterDecision:
         return self.spec.name
 
     @property
+    def price_disagreements(self) -> tuple["PriceCheck", ...]:
+        """Prices this decision pays whose sources disagree beyond PRICE_DISAGREEMENT_PCT."""
+        p, o, cols = self.purchase, self.offering, set()
+        if p.on_demand:
+            cols.add("on_demand")
+        if p.spot:
+            cols.add("spot")
+        if p.reserved:
+            cols.add(f"commit_{self.commitment_term}" if o.is_commitment(self.commitment_term)
+                     else "on_demand")
+        return o.disagreements(cols)
+
+    @property
     def node_blocks(self) -> tuple[NodeBlock, ...]:
         """The decision's blocks; for a decision built without them (one demand step), one block
         per purchase model, in node order reserved, on-demand, spot, costed by model."""
@@ -779,6 +865,9 @@ class StorageDecision:
     early_delete_usd: float = 0.0
     #: why this lifecycle (one sentence for the plan and explain).
     basis: str = ""
+    #: monthly cost of the lifecycle the stack configured (storage + retrieval + early
+    #: deletion), shown beside the chosen one; None = not priced.
+    configured_usd: Optional[float] = None
 
     @property
     def name(self) -> str:

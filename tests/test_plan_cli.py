@@ -134,6 +134,9 @@ def test_catalog_version_pins_an_old_plans_numbers(capsys, tmp_path, monkeypatch
             if row[k] is not None:
                 row[k] = round(row[k] * 2, 6)
         row["zone_spot_usd"] = {z: round(v * 2, 6) for z, v in row.get("zone_spot_usd", {}).items()}
+        for parts in (row.get("price_components") or {}).values():   # prices = sum of parts
+            for part in parts:
+                part["usd"] = round(part["usd"] * 2, 6)
     (data / "2099.01.01.json").write_text(json.dumps(newer))
     monkeypatch.setattr(catalog_mod, "DATA_DIR", data)
     _, latest = plan_json(capsys, "--stack", "dev")

@@ -7,6 +7,7 @@ from infra.errors import ConfigError, PolicyError
 from infra.model import HOURS_PER_MONTH, PurchaseMix
 from infra.policy import decide
 from infra.policy.rules import PolicyRules
+from infra.policy.storage import lifecycle_cost
 from infra.policy.templates import _parse, cluster_templates, template_names
 from tests.test_policy_fixtures import catalog, cluster, dataset, offering, stack
 
@@ -360,20 +361,26 @@ def test_forced_single_node_dev_picks_a_one_node_shape():
 def test_storage_tier_shares_under_uniform_ages():
     ds = dataset(size_tb=100, home="gcp:europe-west4", warm_after_days=30, cold_after_days=90,
                  archive_after_days=365, age_horizon_days=540)
-    env = decide(stack([], storage=[ds]), cat1())
-    s = env.storage[0]
-    assert [(t.storage_class, t.from_day, t.to_day) for t in s.tiers] == [
+    cat = cat1()
+    conf = lifecycle_cost(ds, cat.storage_prices("gcp", "europe-west4"), reads_per_month=0.0)
+    assert [(t.storage_class, t.from_day, t.to_day) for t in conf.tiers] == [
         ("STANDARD", 0, 30), ("NEARLINE", 30, 90), ("COLDLINE", 90, 365), ("ARCHIVE", 365, None)]
-    assert [round(t.share, 6) for t in s.tiers] == [round(x / 540, 6) for x in (30, 60, 275, 175)]
-    assert s.monthly_usd == pytest.approx(100_000 * (30 * .02 + 60 * .01 + 275 * .004
-                                                     + 175 * .001) / 540)
+    assert [round(t.share, 6) for t in conf.tiers] == [round(x / 540, 6) for x in (30, 60, 275,
+                                                                                  175)]
+    assert conf.storage_usd == pytest.approx(100_000 * (30 * .02 + 60 * .01 + 275 * .004
+                                                        + 175 * .001) / 540)
+    # the policy prices it as the configured option and, unread, finds a cheaper one
+    s = decide(stack([], storage=[ds]), cat).storage[0]
+    assert s.configured_usd == pytest.approx(conf.total)
+    assert s.monthly_usd < s.configured_usd and s.chosen is not None
 
 
 def test_storage_tier_skipped_when_threshold_unset():
     ds = dataset(size_tb=1, warm_after_days=None, cold_after_days=60, archive_after_days=None,
                  age_horizon_days=120)
-    s = decide(stack([], storage=[ds]), cat1()).storage[0]
-    assert [(t.storage_class, t.share) for t in s.tiers] == [("STANDARD", 0.5), ("GLACIER_IR", 0.5)]
+    conf = lifecycle_cost(ds, cat1().storage_prices("aws", "us-east-1"), reads_per_month=0.0)
+    assert [(t.storage_class, t.share) for t in conf.tiers] == [("STANDARD", 0.5),
+                                                                ("GLACIER_IR", 0.5)]
 
 
 def test_decision_carries_catalog_identity_and_totals():

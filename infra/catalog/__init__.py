@@ -28,6 +28,12 @@ TIER_CLASSES: dict[str, tuple[str, str, str, str]] = {
     "gcp": ("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"),
 }
 TIER_NAMES = ("hot", "warm", "cold", "archive")
+#: Earliest age (days) a lifecycle rule may move an object into a class: S3 moves objects to
+#: STANDARD_IA / ONEZONE_IA no earlier than day 30 (S3 User Guide, "Transitioning objects using
+#: Amazon S3 Lifecycle", constraints); every other transition from day 1 (the stack's keys are
+#: > 0). Minimum storage durations (early deletion) are per storage row, ``min_storage_days``.
+MIN_TRANSITION_DAYS: dict[tuple[str, str], int] = {("aws", "STANDARD_IA"): 30,
+                                                   ("aws", "ONEZONE_IA"): 30}
 
 #: Columns of an offering row (also the `gpulease catalog list --json` row shape).
 OFFERING_COLUMNS = (
@@ -239,7 +245,7 @@ def clear_cache() -> None:
 
 
 __all__ = ["Catalog", "load_catalog", "parse_catalog", "available_versions", "TIER_CLASSES",
-           "TIER_NAMES", "OFFERING_COLUMNS", "FORMAT", "FORMAT_V2", "DATA_DIR",
+           "TIER_NAMES", "MIN_TRANSITION_DAYS", "OFFERING_COLUMNS", "FORMAT", "FORMAT_V2", "DATA_DIR",
            "resolve_catalog_path", "default_catalog_path", "clear_cache", "read_document",
            "continent_of"]
 

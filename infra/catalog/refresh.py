@@ -274,6 +274,29 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
             # zones or the spot price moved without per-zone prices: old zone prices are stale
             row.pop("zone_spot_usd")
         row["price_sources"] = ps
+        # parts and cross-checks of a price the API replaced describe the old figure: drop them;
+        # a price for a way the offering is not sold (purchase_options) is not kept either
+        fresh = {c.removesuffix("_usd") for c in PRICE_COLUMNS if c in got.prices}
+        if isinstance(row.get("price_components"), dict):
+            row["price_components"] = {k: v for k, v in row["price_components"].items()
+                                       if k not in fresh}
+            if not row["price_components"]:
+                row.pop("price_components")
+        if isinstance(row.get("cross_checks"), list):
+            row["cross_checks"] = [c for c in row["cross_checks"]
+                                   if not (isinstance(c, dict) and c.get("column") in fresh)]
+            if not row["cross_checks"]:
+                row.pop("cross_checks")
+        unsold = []
+        opts = row.get("purchase_options")
+        if isinstance(opts, list):
+            for col, opt in (("on_demand_usd", "on_demand"), ("spot_usd", "spot"),
+                             ("commit_1y_usd", "commitment"), ("commit_3y_usd", "commitment")):
+                if row.get(col) is not None and opt not in opts:
+                    row[col], ps[col] = None, None
+                    unsold.append(col)
+            if "spot_usd" in unsold:
+                row.pop("zone_spot_usd", None)
         used = {v for v in ps.values() if v and not v.startswith("kept:")}
         if got.specs.get("spec_source") or got.zones:
             used.add(got.specs.get("spec_source") or fetches[cloud].apis[-1])
@@ -284,6 +307,8 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
         notes = list(got.notes)
         if kept:
             notes.insert(0, f"kept from catalog {base.version}: {', '.join(kept)}")
+        if unsold:
+            notes.append(f"{', '.join(unsold)}: not sold that way (purchase_options), dropped")
         if notes:
             row["notes"] = "; ".join(notes)
         else:

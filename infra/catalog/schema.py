@@ -16,6 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
                       ValidationError, model_validator)
 
 from infra.errors import Finding
+from infra.catalog.invariants import price_problems
 from infra.model import CLOUDS, EGRESS_KINDS, PURCHASE_OPTIONS, RDMA_KINDS
 
 FORMAT_V1 = "gpulease-catalog/1"
@@ -41,8 +42,6 @@ MAX_GPU_MEMORY_GB = 300.0
 MAX_VCPUS = 1024
 MAX_MEMORY_GB = 32768.0
 MAX_NETWORK_GBPS = 10000.0
-#: Soft bounds on the hourly price of one GPU (a warning outside: possible, but check it).
-GPU_HOUR_WARN = (0.03, 40.0)
 
 Money = Annotated[Union[StrictInt, StrictFloat], Field(ge=0, allow_inf_nan=False)]
 Positive = Annotated[Union[StrictInt, StrictFloat], Field(gt=0, allow_inf_nan=False)]
@@ -60,6 +59,29 @@ class SourceRow(BaseModel):
     title: Optional[StrictStr] = None
     retrieved: Optional[StrictStr] = None
     published: Optional[StrictStr] = None
+
+
+PriceKey = Literal["on_demand", "spot", "commit_1y", "commit_3y"]
+
+
+class PriceComponent(_Strict):
+    """One part of a node's price (a host's SKUs, a GPU SKU, ...) with its source and date."""
+
+    part: Annotated[StrictStr, Field(min_length=1, max_length=300)]
+    usd: Positive
+    source: Annotated[StrictStr, Field(max_length=200)] = ""
+    as_of: Optional[Annotated[StrictStr, Field(max_length=40)]] = None
+
+
+class CrossCheck(_Strict):
+    """Another source's figure for one price of the row (the row keeps the one its precedence
+    picked; docs/catalog.md 'Sources that disagree')."""
+
+    column: PriceKey
+    source: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    usd: Positive
+    as_of: Optional[Annotated[StrictStr, Field(max_length=40)]] = None
+    diff_pct: Annotated[Union[StrictInt, StrictFloat], Field(allow_inf_nan=False)]
 
 
 class OfferingRow(_Strict):
@@ -96,11 +118,24 @@ class OfferingRow(_Strict):
     purchase_options: Optional[list[Literal[PURCHASE_OPTIONS]]] = None  # type: ignore[valid-type]
     #: source id (``sources`` map) of the documentation the purchase options come from.
     purchase_options_source: Optional[Annotated[StrictStr, Field(max_length=200)]] = None
+    #: placement the type supports: AWS cluster placement group / GCP compact placement policy.
+    placement: Optional[Literal["cluster", "compact"]] = None
+    #: per purchase model, what the node's GPUs alone cost (their own SKUs): the price floor.
+    gpu_sku_usd: dict[PriceKey, Positive] = {}
+    #: per purchase model, the parts the price is the sum of, each with its source and date.
+    price_components: dict[PriceKey, list[PriceComponent]] = {}
+    #: other sources' figures for the same prices.
+    cross_checks: list[CrossCheck] = []
 
     @model_validator(mode="after")
     def _consistent(self) -> "OfferingRow":
         od = self.on_demand_usd
-        problems = []
+        problems = [msg for _, _, msg in price_problems({
+            "gpus_per_node": self.gpus_per_node, "on_demand_usd": od, "spot_usd": self.spot_usd,
+            "commit_1y_usd": self.commit_1y_usd, "commit_3y_usd": self.commit_3y_usd,
+            "zone_spot_usd": self.zone_spot_usd, "gpu_sku_usd": self.gpu_sku_usd,
+            "price_components": {k: [{"usd": p.usd} for p in v]
+                                 for k, v in self.price_components.items()}})]
         opts = self.purchase_options
         if opts is not None:
             if not opts:
@@ -116,18 +151,6 @@ class OfferingRow(_Strict):
                                     "or fix the options)")
             if self.zone_spot_usd and "spot" not in opts:
                 problems.append("zone_spot_usd is priced but purchase_options has no spot")
-        if od is not None and self.spot_usd is not None and self.spot_usd > od:
-            problems.append(f"spot_usd {self.spot_usd} is above on_demand_usd {od} (AWS and "
-                            "GCP never charge more for spot than on-demand)")
-        for col in ("commit_1y_usd", "commit_3y_usd"):
-            v = getattr(self, col)
-            if od is not None and v is not None and v >= od:
-                problems.append(f"{col} {v} is not below on_demand_usd {od} (a commitment "
-                                "that costs as much as on-demand is a stale or swapped figure)")
-        if (self.commit_1y_usd is not None and self.commit_3y_usd is not None
-                and self.commit_3y_usd > self.commit_1y_usd):
-            problems.append(f"commit_3y_usd {self.commit_3y_usd} is above commit_1y_usd "
-                            f"{self.commit_1y_usd}")
         if len(set(self.zones)) != len(self.zones):
             problems.append("zones lists a zone twice")
         pattern = AWS_ZONE_ID if self.cloud == "aws" else GCP_ZONE
@@ -140,9 +163,6 @@ class OfferingRow(_Strict):
         stray = sorted(set(self.zone_spot_usd) - set(self.zones))
         if stray:
             problems.append(f"zone_spot_usd names zones not in zones: {stray}")
-        for z, usd in sorted(self.zone_spot_usd.items()):
-            if od is not None and usd > od:
-                problems.append(f"zone_spot_usd[{z}] {usd} is above on_demand_usd {od}")
         if self.zone_spot_usd and self.spot_usd is not None:
             low = min(self.zone_spot_usd.values())
             if not math.isclose(self.spot_usd, low, rel_tol=0, abs_tol=1e-9):
@@ -276,5 +296,5 @@ def row_label(row: Any, kind: str) -> str:
 
 __all__ = ["CatalogDoc", "OfferingRow", "StorageRow", "EgressRow", "InfraRow", "SourceRow",
            "SpotInterruption", "FORMAT_V1", "FORMAT_V2", "FORMATS", "STORAGE_CLASSES",
-           "findings_from", "row_label", "GPU_HOUR_WARN", "CLOUDS", "RDMA_KINDS",
+           "findings_from", "row_label", "CLOUDS", "RDMA_KINDS",
            "EGRESS_KINDS"]

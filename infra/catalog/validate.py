@@ -7,10 +7,10 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from infra.catalog import TIER_CLASSES, Catalog
-from infra.catalog.schema import (FORMAT_V2, GPU_HOUR_WARN, CatalogDoc, EgressRow, InfraRow,
+from infra.catalog.schema import (FORMAT_V2, CatalogDoc, EgressRow, InfraRow,
                                   OfferingRow, StorageRow, findings_from, row_label)
 from infra.errors import CatalogError, Finding
-from infra.model import (EgressPrice, InfraPrice, Offering, StoragePrice,
+from infra.model import (EgressPrice, InfraPrice, Offering, PriceCheck, StoragePrice,
                          derived_purchase_options)
 
 _PRICES = ("on_demand_usd", "spot_usd", "commit_1y_usd", "commit_3y_usd")
@@ -32,6 +32,40 @@ def _source_text(raw: dict, sid: Optional[str]) -> str:
         return f"source {sid}"
     when = src.get("retrieved") or src.get("published")
     return f"{src.get('url') or sid}" + (f", read {when}" if when else "")
+
+
+#: why the catalog keeps one source's figure over another (docs/catalog.md "Sources and
+#: precedence"), per (cloud, price column); shown by `explain` beside disagreeing figures.
+PRECEDENCE = {
+    ("gcp", "on_demand"): "the Cloud Billing Catalog export (Cyclenerd) is Google's SKU list "
+                          "itself; SkyPilot's GPU figures match no on-demand SKU in it",
+    ("gcp", "spot"): "SkyPilot's per-zone spot prices place a cluster in its zone; the export "
+                     "gives one regional figure",
+    ("aws", "on_demand"): "the previous snapshot's cited AWS prices, then the vantage export "
+                          "(AWS Price List), then SkyPilot",
+    ("aws", "spot"): "SkyPilot's per-zone spot prices (by zone ID) place a cluster in its zone",
+}
+
+
+def _price_checks(raw: dict, r) -> tuple:
+    """The row's cross-checks as PriceCheck: the figure used (its source and date) beside the
+    other source's."""
+    if not r.cross_checks:
+        return ()
+    out = []
+    for c in r.cross_checks:
+        used = getattr(r, f"{c.column}_usd", None)
+        sid = (r.price_sources or {}).get(c.column) or r.source.split(",")[0]
+        srcs = raw.get("sources") if isinstance(raw.get("sources"), dict) else {}
+        dates = [(srcs.get(x) or {}).get("published") for x in (sid or "").split(",")
+                 if isinstance(srcs.get(x), dict)]
+        when = min((d for d in dates if isinstance(d, str)), default=None) or r.as_of
+        out.append(PriceCheck(
+            column=c.column, used_usd=None if used is None else float(used),
+            used_source=sid or "", used_as_of=when or str(raw.get("as_of", "")),
+            other_usd=float(c.usd), other_source=c.source, other_as_of=c.as_of or "",
+            diff_pct=float(c.diff_pct), why=PRECEDENCE.get((r.cloud, c.column), "")))
+    return tuple(out)
 
 
 def validate(raw: Any, *, source: str) -> Catalog:
@@ -68,7 +102,8 @@ def validate(raw: Any, *, source: str) -> Catalog:
         except ValidationError as exc:
             errors += findings_from(exc, prefix=f"offerings[{i}]", source=source, label=label)
             continue
-        key = (r.cloud, r.region, r.instance_type)
+        key = (r.cloud, r.region, r.instance_type) + (
+            (r.accelerator_type, r.gpus_per_node) if r.accelerator_type else ())
         if key in seen:
             errors.append(Finding(where, f"duplicate row (first at offerings[{seen[key]}])",
                                   source=source))
@@ -99,14 +134,9 @@ def validate(raw: Any, *, source: str) -> Catalog:
             accelerator_type=r.accelerator_type, network_cards=r.network_cards,
             efa_interfaces=r.efa_interfaces, local_nvme_gb=float(r.local_nvme_gb),
             zone_spot_usd=zone_spot, purchase_options=options,
-            purchase_options_source=_source_text(raw, r.purchase_options_source)))
+            purchase_options_source=_source_text(raw, r.purchase_options_source),
+            placement=r.placement, price_checks=_price_checks(raw, r)))
         # soft problems
-        if r.on_demand_usd is not None:
-            per_gpu = r.on_demand_usd / r.gpus_per_node
-            lo, hi = GPU_HOUR_WARN
-            if not lo <= per_gpu <= hi:
-                warn(f"{where}.on_demand_usd", f"{per_gpu:.3f} USD per GPU-hour is outside "
-                     f"{lo}-{hi}; check the transcription")
         nulls = [c for c in _PRICES if getattr(r, c) is None]
         if nulls and not r.notes:
             warn(where, f"null {', '.join(nulls)} without a note saying why")

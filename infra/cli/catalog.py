@@ -292,11 +292,12 @@ def run_import(args: argparse.Namespace, *, now: Optional[dt.datetime] = None) -
     summary = {"path": str(out_path), "version": version, "offerings": result.rows,
                "regions": result.regions, "rows_filled_from_base": result.filled_from_base,
                "null_columns": result.nulls, "base_version": base.version,
-               "warnings": [str(w) for w in cat.warnings]}
+               "invariants_rejected": result.rejected,
+               "warnings": list(result.warnings) + [str(w) for w in cat.warnings]}
     if args.json:
         print_json(summary)
         return EXIT_OK
-    for w in cat.warnings:
+    for w in list(result.warnings) + [str(w) for w in cat.warnings]:
         ui.warning(str(w))
     o = ui.out()
     o.print(f"imported {ui.plural(result.rows, 'offering')} in "

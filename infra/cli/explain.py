@@ -105,6 +105,7 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "commitment": commitment_doc(c, start),
         "rationale": c.rationale,
         "capacity_block": capacity_block_doc(c, stack),
+        "price_disagreements": [d.as_dict() for d in c.price_disagreements],
         "alternatives": [{
             "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
             "instance_type": a.instance_type, "purchase": a.purchase.as_dict(),
@@ -208,6 +209,8 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
         o.line(("Capacity Block: ", "bold"), capacity_block_text(block) if "offering_id" in block
                else "none pinned: `gpulease plan` quotes an offering and prints the lines that "
                     "pin and approve it (nothing is bought without approval)", indent=2)
+    for d in c.price_disagreements:
+        o.line(("Price sources disagree: ", "bold yellow"), d.text(), indent=2)
     if c.alternatives:
         o.print("Alternatives (ranked by monthly cost)", indent=2, style="bold")
         o.print(o.table(
@@ -235,7 +238,12 @@ def storage_doc(s) -> dict[str, Any]:
                        "monthly_usd": round(t.monthly_usd, 2)} for t in s.tiers],
             "storage_usd": round(s.storage_usd, 2), "retrieval_usd": round(s.retrieval_usd, 2),
             "early_delete_usd": round(s.early_delete_usd, 2),
-            "monthly_usd": round(s.monthly_usd, 2), "basis": s.basis}
+            "monthly_usd": round(s.monthly_usd, 2), "basis": s.basis,
+            "configured_lifecycle": {"warm_after_days": s.spec.warm_after_days,
+                                     "cold_after_days": s.spec.cold_after_days,
+                                     "archive_after_days": s.spec.archive_after_days},
+            "configured_monthly_usd": (None if s.configured_usd is None
+                                       else round(s.configured_usd, 2))}
 
 
 def render_storage(s, o: ui.Out) -> None:
@@ -251,6 +259,12 @@ def render_storage(s, o: ui.Out) -> None:
     o.line((f"{_money(s.monthly_usd)}/month", "bold"),
            f" = storage {_money(s.storage_usd)} + retrieval "
            f"{_money(s.retrieval_usd)} + early deletion {_money(s.early_delete_usd)}", indent=2)
+    if s.chosen is not None and s.configured_usd is not None:
+        c = s.spec
+        o.print(f"configured: warm {_days(c.warm_after_days)} / cold {_days(c.cold_after_days)} "
+                f"/ archive {_days(c.archive_after_days)} would cost "
+                f"{_money(s.configured_usd)}/month; chosen {_money(s.monthly_usd)}/month "
+                f"(saves {_money(s.configured_usd - s.monthly_usd)})", indent=2)
     o.line(("Why: ", "bold"), s.basis, indent=2)
 
 

@@ -571,6 +571,7 @@ def render_findings(plan: dict[str, Any], o: ui.Out) -> None:
         o.line("Guardrails: ", ("no violations", "green"))
     render_conformance(plan.get("conformance", []), o)
     render_dynamic(plan.get("dynamic_providers") or [], o)
+    render_disagreements(plan, o)
     if plan.get("warnings"):
         o.print()
         o.print(f"Warnings ({len(plan['warnings'])})", style="bold")
@@ -587,6 +588,25 @@ def render_dynamic(records: list[dict], o: ui.Out) -> None:
     o.line("Dynamic providers: ", (f"{ui.plural(len(records), 'resource')} {verb} Pulumi's host "
                                     "check at preview and up", "green"),
            f" (unknown at preview: {', '.join(unknown)})" if unknown else "")
+
+
+def render_disagreements(plan: dict[str, Any], o: ui.Out) -> None:
+    """Prices the plan pays whose two sources differ by more than PRICE_DISAGREEMENT_PCT."""
+    from infra.model import PRICE_DISAGREEMENT_PCT
+
+    rows = [(c, d) for c in plan.get("clusters", []) for d in c.get("price_disagreements", [])]
+    if not rows:
+        return
+    o.print()
+    o.print(f"Price sources disagree ({len(rows)}; over {PRICE_DISAGREEMENT_PCT:g}%, the "
+            "figure used is priced; why: gpulease explain)", style="bold")
+    for c, d in rows:
+        used = "-" if d["used_usd"] is None else f"{d['used_usd']:g}"
+        o.line("  ", (f"{c['name']}", "yellow"),
+               f": {c['cloud']}:{c['region']} {c['instance_type']} "
+               f"{d['column'].replace('_', '-')} {used} $/h ({d['used_source']}, "
+               f"{d['used_as_of']}) vs {d['other_usd']:g} ({d['other_source']}, "
+               f"{d['other_as_of'] or 'date unknown'}, {d['diff_pct']:+.1f}%)")
 
 
 def render_conformance(findings: list[dict], o: ui.Out) -> None:

@@ -116,6 +116,8 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             "lifecycle": {k: getattr(s.lifecycle, k) for k in (
                 "warm_after_days", "cold_after_days", "archive_after_days")},
             "basis": s.basis,
+            "configured_monthly_usd": (None if s.configured_usd is None
+                                       else round(s.configured_usd, 2)),
             "monthly_usd": round(s.monthly_usd, 2)} for s in env.storage],
         "resources": resources,
         "totals": {
@@ -188,6 +190,8 @@ def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
         "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
         "rationale": c.rationale,
         "capacity_block": capacity_block_json(getattr(c.spec, "capacity_block", None), now),
+        # prices whose sources disagree beyond PRICE_DISAGREEMENT_PCT (docs/catalog.md)
+        "price_disagreements": [pc.as_dict() for pc in c.price_disagreements],
         "alternatives": [{
             "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
             "purchase": a.purchase.as_dict(),

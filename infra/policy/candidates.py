@@ -1,6 +1,7 @@
 """Candidates: every offering a cluster could run on, priced by the cost model or rejected with why."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
@@ -185,7 +186,8 @@ class Context:
             ctx.interruptions[cloud] = (rules.spot_interruptions_per_hour
                                         if rules.spot_interruptions_per_hour is not None
                                         else catalog.spot_interruptions_per_hour(cloud))
-        ctx.by_gpu = _offerings_by_gpu(catalog, tuple(sorted(stack.clouds)))
+        ctx.by_gpu = _offerings_by_gpu(catalog, tuple(sorted(stack.clouds)),
+                                       local_zone_regions(stack))
         return ctx
 
     def gravity(self, dataset: Optional[str], cloud: str, region: str) -> tuple[float, Optional[str]]:
@@ -219,15 +221,29 @@ class Context:
 _BY_GPU: dict = {}
 
 
-def _offerings_by_gpu(catalog: Catalog, clouds: tuple[str, ...]) -> dict:
+def local_zone_regions(stack: StackSpec) -> tuple[tuple[str, str], ...]:
+    """(cloud, region) pairs whose AWS Local Zones the stack allows
+    (``gpulease:clouds.aws.local_zones``), sorted: part of every cache key of the offerings."""
+    return tuple(sorted((c, r) for c, cs in stack.clouds.items()
+                        for r in cs.local_zone_regions))
+
+
+def _offerings_by_gpu(catalog: Catalog, clouds: tuple[str, ...],
+                      local_zones: tuple[tuple[str, str], ...] = ()) -> dict:
     """GPU model -> the catalog's offerings of it on ``clouds``, in catalog order (memoised
-    per catalog: every decision asks)."""
-    key = (id(catalog), clouds)
+    per catalog: every decision asks). An offering with Local Zones in a region of
+    ``local_zones`` ((cloud, region) pairs) is a copy that allows them
+    (``Offering.local_zones_allowed``); elsewhere its Local Zones are neither candidates nor
+    priced (``Offering.regular_zones``)."""
+    key = (id(catalog), clouds, local_zones)
     hit = _BY_GPU.get(key)
     if hit is None or hit[0] is not catalog:
         by_gpu: dict = {}
+        allowed = set(local_zones)
         for o in catalog.offerings:
             if o.cloud in clouds:
+                if (o.cloud, o.region) in allowed and o.local_zones:
+                    o = dataclasses.replace(o, local_zones_allowed=True)
                 by_gpu.setdefault(o.gpu, []).append(o)
         if len(_BY_GPU) > 32:
             _BY_GPU.clear()
@@ -393,6 +409,9 @@ def rule_rejection(spec: ClusterSpec, o: Offering, ctx: Context) -> Rules:
 
     if o.region not in cspec.regions:
         reject(f"region not enabled (add it to gpulease:clouds.{o.cloud}.regions)")
+    if o.zones and not o.regular_zones:
+        reject(f"local zones (offered only in AWS Local Zones {', '.join(o.local_zones)}; "
+               f"gpulease:clouds.aws.local_zones does not list {o.region})")
     if not matches_residency(o.region, spec.regions):
         reject(f"residency ({o.region} is outside {', '.join(spec.regions)})")
     ds = stack.storage_by_name(spec.dataset) if spec.dataset else None

@@ -187,6 +187,7 @@ _HINTS = (
     ("quota", "raise gpulease:clouds.<cloud>.quota_gpus"),
     ("template", "remove {path}.template"),
     ("no price", "change {path}.gpu or {path}.priority"),
+    ("local zones", "list the region under gpulease:clouds.aws.local_zones"),
     ("not sold", "change {path}.gpu, or let a purchase model it is sold with apply "
                  "({path}.priority / checkpoint_minutes; docs/catalog.md 'Purchase options')"),
 )
@@ -399,9 +400,14 @@ def _unsold_text(o) -> str:
 
 
 def _zone_text(c: Candidate) -> str:
+    return _zone_choice_text(c) + _local_zone_text(c.offering)
+
+
+def _zone_choice_text(c: Candidate) -> str:
     o, zone = c.offering, chosen_zone(c)
-    if c.purchase is not None and c.purchase.spot and len(o.zone_spot_usd) > 1:
-        return (f"Zone {zone}: the cheapest spot zone of {len(o.zone_spot_usd)} "
+    spot_zones = [z for z, _ in o.zone_spot_usd if z in o.regular_zones]
+    if c.purchase is not None and c.purchase.spot and len(spot_zones) > 1:
+        return (f"Zone {zone}: the cheapest spot zone of {len(spot_zones)} "
                 f"({o.spot_in(zone):.4f} $/node-hour).")
     if o.zones:
         return f"Zone {zone}: offers {o.instance_type} ({plural(len(o.regular_zones), 'zone')} of {o.region} {plural(len(o.regular_zones), 'does', number=False)})."
@@ -416,6 +422,18 @@ def _rejected(spec: ClusterSpec, q: Quotes, j, ctx: Context) -> str:
         return c.rejected
     why = rule_rejection(spec, q.offerings[j], ctx).rejected
     return why if why is not None else _candidate(spec, q, j, ctx).rejected
+
+
+def _local_zone_text(o) -> str:
+    """What the offering's AWS Local Zones are to this stack (off by default, and why)."""
+    if not o.local_zones:
+        return ""
+    if o.local_zones_allowed:
+        return (f" Local Zones {', '.join(o.local_zones)} are candidates "
+                f"(gpulease:clouds.aws.local_zones lists {o.region}).")
+    return (f" Local Zones {', '.join(o.local_zones)} not used: gpulease:clouds.aws.local_zones "
+            f"does not list {o.region} (off by default: a Local Zone is a metro extension with "
+            "a smaller service set and capacity, opted into per account).")
 
 
 def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: float,
@@ -508,7 +526,7 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, q: Quotes, order, col,
         zone = chosen_zone(chosen)
         blocks = tuple((n, st.hours_per_month, m) for st, _, n, m in chosen.layout)
         for z, usd in o.zone_spot_usd:
-            if z == zone:
+            if z == zone or z not in o.regular_zones:
                 continue
             zk = k._replace(rates=k.rates._replace(spot=usd))
             cost = blend_costs(blocks, zk)[0].monthly_usd

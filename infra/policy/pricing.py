@@ -63,6 +63,9 @@ class GpuIndex:
     interruptions: np.ndarray  # per node-hour, of the offering's cloud
     quota: np.ndarray          # GPUs of the offering's region quota, inf = none
     enabled: np.ndarray        # the region is enabled in the stack
+    #: the offering has a zone a cluster may land in (False = offered only in AWS Local Zones
+    #: the stack does not allow: ``Offering.regular_zones`` empty)
+    zoned: np.ndarray
     name_rank: np.ndarray      # rank of (cloud, region, instance_type)
     #: node size -> column indices of the offerings with that many GPUs per node
     by_gpn: dict = field(default_factory=dict)
@@ -89,6 +92,8 @@ class GpuIndex:
                        for o in offerings),
             enabled=np.array([o.region in stack.clouds[o.cloud].regions for o in offerings],
                              dtype=bool),
+            zoned=np.array([not o.zones or bool(o.regular_zones) for o in offerings],
+                           dtype=bool),
             name_rank=np.array([rank[k] for k in names], dtype=np.int64))
         for g in sorted(set(gpn.tolist())):
             idx.by_gpn[g] = np.flatnonzero(gpn == g)
@@ -109,10 +114,13 @@ _INDEXES: dict = {}
 def gpu_index(ctx, gpu: str) -> GpuIndex:
     """The ``GpuIndex`` of ``gpu`` for this decision's catalog, clouds and rules: built once and
     kept while they stay the same (a plan decides twice, a benchmark thousands of times)."""
+    from infra.policy.candidates import local_zone_regions
+
     rules, stack = ctx.rules, ctx.stack
     clouds = tuple((c, tuple(cs.regions), tuple(sorted(cs.quota_gpus.items())))
                    for c, cs in sorted(stack.clouds.items()))
-    key = (id(ctx.catalog), gpu, clouds, rules.reserve_at_on_demand_rate,
+    key = (id(ctx.catalog), gpu, clouds, local_zone_regions(stack),
+           rules.reserve_at_on_demand_rate,
            rules.commitment_term, rules.commitment_horizon_months,
            tuple(sorted(ctx.interruptions.items())))
     hit = _INDEXES.get(key)
@@ -379,10 +387,11 @@ def _changed_by_template(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: l
 # ---- rules that reject a pair before its price matters ----------------------------------------
 def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, nodes,
               gpus, gang) -> np.ndarray:
-    """Pairs that no rule of ``candidates.rule_rejection`` rejects (region, residency,
-    cross-cloud data, RDMA, quota, a priced dataset move), clusters x offerings ``cols``."""
+    """Pairs that no rule of ``candidates.rule_rejection`` rejects (region, Local Zones only,
+    residency, cross-cloud data, RDMA, quota, a priced dataset move), clusters x offerings
+    ``cols``."""
     rules, stack = ctx.rules, ctx.stack
-    ok = idx.enabled[cols][None, :] & ~(gpus > idx.quota[cols][None, :])
+    ok = (idx.enabled[cols] & idx.zoned[cols])[None, :] & ~(gpus > idx.quota[cols][None, :])
     if gang is not False:
         has = idx.has_rdma[cols][None, :]
         fabric_ok = (has if rules.require_rdma_for_distributed

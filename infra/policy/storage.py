@@ -14,16 +14,23 @@ the last tier at age H):
                      minimum storage duration bills the remaining days: S3 prorates the
                      remainder, GCS bills it as if stored for the minimum)
 
-The policy prices the stack's lifecycle and every shallower one (the same thresholds, cut after
-hot, warm or cold) and keeps the cheapest: a dataset read every month stays where reading is
-cheap. ``StorageDecision.lifecycle`` is what the components turn into bucket lifecycle rules.
+The policy searches the lifecycles over the catalog's tiers and keeps the cheapest: every subset
+of the colder tiers (warm, cold, archive: each may be skipped) with transition days from
+``CANDIDATE_DAYS``, the stack's own days and each class's minimum storage duration, increasing,
+never before a class's documented earliest transition (``MIN_TRANSITION_DAYS``: S3 Standard-IA
+from day 30) - retrieval and early deletion charged for the reads declared. A dataset read every
+month stays where reading is cheap; one never read goes as cold as early as it pays. Ties go to
+the stack's own lifecycle, then to fewer tiers and later transitions. ``StorageDecision`` keeps
+the configured lifecycle's cost beside the chosen one (``configured_usd``), which `explain`
+shows; ``lifecycle`` is what the components turn into bucket lifecycle rules.
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Optional
 
-from infra.catalog import TIER_CLASSES, Catalog
+from infra.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
 from infra.errors import Finding
 from infra.model import StorageDecision, StorageSpec, TierShare
 from infra.text import plural
@@ -39,6 +46,52 @@ def tier_bounds(spec: StorageSpec) -> list[tuple[int, int, Optional[int]]]:
     for k, (tier, start) in enumerate(starts):
         end = starts[k + 1][1] if k + 1 < len(starts) else None
         out.append((tier, start, end))
+    return out
+
+
+#: Transition days the lifecycle search tries, besides the stack's own and each class's
+#: minimum storage duration (days after which a transition costs no early deletion).
+CANDIDATE_DAYS = (1, 30, 60, 90, 120, 180, 270, 365, 540, 730, 1095)
+
+
+#: Classes whose objects must be restored (hours) before anything can read them (S3 Glacier
+#: Flexible Retrieval and Deep Archive; GCS Archive stays online): the search uses them only for
+#: a dataset no cluster reads.
+RESTORE_CLASSES = frozenset({("aws", "GLACIER"), ("aws", "DEEP_ARCHIVE")})
+
+
+def candidate_lifecycles(spec: StorageSpec, prices: dict, *,
+                         reads_per_month: float = 0.0) -> list[StorageSpec]:
+    """Every lifecycle the search prices: the stack's first, then each subset of the colder
+    tiers with increasing transition days from the candidate set, no transition earlier than
+    the class allows (``MIN_TRANSITION_DAYS``), none past the age horizon (a tier no object
+    reaches is the same as no tier) and, for a dataset that is read, no class that needs a
+    restore before reading (``RESTORE_CLASSES``)."""
+    cloud = spec.home_cloud
+    classes = TIER_CLASSES[cloud]
+    days = set(CANDIDATE_DAYS) | {d for d in (spec.warm_after_days, spec.cold_after_days,
+                                             spec.archive_after_days) if d is not None}
+    days |= {p.min_storage_days for p in prices.values() if p.min_storage_days}
+    days = sorted(d for d in days if 0 < d < spec.age_horizon_days)
+    out = [spec]
+    seen = {(spec.warm_after_days, spec.cold_after_days, spec.archive_after_days)}
+    for mask in range(8):
+        tiers = [t for t in (1, 2, 3) if mask >> (t - 1) & 1]
+        if any(classes[t] not in prices or (reads_per_month > 0 and (cloud, classes[t])
+                                            in RESTORE_CLASSES) for t in tiers):
+            continue
+        allowed = [[d for d in days if d >= MIN_TRANSITION_DAYS.get((cloud, classes[t]), 1)]
+                   for t in tiers]
+        for combo in itertools.product(*allowed):
+            if any(b <= a for a, b in zip(combo, combo[1:])):
+                continue
+            keys = dict(zip(tiers, combo))
+            key = (keys.get(1), keys.get(2), keys.get(3))
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(dataclasses.replace(spec, warm_after_days=key[0], cold_after_days=key[1],
+                                           archive_after_days=key[2]))
     return out
 
 
@@ -106,20 +159,23 @@ def storage_decision(spec: StorageSpec, catalog: Catalog, *, index: int = 0, sou
             f"{spec.home_region}; choose a home region the catalog prices or add the rows",
             source=source)]
     options = [lifecycle_cost(s, prices, reads_per_month=reads_per_month)
-               for s in shallower(spec)]
-    # cheapest; on a tie the stack's own (deeper) lifecycle, which comes first
-    best = min(options, key=lambda o: round(o.total, 6))
+               for s in candidate_lifecycles(spec, prices, reads_per_month=reads_per_month)]
+    # cheapest (to the cent); ties: the stack's own (first), then fewer tiers, later transitions
+    best = min(options, key=lambda o: (round(o.total, 2), o is not options[0], len(o.tiers),
+                                       [-(t.from_day or 0) for t in o.tiers]))
     configured = options[0]
     if best is configured:
-        basis = (f"the configured lifecycle is the cheapest of {len(options)} priced"
-                 if len(options) > 1 else "no colder tier configured")
+        basis = f"the configured lifecycle is the cheapest of {len(options)} priced"
     else:
-        last = best.tiers[-1].storage_class
-        basis = (f"kept at {last} and warmer: {plural(reads_per_month, 'whole-dataset read')} a month "
-                 f"make the configured lifecycle cost ${configured.total:,.2f}/month "
-                 f"(retrieval ${configured.retrieval_usd:,.2f}, early deletion "
-                 f"${configured.early_delete_usd:,.2f}) against ${best.total:,.2f}")
+        steps = ", ".join(f"{t.storage_class} from day {t.from_day}" for t in best.tiers[1:])
+        basis = (f"{'STANDARD only' if len(best.tiers) == 1 else 'STANDARD, then ' + steps}: "
+                 f"the cheapest of {len(options)} lifecycles over the catalog's tiers with "
+                 f"{plural(reads_per_month, 'whole-dataset read')} a month, "
+                 f"${best.total:,.2f}/month against ${configured.total:,.2f} for the "
+                 f"configured one (retrieval ${configured.retrieval_usd:,.2f}, early deletion "
+                 f"${configured.early_delete_usd:,.2f})")
     return StorageDecision(spec=spec, cloud=spec.home_cloud, region=spec.home_region,
                            tiers=best.tiers, chosen=best.spec if best is not configured else None,
                            reads_per_month=reads_per_month, retrieval_usd=best.retrieval_usd,
-                           early_delete_usd=best.early_delete_usd, basis=basis), []
+                           early_delete_usd=best.early_delete_usd, basis=basis,
+                           configured_usd=configured.total), []

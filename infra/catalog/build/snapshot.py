@@ -29,18 +29,20 @@ from pathlib import Path
 from typing import Optional
 
 from infra.catalog import TIER_CLASSES, load_catalog
-from infra.catalog.importers.skypilot import build_rows, read_aws, read_gcp
+from infra.catalog.families import facts_for, family_sources
+from infra.catalog.importers.skypilot import build_rows, offering_ident, read_aws, read_gcp
+from infra.catalog.invariants import INVARIANTS, enforce
 from infra.catalog.refresh import checksum
 
-VERSION, AS_OF = "2026.12.03", "2026-12-03"
+VERSION, AS_OF = "2026.12.03.1", "2026-12-03"
 HOURS = 730.0
 #: AWS types gpulease plans for (the previous snapshot's, plus B200). p5.4xlarge and gr6 are
 #: left out: no source here states their EFA / network-card layout.
 AWS_TYPES_EXTRA = {"p6-b200.48xlarge"}
 DROP_TYPES = {"p5.4xlarge", "gr6.4xlarge", "gr6.8xlarge"}
-#: GCP machine types kept (a3-highgpu-1g/2g/4g are Spot / flex-start only).
-GCP_DROP = {"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-edgegpu-8g",
-            "a3-edgegpu-8g-nolssd", "a3-ultragpu-8g-nolssd", "a2-megagpu-16g"}
+#: GCP machine types left out (no family facts recorded for A3 Edge, the -nolssd variants and
+#: a2-megagpu-16g). a3-highgpu-1g/2g/4g are kept: sold as Spot / flex-start only (families.json).
+GCP_DROP = {"a3-edgegpu-8g", "a3-edgegpu-8g-nolssd", "a3-ultragpu-8g-nolssd", "a2-megagpu-16g"}
 
 #: Retrieval $/GB and minimum storage days per class (provider pricing pages; see sources).
 S3_CLASS_FACTS = {"STANDARD": (0.0, 0), "STANDARD_IA": (0.01, 30), "GLACIER_IR": (0.03, 90),
@@ -98,7 +100,8 @@ def _r(v: Optional[float], nd: int = 4) -> Optional[float]:
 
 
 def vantage_table(path: Path) -> dict:
-    """(region, type) -> {"od", "c1", "c3", "spot_avg"} from the export's 'linux' blocks."""
+    """(region, type) -> {"od", "c1", "c3", "c1conv", "c3conv", "spot_avg"} from the export's
+    'linux' blocks (c = Standard, cconv = Convertible Reserved Instances, No Upfront)."""
     out = {}
     for it in json.loads(path.read_text(encoding="utf-8")):
         for region, p in (it.get("pricing") or {}).items():
@@ -113,34 +116,73 @@ def vantage_table(path: Path) -> dict:
                     return None
             out[(region, it["instance_type"])] = {
                 "od": f(lin.get("ondemand")), "c1": f(res.get("yrTerm1Standard.noUpfront")),
-                "c3": f(res.get("yrTerm3Standard.noUpfront")), "spot_avg": f(lin.get("spot_avg"))}
+                "c3": f(res.get("yrTerm3Standard.noUpfront")), "spot_avg": f(lin.get("spot_avg")),
+                "c1conv": f(res.get("yrTerm1Convertible.noUpfront")),
+                "c3conv": f(res.get("yrTerm3Convertible.noUpfront"))}
     return out
 
 
-def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) -> dict:
+def _facts_set_network(row: dict) -> bool:
+    f = facts_for(row["cloud"], row["instance_type"])
+    return f is not None and f.network_gbps is not None
+
+
+def _cyc_cost(cyc_inst: dict, itype: str, region: str) -> dict:
+    return ((cyc_inst.get(itype) or {}).get("cost") or {}).get(region) or {}
+
+
+def _component(part: str, usd: float, source: str, as_of: str) -> dict:
+    return {"part": part, "usd": round(float(usd), 6), "source": source, "as_of": as_of}
+
+
+def _cheapest_zone_parts(hosts: dict, accs: dict, region: str, host: str, acc_key: tuple,
+                         zones: dict) -> Optional[tuple[str, float, float]]:
+    """(zone, host spot, GPU spot) of the cheapest spot zone of a GCP row (SkyPilot rows)."""
+    if not zones:
+        return None
+    z = min(zones, key=lambda k: (zones[k], k))
+    h = hosts[(region, host)]["zones"][z][1]
+    g = accs[acc_key][z][1]
+    return (z, h, g) if h and g else None
+
+
+def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
+          ) -> tuple[dict, dict]:
+    """The snapshot document and the build report (rows each invariant rejected, the
+    importer's rules applied)."""
     import yaml
 
     base = load_catalog(base_path)
-    aws, _ = read_aws(peer / "v8" / "aws" / "vms.csv")
-    hosts, accs, _ = read_gcp(peer / "v8" / "gcp" / "vms.csv")
-    rows = build_rows(aws, hosts, accs, base)
+    aws, f1, w1 = read_aws(peer / "v8" / "aws" / "vms.csv")
+    hosts, accs, f2, w2 = read_gcp(peer / "v8" / "gcp" / "vms.csv")
+    if f1 or f2:
+        raise SystemExit("the peer CSVs do not import cleanly:\n" + "\n".join(
+            f"  {f}" for f in f1 + f2))
+    warnings = w1 + w2
+    rejected = {k: 0 for k in INVARIANTS}
+    rows = build_rows(aws, hosts, accs, base, warnings, rejected, check=False)
     cyc = yaml.load(cyclenerd.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader",
                                                                          yaml.SafeLoader))
     cyc_inst = cyc["compute"]["instance"]
     van = vantage_table(vantage)
-    base_rows = {o.key: o for o in base.offerings}
-    base_raw = {(r["cloud"], r["region"], r["instance_type"]): r for r in base.raw["offerings"]}
+    base_rows = {offering_ident(o): o for o in base.offerings}
+    base_raw = {offering_ident(r): r for r in base.raw["offerings"]}
     out_rows = []
+    CYC, CYC_DATE = "cyclenerd-gcp-2026-07", "2026-07-30"
+    PEER_GCP_DATE = NEW_SOURCES["skypilot-gcp"]["published"]
 
     for row in rows:
-        key = (row["cloud"], row["region"], row["instance_type"])
+        key = offering_ident(row)
         itype = row["instance_type"]
         if itype in DROP_TYPES or itype in GCP_DROP:
             continue
+        opts = set(row.get("purchase_options") or ())
+        sells = opts.__contains__
         notes = [n.replace("price = host", "SkyPilot's figures = host")
                  for n in row["notes"].split("; ") if n and not n.startswith("commit_")]
         ps = {"spot": None, "on_demand": None, "commit_1y": None, "commit_3y": None}
-        srcs: list[str] = []
+        checks: list[dict] = []
+        comps: dict = {}
         peer_id = "skypilot-aws" if row["cloud"] == "aws" else "skypilot-gcp"
         peer_od = row["on_demand_usd"]
         if row.get("zone_spot_usd"):
@@ -148,10 +190,12 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
         old = base_rows.get(key)
         oldraw = base_raw.get(key) or {}
         as_of = NEW_SOURCES[peer_id].get("published", "")
+        od = c1 = c3 = None
         if row["cloud"] == "aws":
             v = van.get((row["region"], itype)) or {}
-            od = c1 = c3 = None
-            if old is not None and old.on_demand_usd is not None:
+            if not sells("on_demand"):
+                pass
+            elif old is not None and old.on_demand_usd is not None:
                 od, ps["on_demand"] = old.on_demand_usd, (oldraw.get("price_sources") or {}).get(
                     "on_demand") or oldraw.get("source", "").split(",")[0]
                 as_of = old.as_of
@@ -159,86 +203,163 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
                 od, ps["on_demand"], as_of = v["od"], "vantage-raw-2025-11", "2025-11-30"
             elif peer_od is not None:
                 od, ps["on_demand"] = peer_od, peer_id
-            if old is not None and old.commit_1y_usd is not None:
-                c1 = old.commit_1y_usd
-                ps["commit_1y"] = (oldraw.get("price_sources") or {}).get("commit_1y", "vantage-tsaol")
-            elif v.get("c1"):
-                c1, ps["commit_1y"] = v["c1"], "vantage-raw-2025-11"
-            if old is not None and old.commit_3y_usd is not None:
-                c3, ps["commit_3y"] = old.commit_3y_usd, "vantage-raw-2025-11"
-            elif v.get("c3"):
-                c3, ps["commit_3y"] = v["c3"], "vantage-raw-2025-11"
+            if sells("commitment"):
+                if old is not None and old.commit_1y_usd is not None:
+                    c1 = old.commit_1y_usd
+                    ps["commit_1y"] = (oldraw.get("price_sources") or {}).get(
+                        "commit_1y", "vantage-tsaol")
+                elif v.get("c1"):
+                    c1, ps["commit_1y"] = v["c1"], "vantage-raw-2025-11"
+                elif v.get("c1conv"):
+                    c1, ps["commit_1y"] = v["c1conv"], "vantage-raw-2025-11"
+                    notes.append("commit_1y = 1-year Convertible Reserved Instance, No Upfront "
+                                 "(AWS publishes no 1-year Standard RI for this type here)")
+                if old is not None and old.commit_3y_usd is not None:
+                    c3, ps["commit_3y"] = old.commit_3y_usd, "vantage-raw-2025-11"
+                elif v.get("c3"):
+                    c3, ps["commit_3y"] = v["c3"], "vantage-raw-2025-11"
+                elif v.get("c3conv"):
+                    c3, ps["commit_3y"] = v["c3conv"], "vantage-raw-2025-11"
+                    notes.append("commit_3y = 3-year Convertible Reserved Instance, No Upfront "
+                                 "(no 3-year Standard RI published for this type here)")
             if peer_od is not None and od is not None and abs(_pct(peer_od, od)) > 1:
-                notes.append(f"cross-check: SkyPilot on-demand {_r(peer_od)} "
-                             f"({_pct(peer_od, od):+.1f}%)")
+                checks.append({"column": "on_demand", "source": peer_id, "usd": _r(peer_od),
+                               "as_of": None, "diff_pct": round(_pct(peer_od, od), 1)})
             if v.get("od") and od is not None and ps["on_demand"] != "vantage-raw-2025-11" \
                     and abs(_pct(v["od"], od)) > 1:
-                notes.append(f"cross-check: vantage 2025-11-30 on-demand {v['od']} "
-                             f"({_pct(v['od'], od):+.1f}%)")
+                checks.append({"column": "on_demand", "source": "vantage-raw-2025-11",
+                               "usd": _r(v["od"]), "as_of": "2025-11-30",
+                               "diff_pct": round(_pct(v["od"], od), 1)})
             if v.get("spot_avg") and row.get("spot_usd"):
                 notes.append(f"cross-check: vantage 2025-11-30 spot mean over AZs {v['spot_avg']}")
         else:
-            cost = ((cyc_inst.get(itype) or {}).get("cost") or {}).get(row["region"])
-            od = c1 = c3 = None
-            if cost and cost.get("hour"):
-                od, ps["on_demand"], as_of = cost["hour"], "cyclenerd-gcp-2026-07", "2026-07-30"
-                if cost.get("month_1y"):
-                    c1, ps["commit_1y"] = cost["month_1y"] / HOURS, "cyclenerd-gcp-2026-07"
-                if cost.get("month_3y"):
-                    c3, ps["commit_3y"] = cost["month_3y"] / HOURS, "cyclenerd-gcp-2026-07"
-                if peer_od is not None and abs(_pct(peer_od, od)) > 1:
-                    notes.append(f"cross-check: SkyPilot on-demand (host + GPUs) {_r(peer_od)} "
-                                 f"({_pct(peer_od, od):+.1f}%; SkyPilot's lower GPU figures "
-                                 "match no on-demand SKU in the Billing Catalog export)")
+            accel = row.get("accelerator_type")
+            n = row["gpus_per_node"]
+            gpu_od = (row.get("gpu_sku_usd") or {}).get("on_demand")
+            if accel:        # N1 host + attached GPUs: host SKUs + GPU SKUs
+                host = _cyc_cost(cyc_inst, itype, row["region"])
+                acc_name = row["gpu"]
+                if sells("on_demand") and gpu_od:
+                    if host.get("hour"):
+                        parts = [_component(f"host {itype} (N1 vCPU + memory SKUs)",
+                                            host["hour"], CYC, CYC_DATE),
+                                 _component(f"{n} x {acc_name} GPU SKU", gpu_od, peer_id,
+                                            PEER_GCP_DATE)]
+                        ps["on_demand"], as_of = f"{CYC},{peer_id}", PEER_GCP_DATE
+                    else:
+                        parts = [_component(f"host {itype}", peer_od - gpu_od, peer_id,
+                                            PEER_GCP_DATE),
+                                 _component(f"{n} x {acc_name} GPU SKU", gpu_od, peer_id,
+                                            PEER_GCP_DATE)] if peer_od else []
+                        ps["on_demand"] = peer_id
+                    if parts:
+                        od = sum(p["usd"] for p in parts)
+                        comps["on_demand"] = parts
+                notes.append("commit_1y/commit_3y: no citable price (an N1 + GPU commitment "
+                             "is the host's CUD plus the GPU's; the sources read here publish "
+                             "the host's, not the GPU's)")
+            else:
+                cost = _cyc_cost(cyc_inst, itype, row["region"])
+                if sells("on_demand") and cost.get("hour"):
+                    od, ps["on_demand"], as_of = cost["hour"], CYC, CYC_DATE
+                    comps["on_demand"] = [_component(
+                        f"machine type {itype}: vCPU, memory, {n} x {row['gpu']} GPU"
+                        + (" and bundled local SSD" if row.get("local_nvme_gb") else "")
+                        + " SKUs, summed by the Billing Catalog export", od, CYC, CYC_DATE)]
+                    if peer_od is not None and abs(_pct(peer_od, od)) > 1:
+                        checks.append({"column": "on_demand", "source": peer_id,
+                                       "usd": _r(peer_od), "as_of": PEER_GCP_DATE,
+                                       "diff_pct": round(_pct(peer_od, od), 1)})
+                elif sells("on_demand") and peer_od is not None and gpu_od:
+                    od, ps["on_demand"] = peer_od, peer_id
+                    comps["on_demand"] = [
+                        _component(f"host {itype} (vCPU + memory SKUs)", peer_od - gpu_od,
+                                   peer_id, PEER_GCP_DATE),
+                        _component(f"{n} x {row['gpu']} GPU SKU", gpu_od, peer_id,
+                                   PEER_GCP_DATE)]
+                if sells("commitment") and cost.get("month_1y"):
+                    c1, ps["commit_1y"] = cost["month_1y"] / HOURS, CYC
+                    comps["commit_1y"] = [_component(
+                        f"machine type {itype}: 1-year resource-based commitment SKUs "
+                        "(month_1y / 730)", c1, CYC, CYC_DATE)]
+                if sells("commitment") and cost.get("month_3y"):
+                    c3, ps["commit_3y"] = cost["month_3y"] / HOURS, CYC
+                    comps["commit_3y"] = [_component(
+                        f"machine type {itype}: 3-year resource-based commitment SKUs "
+                        "(month_3y / 730)", c3, CYC, CYC_DATE)]
+                if sells("commitment") and not cost.get("month_1y"):
+                    notes.append("commit_1y/commit_3y: no citable commitment price for this "
+                                 "machine type here (not in the Cyclenerd export)")
                 if cost.get("hour_spot") and row.get("spot_usd"):
-                    notes.append(f"cross-check: Cyclenerd spot {round(cost['hour_spot'], 4)}")
-            elif peer_od is not None:
-                od, ps["on_demand"] = peer_od, peer_id
-                notes.append("commit_1y/commit_3y: no citable commitment price for this "
-                             "machine type (not in the Cyclenerd export)")
-        if od is None and not row.get("zone_spot_usd"):
-            continue
+                    checks.append({"column": "spot", "source": CYC,
+                                   "usd": round(cost["hour_spot"], 4), "as_of": CYC_DATE,
+                                   "diff_pct": round(_pct(cost["hour_spot"],
+                                                          row["spot_usd"]), 1)})
+        if od is None and not sells("on_demand"):
+            notes.append(f"on-demand: not sold ({row.get('purchase_options_source')})")
         row["on_demand_usd"] = _r(od)
-        row["commit_1y_usd"] = _r(c1) if c1 and (od is None or c1 < od) else None
-        row["commit_3y_usd"] = _r(c3) if c3 and (od is None or c3 < od) and (
-            row["commit_1y_usd"] is None or c3 <= row["commit_1y_usd"]) else None
+        # a commitment not below on-demand (or 3y above 1y): the invariant pass drops it
+        row["commit_1y_usd"] = _r(c1) if c1 else None
+        row["commit_3y_usd"] = _r(c3) if c3 else None
         for col, k in (("commit_1y_usd", "commit_1y"), ("commit_3y_usd", "commit_3y")):
             if row[col] is None:
                 ps[k] = None
-                if not any(k in n for n in notes):
-                    notes.append(f"{k}: no citable price" + (" below on-demand" if (c1 if k ==
-                                 "commit_1y" else c3) else ""))
-        if row.get("zone_spot_usd") and od is not None:
-            zs = {z: _r(u) for z, u in row["zone_spot_usd"].items() if u <= od}
-            if len(zs) < len(row["zone_spot_usd"]):
-                notes.append("spot above on-demand in some zones: dropped")
-            if zs:
-                row["zone_spot_usd"], row["spot_usd"] = zs, min(zs.values())
-            else:
-                row.pop("zone_spot_usd"), row.update(spot_usd=None)
-                ps["spot"] = None
+                comps.pop(k, None)
+                if not sells("commitment"):
+                    if not any("commitment" in n and "not sold" in n for n in notes):
+                        notes.append(f"commitments: not sold "
+                                     f"({row.get('purchase_options_source')})")
+                elif not any(k in n for n in notes):
+                    notes.append(f"{k}: no citable price" + (" below on-demand" if (
+                        c1 if k == "commit_1y" else c3) else ""))
+        if row.get("zone_spot_usd"):     # zones above on-demand: the invariant pass below
+            row["zone_spot_usd"] = {z: _r(u) for z, u in row["zone_spot_usd"].items()}
+            row["spot_usd"] = min(row["zone_spot_usd"].values())
+        if row["cloud"] == "gcp" and row.get("spot_usd"):
+            acc_name = "H100-MEGA" if itype.startswith("a3-megagpu") else row["gpu"]
+            cz = _cheapest_zone_parts(hosts, accs, row["region"], itype,
+                                      (row["region"], acc_name, row["gpus_per_node"]),
+                                      row["zone_spot_usd"])
+            if cz is not None and abs(cz[1] + cz[2] - row["spot_usd"]) < 5e-4:
+                comps["spot"] = [
+                    _component(f"host {itype} spot SKUs in {cz[0]}", cz[1], peer_id,
+                               PEER_GCP_DATE),
+                    _component(f"{row['gpus_per_node']} x {row['gpu']} spot GPU SKU in "
+                               f"{cz[0]}", cz[2], peer_id, PEER_GCP_DATE)]
         if row["spot_usd"] is None and not any(n.startswith("spot") for n in notes):
             notes.append("spot: no per-zone spot price in SkyPilot's file")
         if old is not None:
-            for k in ("gpu_memory_gb", "network_gbps", "rdma", "network_cards", "efa_interfaces",
-                      "local_nvme_gb", "accelerator_type"):
+            for k in ("gpu_memory_gb", "network_gbps", "local_nvme_gb", "accelerator_type"):
                 val = oldraw.get(k)
-                if val is not None:
+                if val is not None and not (k == "network_gbps" and _facts_set_network(row)):
                     row[k] = val
-        srcs = [s for s in dict.fromkeys([ps[c] for c in ("on_demand", "spot", "commit_1y",
-                                                          "commit_3y")] + [peer_id]) if s]
+        if row.get("gpu_sku_usd"):
+            row["gpu_sku_usd"] = {k: _r(v) for k, v in row["gpu_sku_usd"].items()
+                                  if v and (k != "on_demand" or row["on_demand_usd"])
+                                  and (k != "spot" or row["spot_usd"])}
+            ps["gpu_sku"] = peer_id if row["gpu_sku_usd"] else None
+            if not row["gpu_sku_usd"]:
+                row.pop("gpu_sku_usd")
+        ps = {k: v for k, v in ps.items() if k != "gpu_sku" or v}
+        srcs = [s for s in dict.fromkeys(
+            [x for c in ("on_demand", "spot", "commit_1y", "commit_3y")
+             for x in (ps[c] or "").split(",")] + [peer_id]) if s]
         spec_src = "aws-ec2-ac-specs" if row["cloud"] == "aws" else "gcp-gpu-specs"
         row["source"] = ",".join(srcs + [spec_src])
         row["price_sources"] = ps
         row["zones_source"] = peer_id
         row["as_of"] = as_of or AS_OF
+        if comps:
+            row["price_components"] = comps
+        if checks:
+            row["cross_checks"] = checks
         row["notes"] = "; ".join(dict.fromkeys(notes))
         out_rows.append(row)
 
     # g6e (L40S): not in SkyPilot's AWS file; rows from the vantage export, zones assumed
     have = {(r["region"], r["instance_type"]) for r in out_rows if r["cloud"] == "aws"}
     g6_zones = {r["region"]: r["zones"] for r in out_rows if r["instance_type"] == "g6.xlarge"}
-    templates = {o.instance_type: base_raw[o.key] for o in base.offerings
+    templates = {o.instance_type: base_raw[offering_ident(o)] for o in base.offerings
                  if o.instance_type.startswith("g6e.")}
     for (region, itype), v in sorted(van.items()):
         if not itype.startswith("g6e.") or region.startswith("us-gov") or (region, itype) in have:
@@ -248,10 +369,16 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
             continue
         old = base_rows.get(("aws", region, itype))
         row = {k: tmpl[k] for k in ("gpu", "gpus_per_node", "gpu_memory_gb", "vcpus",
-                                    "memory_gb", "network_gbps", "rdma") if k in tmpl}
-        for k in ("network_cards", "efa_interfaces", "local_nvme_gb"):
-            if tmpl.get(k) is not None:
-                row[k] = tmpl[k]
+                                    "memory_gb", "network_gbps") if k in tmpl}
+        if tmpl.get("local_nvme_gb") is not None:
+            row["local_nvme_gb"] = tmpl["local_nvme_gb"]
+        facts = facts_for("aws", itype)
+        row["rdma"] = facts.rdma
+        for k in ("network_cards", "efa_interfaces", "placement"):
+            if getattr(facts, k) is not None:
+                row[k] = getattr(facts, k)
+        row["purchase_options"] = list(facts.purchase_options)
+        row["purchase_options_source"] = facts.purchase_options_source
         od = old.on_demand_usd if old is not None else v["od"]
         c1 = old.commit_1y_usd if old is not None and old.commit_1y_usd else v.get("c1")
         c3 = old.commit_3y_usd if old is not None and old.commit_3y_usd else v.get("c3")
@@ -276,7 +403,12 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
                         "(no per-zone figure)")
         out_rows.append(row)
 
-    out_rows.sort(key=lambda r: (r["cloud"], r["region"], r["instance_type"]))
+    # ---- invariants: a price that breaks one is dropped, and counted -------------------------
+    for row in out_rows:
+        for inv, _, _ in enforce(row):
+            rejected[inv] += 1
+    out_rows.sort(key=lambda r: (r["cloud"], r["region"], r["instance_type"],
+                                 r.get("accelerator_type") or "", r["gpus_per_node"]))
     regions = sorted({(r["cloud"], r["region"]) for r in out_rows})
 
     # ---- storage ------------------------------------------------------------------------------
@@ -355,6 +487,7 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
 
     sources = dict(base.sources)
     sources.update(NEW_SOURCES)
+    sources.update(family_sources())
     doc = {
         "format": "gpulease-catalog/2", "version": VERSION, "as_of": AS_OF,
         "description": "gpulease shipped price snapshot, format /2: every AWS and GCP region "
@@ -373,10 +506,12 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]) 
         "infra": base.raw.get("infra") or [],
         "spot_interruptions": base.raw.get("spot_interruptions") or {},
         "generated_by": {"tool": "infra/catalog/build/snapshot.py", "at": f"{AS_OF}T00:00:00",
-                         "base_version": base.version},
+                         "base_version": base.version,
+                         "invariants_rejected": rejected,
+                         "import_rules_applied": len(warnings)},
     }
     doc["checksum"] = checksum(doc)
-    return doc
+    return doc, {"invariants_rejected": rejected, "warnings": warnings}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -395,7 +530,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                           / "2026.12.02.json"))
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "data"))
     args = ap.parse_args(argv)
-    doc = build(Path(args.peer), Path(args.cyclenerd), Path(args.vantage), args.base)
+    doc, report = build(Path(args.peer), Path(args.cyclenerd), Path(args.vantage), args.base)
     from infra.catalog import parse_catalog
     cat = parse_catalog(doc, source="<built>")
     out = Path(args.out)
@@ -407,6 +542,9 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"{len(cat.warnings)} warning(s)")
     for w in cat.warnings:
         print(f"  warning: {w}")
+    print("rows each invariant rejected in the build inputs (infra/catalog/invariants.py): "
+          + ", ".join(f"{k} {v}" for k, v in report["invariants_rejected"].items()))
+    print(f"{len(report['warnings'])} importer rule(s) applied to the peer CSVs")
     return 0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from infra.catalog import TIER_CLASSES, Catalog
+from infra.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
 from infra.errors import ConfigError, Finding
 from infra.model import ClusterDecision, Offering, StackSpec, StorageSpec
 from infra.quotes import CB_MAX_DAYS, block_hours_for
@@ -44,9 +44,9 @@ SPOT_EVENT_TYPES = {
     "rebalance": "EC2 Instance Rebalance Recommendation",
 }
 
-#: S3 will not transition to STANDARD_IA before an object is 30 days old (S3 User Guide,
-#: "Transitioning objects using Amazon S3 Lifecycle", constraints).
-MIN_IA_DAYS = 30
+#: S3 will not transition to STANDARD_IA before an object is 30 days old (one constant:
+#: infra.catalog.MIN_TRANSITION_DAYS, which the storage policy's lifecycle search obeys too).
+MIN_IA_DAYS = MIN_TRANSITION_DAYS[("aws", "STANDARD_IA")]
 #: GPU bootstrap (driver check, EFA check, dataset mount) takes minutes; the health check
 #: must not kill nodes that are still booting.
 HEALTH_CHECK_GRACE_SECONDS = 900
