@@ -55,11 +55,12 @@ def _env() -> jinja2.Environment:
 
 def flex_node_hourly_usd(c) -> float:
     """$/hour of one node beyond the cluster's reservation: the planned on-demand/spot nodes'
-    blended catalog rate, or the on-demand rate when every planned node is reserved (an extra
-    node is not covered by the commitment)."""
+    blended catalog rate (spot: in the zone the cluster lands in), or the on-demand rate when
+    every planned node is reserved (an extra node is not covered by the commitment)."""
     o = c.offering
     od, spot = c.purchase.on_demand, c.purchase.spot
-    priced = [(n, rate) for n, rate in ((od, o.on_demand_usd), (spot, o.spot_usd)) if n and rate]
+    priced = [(n, rate) for n, rate in ((od, o.on_demand_usd), (spot, o.cheapest_spot_usd))
+              if n and rate]
     if priced:
         return sum(n * rate for n, rate in priced) / sum(n for n, _ in priced)
     if o.on_demand_usd:

@@ -3,7 +3,8 @@ offering) pair (infra/policy/pricing.py) gives, bit for bit, what ``candidates.e
 full candidate, the old path — gives for the same pair: the objective the solve minimises, the
 monthly bill, the purchase mix, the GPUs and feasibility. Checked on thousands of random
 clusters on the shipped catalog and on random small catalogs under random rules (terms, RDMA,
-quotas, residency, datasets, forced templates, demand profiles, purchase options)."""
+quotas, residency, datasets, forced templates, demand profiles, purchase options,
+AWS Local Zones allowed or not)."""
 from __future__ import annotations
 
 import dataclasses
@@ -71,24 +72,29 @@ def _random_clusters(cat, n: int, seed: int) -> list[ClusterSpec]:
     return out
 
 
-def _shipped_stack(cat, clusters, rules: PolicyRules) -> StackSpec:
+def _shipped_stack(cat, clusters, rules: PolicyRules, local_zones: bool = False) -> StackSpec:
     clouds = {cl: CloudSpec(cloud=cl, regions=tuple(cat.regions(cl)),
-                            project="p" if cl == "gcp" else None) for cl in ("aws", "gcp")}
+                            project="p" if cl == "gcp" else None,
+                            local_zone_regions=tuple(cat.regions(cl))
+                            if local_zones and cl == "aws" else ())
+              for cl in ("aws", "gcp")}
     return StackSpec(stack="t", environment="t", owner="o", cost_center="c",
                      budget_monthly_usd=1e12, clouds=clouds, storage=(),
                      clusters=tuple(clusters), policy=rules, source="t")
 
 
-@pytest.mark.parametrize("seed,rules", [
-    (1, PolicyRules()),
-    (2, PolicyRules(commitment_term="auto", commitment_horizon_months=18)),
+@pytest.mark.parametrize("seed,rules,local_zones", [
+    (1, PolicyRules(), False),
+    (2, PolicyRules(commitment_term="auto", commitment_horizon_months=18), False),
     (3, PolicyRules(require_rdma_for_distributed=False, commitment_term="3y",
-                    reserve_at_on_demand_rate=False)),
+                    reserve_at_on_demand_rate=False), True),
 ])
-def test_one_pass_pricing_equals_evaluate_on_random_clusters_of_the_shipped_catalog(seed,
-                                                                                    rules):
+def test_one_pass_pricing_equals_evaluate_on_random_clusters_of_the_shipped_catalog(
+        seed, rules, local_zones):
+    """(``local_zones``: every AWS region's Local Zones allowed, so the shipped rows with
+    Local Zone spot prices are priced with them.)"""
     cat = load_catalog()
-    stk = _shipped_stack(cat, _random_clusters(cat, 700, seed), rules)
+    stk = _shipped_stack(cat, _random_clusters(cat, 700, seed), rules, local_zones)
     diffs = _differences(stk, cat)
     assert not diffs, f"{len(diffs)} pairs differ, e.g.:\n" + "\n".join(diffs[:5])
 
@@ -118,6 +124,18 @@ def environments(draw):
                 row["on_demand_usd"] = 5.0
             if row["on_demand_usd"] is not None and row["spot_usd"] is not None:
                 row["spot_usd"] = min(row["spot_usd"], row["on_demand_usd"])
+            if cloud == "aws" and draw(st.booleans()):
+                # AZ IDs and Local Zone IDs (``use1-bos1-az1``); some types only in a Local Zone
+                pre = {"us-east-1": "use1", "us-west-2": "usw2"}[region]
+                zones = draw(st.sampled_from([[f"{pre}-az1", f"{pre}-az2", f"{pre}-lz1-az1"],
+                                              [f"{pre}-lz1-az1"], [f"{pre}-az4"]]))
+                row["zones"] = zones
+                if row["spot_usd"] is not None:
+                    top = row["on_demand_usd"] or row["spot_usd"] * 1.25
+                    per = {z: draw(st.floats(0.1, 1.0).map(lambda f: round(top * f, 4)))
+                           for z in zones}
+                    row["zone_spot_usd"] = per
+                    row["spot_usd"] = min(per.values())
             if cloud == "gcp" and row["spot_usd"] is not None and draw(st.booleans()):
                 row["zones"] = [f"{region}-a", f"{region}-b", f"{region}-c"]
                 top = row["on_demand_usd"] or row["spot_usd"] * 1.25
@@ -168,7 +186,10 @@ def environments(draw):
         reserve_at_on_demand_rate=draw(st.booleans()),
         allow_cross_cloud_data=draw(st.booleans()),
         tcp_communication_share=draw(st.sampled_from([0.0, 0.12])))
-    return catalog(rows), stack(clusters, storage=storage, quotas=quotas, rules=rules)
+    stk = stack(clusters, storage=storage, quotas=quotas, rules=rules)
+    local = tuple(r for c, r in REGIONS if c == "aws" and draw(st.booleans()))
+    aws = dataclasses.replace(stk.clouds["aws"], local_zone_regions=local)
+    return catalog(rows), dataclasses.replace(stk, clouds={**stk.clouds, "aws": aws})
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

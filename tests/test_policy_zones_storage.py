@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 from pathlib import Path
 
@@ -50,6 +51,45 @@ def test_on_demand_cluster_gets_a_zone_that_offers_the_type_never_a_local_zone()
     assert d.zone == "use1-az6" and d.zone in d.offering.zones
     d2 = decide(stack([cluster("s", gpus=8, priority=2, checkpoint=30)]), cat).cluster("s")
     assert d2.zone == "use1-az6" and d2.hourly_usd == pytest.approx(30.0)
+
+
+def _opt_in(stk: StackSpec, *regions: str) -> StackSpec:
+    """The stack with gpulease:clouds.aws.local_zones listing ``regions``."""
+    aws = dataclasses.replace(stk.clouds["aws"], local_zone_regions=tuple(regions))
+    return dataclasses.replace(stk, clouds={**stk.clouds, "aws": aws})
+
+
+def test_local_zones_are_neither_candidates_nor_priced_unless_the_region_opts_in():
+    """Off by default: a type offered only in a Local Zone is rejected with the config key that
+    allows it, and a Local Zone's cheaper spot price is not what a cluster pays (the one-pass
+    pricing reads the same rates); listing the region makes both candidates."""
+    p5 = _zoned({"use1-atl2-az1": 5.0, "use1-az6": 30.0})
+    only_lz = offering("aws", "us-west-2", "g4dn.metal", od=3.0, spot=1.0, c1=2.0, c3=1.5,
+                       zones=["usw2-lax1-az1"])
+    cat = catalog([p5, only_lz])
+    base = stack([cluster("burst", gpus=8, priority=2, checkpoint=30),
+                  cluster("steady", gpus=8, priority=6)])
+    env = decide(base, cat)
+    for d in env.clusters:
+        assert d.offering.instance_type == "p5.48xlarge" and d.zone == "use1-az6"
+        assert "Local Zones use1-atl2-az1 not used: gpulease:clouds.aws.local_zones does not " \
+               "list us-east-1" in d.rationale
+        rejected = {a.instance_type: a.rejected_because for a in d.alternatives}
+        assert rejected["g4dn.metal"].startswith(
+            "local zones (offered only in AWS Local Zones usw2-lax1-az1; "
+            "gpulease:clouds.aws.local_zones does not list us-west-2)")
+    assert env.cluster("burst").purchase.spot == 1
+    assert env.cluster("burst").hourly_usd == pytest.approx(30.0)     # not the LZ's 5.0
+    with pytest.raises(PolicyError, match="list the region under gpulease:clouds.aws.local_zones"):
+        decide(stack([cluster("x", gpus=8)], clouds={"aws": ("us-west-2",)}), cat)
+
+    east = decide(_opt_in(base, "us-east-1"), cat).cluster("burst")
+    assert (east.zone, east.hourly_usd) == ("use1-atl2-az1", pytest.approx(5.0))
+    assert "Local Zones use1-atl2-az1 are candidates" in east.rationale
+    west = decide(_opt_in(base, "us-west-2"), cat)
+    assert west.cluster("steady").offering.instance_type == "g4dn.metal"
+    assert west.cluster("steady").zone == "usw2-lax1-az1"
+    assert west.cluster("burst").hourly_usd == pytest.approx(1.0)
 
 
 def test_every_shipped_row_places_clusters_in_a_zone_it_lists():
