@@ -118,8 +118,11 @@ def _with_aws_line(tmp_path, *lines: str) -> Path:
      "column Price: 1e-300 is 1.25e-301 USD per GPU-hour, outside the plausible 0.01-60.0"),
     (_P5.replace("us-east-1,use1-az1", "../../etc,use1-az1").replace("p5.48x", "p5z.48x"),
      "column Region: '../../etc' is not a AWS region name"),
-    (_P5.replace("use1-az1", "use1-az1\x00").replace("p5.48x", "p5w.48x"),
-     "column AvailabilityZone: 'use1-az1\\x00' is not an AWS zone ID"),
+    (_P5.replace("use1-az1", "use1-az1/../x").replace("p5.48x", "p5w.48x"),
+     "column AvailabilityZone: 'use1-az1/../x' is not an AWS zone ID"),
+    # a NUL byte stops the file at the input boundary (infra/inputs.py), before any row
+    (_P5.replace("use1-az1", "use1-az1\x00").replace("p5.48x", "p5v.48x"),
+     "binary data (a NUL byte at offset"),
 ])
 def test_contradictory_or_impossible_rows_exit_2_naming_the_rows(tmp_path, capsys, line, expect):
     d = _with_aws_line(tmp_path, line)
