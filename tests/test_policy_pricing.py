@@ -61,7 +61,8 @@ def _random_clusters(cat, n: int, seed: int) -> list[ClusterSpec]:
             hours_per_month=rng.choice([10, 40, 120, 200, 360, 500, 600, 730]) + rng.random(),
             priority=rng.randint(1, 10), checkpoint_minutes=rng.choice([None, 10, 30, 120]),
             distributed=rng.choice([None, None, False, True]), index=i,
-            regions=rng.choice([(), (), ("us-",), ("europe-", "eu-"), ("asia",)]))
+            regions=rng.choice([(), (), ("us-",), ("europe-", "eu-"), ("asia",)]),
+            dataset=rng.choice([None, None, "corpus", "evals"]))
         if k > 1 and rng.random() < 0.35:
             sizes = sorted(rng.sample(range(1, k), min(k - 1, rng.choice([1, 2, 3])))) + [k]
             hours = sorted(rng.sample([730, 600, 500, 360, 200, 120, 40, 10], len(sizes)),
@@ -78,8 +79,11 @@ def _shipped_stack(cat, clusters, rules: PolicyRules, local_zones: bool = False)
                             local_zone_regions=tuple(cat.regions(cl))
                             if local_zones and cl == "aws" else ())
               for cl in ("aws", "gcp")}
+    # datasets: data gravity, the hybrid template's cache node (a dataset of a TB or more)
+    storage = (dataset("corpus", size_tb=40, home="aws:us-east-1"),
+               dataset("evals", size_tb=0.5, home="gcp:us-central1"))
     return StackSpec(stack="t", environment="t", owner="o", cost_center="c",
-                     budget_monthly_usd=1e12, clouds=clouds, storage=(),
+                     budget_monthly_usd=1e12, clouds=clouds, storage=storage,
                      clusters=tuple(clusters), policy=rules, source="t")
 
 

@@ -288,9 +288,10 @@ class _Block(NamedTuple):
     egress: object
 
 
-def _price_block(ctx, idx: GpuIndex, b: _Block) -> "_Best":
+def _price_block(ctx, idx: GpuIndex, b: _Block):
     """The band's cheapest blend per pair under the best term (``candidates.evaluate``'s term
-    loop around ``price_band`` / ``band_blend``), before templates."""
+    loop around ``price_band`` / ``band_blend``), before templates; and per pair the monthly
+    cost of an all-spot blend with its first node on-demand (a template's cache node)."""
     rules, cols = ctx.rules, b.cols
     n, h, nodes, gang = b.n, b.h, b.nodes, b.gang
     guaranteed, spot_band = b.guaranteed, b.spot_band
@@ -355,20 +356,34 @@ def _price_block(ctx, idx: GpuIndex, b: _Block) -> "_Best":
         else:   # evaluate's term loop: a later term only when strictly cheaper
             best.take(term_best, term_best.has & (~best.has | _strictly_better(
                 term_best.val, best.val)))
-    return best
+    # A template's on-demand cache node (candidates.finish, cache_on_demand): a blend whose
+    # first step is spot is all spot (models are monotone), and node 1 then runs on-demand:
+    # blocks (1 node on-demand, the rest of step 1 on spot, the other steps on spot). A step
+    # of no node adds nothing, and equal hours as separate gang levels add the same (the first
+    # level has no spot node yet).
+    cn = [np.ones_like(n[0]), n[0] - 1.0] + n[1:]
+    ch = [h[0], h[0]] + h[1:]
+    cseq = (_O,) + (_S,) * m
+    res, od, sp, rework = _totals(cseq, cn, ch, {_O: od_rate, _S: sp_rate}, lam, b.lost, gang)
+    comm = 0.0
+    if tcp is not None:
+        comm = np.where(tcp, (od + sp + rework) * share / (1.0 - share), 0.0)
+    cache_monthly = res + od + sp + rework + b.egress + comm
+    return best, np.broadcast_to(cache_monthly, shape)
 
 
-def _changed_by_template(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: list,
-                         gpn_cols: dict) -> np.ndarray:
-    """Pairs whose template changes their price (``candidates.apply_template``): a spot
-    purchase rule over a blend that is not all spot, a cache node taking the first spot node
-    on-demand. ``keys[i]``: node size -> the template key of cluster i at that size;
-    ``gpn_cols``: node size -> positions in ``cols``."""
+def _template_effects_on(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: list,
+                         gpn_cols: dict) -> tuple[np.ndarray, np.ndarray]:
+    """What the chosen templates do to the price (``candidates.apply_template``): (pairs
+    ``evaluate`` must price: a spot purchase rule over a blend that is not all spot; pairs
+    whose first node becomes an on-demand cache node). ``keys[i]``: node size -> the template
+    key of cluster i at that size; ``gpn_cols``: node size -> positions in ``cols``."""
     all_spot = best.has & (best.s == nodes)
     cache_case = best.has & best.first_spot & ~np.isnan(idx.on_demand[cols])[None, :] & (
         nodes >= 2)
     rdma = idx.has_rdma[cols]
     changed = np.zeros(best.has.shape, dtype=bool)
+    cached = np.zeros(best.has.shape, dtype=bool)
     for i, by_g in enumerate(keys):
         for g, key in by_g.items():
             eff = _template_effects(ctx, key)
@@ -378,10 +393,10 @@ def _changed_by_template(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: l
             for (with_rdma, spot), (spot_rule, cache) in eff.items():
                 here = (rdma[pos] == with_rdma) & (all_spot[i, pos] == spot)
                 if spot_rule:
-                    changed[i, pos] |= here & ~all_spot[i, pos]
-                if cache:
-                    changed[i, pos] |= here & cache_case[i, pos]
-    return changed
+                    changed[i, pos] |= here & (~all_spot[i, pos] | cache)
+                elif cache:
+                    cached[i, pos] |= here & cache_case[i, pos]
+    return changed, cached & ~changed
 
 
 # ---- rules that reject a pair before its price matters ----------------------------------------
@@ -493,13 +508,15 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
                       int(prio[i]), bool(interruptible[i])) + ds_key[i]
         return out
 
-    def store(rows, cols, best, ok, changed):
+    def store(rows, cols, best, ok, changed, cached, cache_monthly, nodes):
         ix = np.ix_(rows, cols)
-        obj[ix] = np.where(best.has, best.val, _NAN)
-        monthly[ix] = np.where(best.has, best.monthly, _NAN)
+        # the cache node's blend is all spot: nothing reserved, so its objective is its bill
+        month = np.where(cached, cache_monthly, best.monthly)
+        obj[ix] = np.where(best.has, np.where(cached, cache_monthly, best.val), _NAN)
+        monthly[ix] = np.where(best.has, month, _NAN)
         cnt[0][ix] = best.r
-        cnt[1][ix] = best.o
-        cnt[2][ix] = best.s
+        cnt[1][ix] = np.where(cached, 1, best.o)
+        cnt[2][ix] = np.where(cached, nodes - 1, best.s)
         feasible[ix] = best.has & ok
         for j, c in zip(*np.nonzero(changed)):
             exact[int(rows[j])][int(cols[c])] = None   # priced below by evaluate
@@ -521,12 +538,12 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
         block = _Block(cols, [nodes], [np.array([[s.hours_per_month] for s in bspecs])],
                        nodes, gang, column(lost, rows), column(guaranteed, rows),
                        column(spot_band, rows), _egress(ctx, idx, bspecs, cols))
-        best = _price_block(ctx, idx, block)
-        changed = _changed_by_template(ctx, idx, cols, best, nodes,
-                                       [template_keys(i) for i in single],
-                                       {g: c for g, c in idx.by_gpn.items()})
+        best, cache_monthly = _price_block(ctx, idx, block)
+        changed, cached = _template_effects_on(ctx, idx, cols, best, nodes,
+                                               [template_keys(i) for i in single],
+                                               {g: c for g, c in idx.by_gpn.items()})
         store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes, gpus[rows], gang),
-              changed)
+              changed, cached, cache_monthly, nodes)
     profiled = [i for i, s in enumerate(specs) if s.demand and i not in slow]
     for g, cols in idx.by_gpn.items():
         blocks: dict[tuple, list] = {}
@@ -547,12 +564,13 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
                 [np.array([[st[s][1]] for _, st in members], dtype=float) for s in range(m)],
                 nodes, gang, column(lost, rows), column(guaranteed, rows),
                 column(spot_band, rows), _egress(ctx, idx, bspecs, cols))
-            best = _price_block(ctx, idx, block)
-            changed = _changed_by_template(
+            best, cache_monthly = _price_block(ctx, idx, block)
+            changed, cached = _template_effects_on(
                 ctx, idx, cols, best, nodes, [{g: template_keys(i)[g]} for i in rows],
                 {g: np.arange(len(cols))})
             store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes,
-                                              gpus[rows][:, cols], gang), changed)
+                                              gpus[rows][:, cols], gang), changed, cached,
+                  cache_monthly, nodes)
     for i, spec in enumerate(specs):
         todo = range(N) if i in slow else list(exact[i])
         if not todo:
