@@ -759,6 +759,9 @@ class ClusterDecision:
     #: total the decision's commitment locks in (reserved nodes at a commitment price x months).
     committed_usd: float = 0.0
     lock_in_months: int = 0
+    #: what the cost model assumed about spot interruptions of the offering (rate, basis,
+    #: Advisor band / placement score / GCP advice, as of, source); None = no spot price.
+    spot_risk: Optional[dict] = None
 
     @property
     def name(self) -> str:

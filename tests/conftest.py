@@ -48,3 +48,11 @@ def _plain_cli_output(monkeypatch):
     environment that runs the suite (some CI runners set them) must not colour it."""
     for key in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
         monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_quotes_cache(monkeypatch, tmp_path_factory):
+    """The quotes cache of the machine running the suite (~/.cache/gpulease/quotes.json) must
+    not change plans: every test sees none unless it sets GPULEASE_QUOTES_CACHE itself."""
+    monkeypatch.setenv("GPULEASE_QUOTES_CACHE",
+                       str(tmp_path_factory.getbasetemp() / "no-quotes-cache.json"))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from infra.quotes.model import QuoteBook
+
 from infra.errors import ConfigError, PolicyError
 from infra.model import HOURS_PER_MONTH, PurchaseMix
 from infra.policy import decide
@@ -27,8 +29,8 @@ def cat1(**kw):
     return catalog([{**r, **kw} for r in rows])
 
 
-def one(c, cat=None, **kw):
-    return decide(stack([c], **kw), cat or cat1()).clusters[0]
+def one(c, cat=None, quotes=None, **kw):
+    return decide(stack([c], **kw), cat or cat1(), quotes=quotes).clusters[0]
 
 
 # ---- purchase rules -------------------------------------------------------------------------
@@ -81,7 +83,9 @@ def test_mid_priority_never_spot_even_when_checkpointable():
 
 
 def test_low_priority_checkpointable_runs_on_spot_with_rework_cost():
-    d = one(cluster(priority=3, hours=200, checkpoint=30), clouds={"aws": ("us-west-2",)})
+    # no per-offering spot-risk record: the catalog's figure for the cloud (0.05)
+    d = one(cluster(priority=3, hours=200, checkpoint=30), clouds={"aws": ("us-west-2",)},
+            quotes=QuoteBook())
     assert d.purchase == PurchaseMix(spot=1)
     assert d.template == "single-node-dev"
     # rework = lambda * h * S * (c/2 + restart)/60 * spot rate = 0.05*200*1*(15+10)/60*28
@@ -107,7 +111,7 @@ def test_cost_math_overrides_spot_when_rework_makes_it_dearer():
 
 def test_distributed_rework_stalls_every_node():
     d = one(cluster(priority=2, gpus=16, hours=100, checkpoint=20),
-            clouds={"aws": ("us-east-1",)})
+            clouds={"aws": ("us-east-1",)}, quotes=QuoteBook())
     assert d.purchase == PurchaseMix(spot=2) and d.distributed
     # every interruption of one of 2 spot nodes costs lost time on BOTH nodes (2 * 30 $/h)
     assert d.costs.spot_rework_usd == pytest.approx(0.05 * 100 * 2 * (10 + 10) / 60 * 60.0)

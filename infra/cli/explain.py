@@ -103,6 +103,7 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "demand": [st.as_dict() for st in c.spec.steps], "baseline_nodes": c.baseline_nodes,
         "parts": [part.as_dict() for part in c.parts],
         "commitment": commitment_doc(c, start),
+        "spot_risk": c.spot_risk,
         "rationale": c.rationale,
         "capacity_block": capacity_block_doc(c, stack),
         "price_disagreements": [d.as_dict() for d in c.price_disagreements],
@@ -176,6 +177,25 @@ def render_terms(c: ClusterDecision, o: ui.Out, start: dt.date) -> None:
         o.print("Lock-in: none (no node at a commitment price)", indent=2)
 
 
+def spot_risk_text(r: dict) -> str:
+    """One line: the rate the rework was priced with and where it comes from, dated."""
+    rate = f"{r['interruptions_per_hour']:.6f} interruptions per node-hour"
+    facts = []
+    if r.get("band"):
+        facts.append(f"Advisor band {r['band']} of spot capacity reclaimed a month (upper edge "
+                     f"{r['band_max_percent']:g} %)")
+    if r.get("estimated_uptime_hours"):
+        facts.append(f"estimated uptime {r['estimated_uptime_hours']:g} h")
+    if r.get("placement_score"):
+        facts.append(f"placement score {r['placement_score']}/10")
+    if r.get("obtainability") is not None:
+        facts.append(f"obtainability {r['obtainability']:.2f}")
+    when = (f"; {r['source']}, {'quoted' if r.get('live') else 'as of'} {r['as_of'][:10]}"
+            if r.get("as_of") else "")
+    return (f"{rate} in {r['zone']} ({r['basis']}" + (": " + ", ".join(facts) if facts else "")
+            + when + ")")
+
+
 def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = None,
                    stack=None) -> None:
     o_ = c.offering
@@ -201,6 +221,8 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
         render_parts(c, o)
     if c.terms:
         render_terms(c, o, start)
+    if c.spot_risk is not None and (c.purchase.spot or c.spec.interruptible):
+        o.line(("Spot risk: ", "bold"), spot_risk_text(c.spot_risk), indent=2)
     o.line(("Why: ", "bold"), c.rationale, indent=2)
     block = capacity_block_doc(c, stack)
     if block is not None:

@@ -188,6 +188,7 @@ def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
         "parts": [part.as_dict() for part in c.parts],
         "commitment_horizon_months": c.commitment_horizon_months,
         "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
+        "spot_risk": c.spot_risk,
         "rationale": c.rationale,
         "capacity_block": capacity_block_json(getattr(c.spec, "capacity_block", None), now),
         # prices whose sources disagree beyond PRICE_DISAGREEMENT_PCT (docs/catalog.md)

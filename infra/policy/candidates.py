@@ -105,6 +105,10 @@ class Context:
     rules: PolicyRules
     interruptions: dict = field(default_factory=dict)
     by_gpu: dict = field(default_factory=dict)
+    #: quotes and spot-risk records (``infra.quotes.model.QuoteBook``); None = none known.
+    quotes: Optional[object] = None
+    #: the time windows are judged at (aware UTC; decide's ``now``).
+    now: Optional[object] = None
     _gravity: dict = field(default_factory=dict)
     _steps: dict = field(default_factory=dict)
     _spot: dict = field(default_factory=dict)
@@ -121,6 +125,7 @@ class Context:
 
             hit = self._indexes[gpu] = gpu_index(self, gpu)
         return hit
+    _risk: dict = field(default_factory=dict)
 
     def shape_of(self, spec: ClusterSpec, c: Candidate) -> "Shape":
         """What pricing a candidate again needs (decisions, alternatives, term options); kept
@@ -130,7 +135,7 @@ class Context:
                      steps=self.node_steps(spec, c.offering.gpus_per_node), nodes=c.nodes,
                      gang=gang, tcp_gang=gang and c.network == "none",
                      egress=c.costs.egress_usd if c.costs is not None else 0.0,
-                     interruptions=self.interruptions.get(c.offering.cloud, 0.0))
+                     interruptions=self.spot_risk(c.offering)[0])
 
     def inputs_of(self, spec: ClusterSpec, c: Candidate, spot: Optional[float] = None
                   ) -> CostInputs:
@@ -151,6 +156,28 @@ class Context:
         if hit is None or hit[0] is not offering:
             hit = self._spot[id(offering)] = (offering, spot_rate(offering))
         return hit[1]
+
+    def spot_risk(self, offering: Offering) -> tuple[float, Optional[object]]:
+        """Spot interruptions per node-hour for the offering, and the record they come from
+        (``infra.quotes.model.SpotRisk``; None = not a per-offering figure): the stack's
+        ``spot_interruptions_per_hour`` override, else the record of the offering's region and
+        spot zone (the Spot Instance Advisor band, GCP's estimated uptime), else the catalog's
+        figure for the cloud. Memoised per offering."""
+        hit = self._risk.get(id(offering))
+        if hit is not None and hit[0] is offering:
+            return hit[1]
+        default = self.interruptions.get(offering.cloud, 0.0)
+        out: tuple = (default, None)
+        if self.rules.spot_interruptions_per_hour is None and self.quotes is not None:
+            rec = self.quotes.risk(offering.cloud, offering.region, offering.instance_type,
+                                   offering.zone_for("spot"))
+            rate = rec.interruptions_per_hour if rec is not None else None
+            if rate is not None:
+                out = (rate, rec)
+            elif rec is not None:
+                out = (default, rec)     # a placement score / obtainability without a rate
+        self._risk[id(offering)] = (offering, out)
+        return out
 
     def node_steps(self, spec: ClusterSpec, gpus_per_node: int) -> tuple[NodeStep, ...]:
         """``spec.node_steps`` memoised per cluster and node size (every candidate asks)."""
@@ -180,8 +207,9 @@ class Context:
             self.rules.commitment_horizon_months)
 
     @classmethod
-    def build(cls, stack: StackSpec, catalog: Catalog, rules: PolicyRules) -> "Context":
-        ctx = cls(stack=stack, catalog=catalog, rules=rules)
+    def build(cls, stack: StackSpec, catalog: Catalog, rules: PolicyRules,
+              quotes: Optional[object] = None, now: Optional[object] = None) -> "Context":
+        ctx = cls(stack=stack, catalog=catalog, rules=rules, quotes=quotes, now=now)
         for cloud in stack.clouds:
             ctx.interruptions[cloud] = (rules.spot_interruptions_per_hour
                                         if rules.spot_interruptions_per_hour is not None
@@ -460,7 +488,7 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
             reason = why
 
     shape = Shape(spec, o, steps, nodes, gang, tcp_gang, egress,
-                  ctx.interruptions.get(o.cloud, 0.0))
+                  ctx.spot_risk(o)[0])
     best: Optional[Priced] = None
     for term in ctx.terms:   # "none", "1y", "3y": on a tie the shorter lock-in wins
         p = price_band(shape, term, rules, ctx.lock_in_factor(o, term), ctx.spot_rate(o))

@@ -1,6 +1,7 @@
 """The environment decision: candidates -> exact choice -> budget check -> rationale and alternatives."""
 from __future__ import annotations
 
+import datetime as dt
 from typing import Optional
 
 import numpy as np
@@ -18,6 +19,7 @@ from infra.policy.rules import PolicyRules
 from infra.policy.solver import Option, QuotaInfeasible, solve
 from infra.policy.storage import storage_decision
 from infra.policy.templates import get_template
+from infra.quotes.model import utc
 from infra.text import plural
 
 _NO_PURCHASE = PurchaseMix()
@@ -48,22 +50,26 @@ def chosen_zone(c: Candidate) -> str:
     return c.offering.zone_for("spot" if c.purchase is not None and c.purchase.spot else "any")
 
 
-def decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
+def decide(stack: StackSpec, catalog: Catalog, *, quotes=None, now=None) -> EnvironmentDecision:
     """Choose cloud, region, instance, nodes, purchase mix and template for every cluster.
 
     Exact: the total monthly cost is the minimum over every assignment that satisfies each
     cluster's rules and the per-region GPU quotas; raises PolicyError (located findings) when a
     cluster has no feasible offering, the quotas cannot host the clusters together, or the
     optimum is over budget.
+
+    ``quotes``: the quotes and spot-risk records to price with (``infra.quotes.model.
+    QuoteBook``; default: the shipped data file plus the cache of live quotes,
+    ``infra.quotes.store.load_book``); ``now``: the time windows are judged at (default: now).
     """
     # A decision allocates hundreds of thousands of small acyclic objects (candidates, costs)
     # that reference counting frees; with the collector on, each generation-2 pass rescanned
     # every live object, which made time per cluster grow with the environment.
     with oneshot.collector_paused():
-        return _decide(stack, catalog)
+        return _decide(stack, catalog, quotes, now)
 
 
-def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
+def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> EnvironmentDecision:
     rules = stack.policy if isinstance(stack.policy, PolicyRules) else PolicyRules()
     findings: list[Finding] = []
 
@@ -76,7 +82,12 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
         if sd is not None:
             storage.append(sd)
 
-    ctx = Context.build(stack, catalog, rules)
+    if book is None:
+        from infra.quotes.store import load_book
+
+        book = load_book(cache=True)
+    now = utc(now) if now is not None else dt.datetime.now(dt.timezone.utc)
+    ctx = Context.build(stack, catalog, rules, quotes=book, now=now)
     # price first (every pair, one vectorised pass), explain later (full candidates only for
     # what the decision shows or chooses): infra.policy.pricing
     quotes = price_clusters(stack.clusters, ctx)
@@ -135,7 +146,8 @@ def _decide(stack: StackSpec, catalog: Catalog) -> EnvironmentDecision:
             commitment_term=c.term, distributed=c.distributed, blocks=blocks,
             terms=term_options(spec, c, ctx),
             commitment_horizon_months=rules.commitment_horizon_months,
-            committed_usd=committed, lock_in_months=months))
+            committed_usd=committed, lock_in_months=months,
+            spot_risk=spot_risk_doc(ctx, c.offering)))
     return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
                                catalog_version=catalog.version, catalog_as_of=catalog.as_of)
 
@@ -170,6 +182,27 @@ def _candidate(spec: ClusterSpec, q: Quotes, j, ctx: Context) -> Candidate:
         forced = get_template(spec.template) if spec.template else None
         c = evaluate(spec, q.offerings[j], ctx, forced)
     return c
+
+
+def spot_risk_doc(ctx: Context, o) -> Optional[dict]:
+    """What the cost model assumed about the offering's spot interruptions (explain, plan JSON):
+    the rate, where it came from and the record's figures; None when it has no spot price."""
+    if ctx.spot_rate(o) is None:
+        return None
+    rate, rec = ctx.spot_risk(o)
+    if ctx.rules.spot_interruptions_per_hour is not None:
+        basis = "gpulease:policy.spot_interruptions_per_hour"
+    elif rec is not None and rec.interruptions_per_hour is not None:
+        basis = ("Spot Instance Advisor band" if rec.band else "GCP advice.capacity estimated "
+                 "uptime")
+    else:
+        basis = f"catalog default for {o.cloud}"
+    doc = {"interruptions_per_hour": rate, "basis": basis, "zone": o.zone_for("spot")}
+    if rec is not None:
+        doc.update({k: v for k, v in rec.as_dict().items() if k in (
+            "band", "band_max_percent", "placement_score", "obtainability",
+            "estimated_uptime_hours", "as_of", "source", "live")})
+    return doc
 
 
 # ---- failures ---------------------------------------------------------------------------------

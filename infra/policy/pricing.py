@@ -60,7 +60,7 @@ class GpuIndex:
     #: term -> Context.lock_in_factor
     lock_in: dict
     has_rdma: np.ndarray
-    interruptions: np.ndarray  # per node-hour, of the offering's cloud
+    interruptions: np.ndarray  # per node-hour, of the offering (Context.spot_risk)
     quota: np.ndarray          # GPUs of the offering's region quota, inf = none
     enabled: np.ndarray        # the region is enabled in the stack
     #: the offering has a zone a cluster may land in (False = offered only in AWS Local Zones
@@ -87,7 +87,7 @@ class GpuIndex:
                               for o in offerings) for t in ctx.terms},
             lock_in={t: _arr(ctx.lock_in_factor(o, t) for o in offerings) for t in ctx.terms},
             has_rdma=np.array([o.has_rdma for o in offerings], dtype=bool),
-            interruptions=_arr(ctx.interruptions.get(o.cloud, 0.0) for o in offerings),
+            interruptions=_arr(ctx.spot_risk(o)[0] for o in offerings),
             quota=_arr(stack.clouds[o.cloud].quota_gpus.get(o.region, float("inf"))
                        for o in offerings),
             enabled=np.array([o.region in stack.clouds[o.cloud].regions for o in offerings],
@@ -122,7 +122,8 @@ def gpu_index(ctx, gpu: str) -> GpuIndex:
     key = (id(ctx.catalog), gpu, clouds, local_zone_regions(stack),
            rules.reserve_at_on_demand_rate,
            rules.commitment_term, rules.commitment_horizon_months,
-           tuple(sorted(ctx.interruptions.items())))
+           tuple(sorted(ctx.interruptions.items())),
+           ctx.quotes.fingerprint() if ctx.quotes is not None else None)
     hit = _INDEXES.get(key)
     if hit is None or hit[0] is not ctx.catalog:
         if len(_INDEXES) > 256:

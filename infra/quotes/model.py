@@ -182,11 +182,21 @@ class QuoteBook:
     origins: tuple[str, ...] = ()
     version: str = ""
     _risk_index: Optional[dict] = field(default=None, repr=False)
+    _fingerprint: Optional[int] = field(default=None, repr=False)
+
+    def fingerprint(self) -> int:
+        """A hash of the spot-risk records (what prices spot), for caches keyed on them."""
+        if self._fingerprint is None:
+            self._fingerprint = hash(tuple(sorted(
+                (r.cloud, r.region, r.instance_type, r.zone or "", r.interruptions_per_hour or 0.0,
+                 r.as_of.timestamp()) for r in self.risks)))
+        return self._fingerprint
 
     def add(self, quotes: Iterable[Quote] = (), risks: Iterable[SpotRisk] = ()) -> None:
         self.quotes.extend(quotes)
         self.risks.extend(risks)
         self._risk_index = None
+        self._fingerprint = None
 
     def for_offering(self, kind: str, cloud: str, region: str, instance_type: str) -> list[Quote]:
         return [q for q in self.quotes if (q.kind, q.cloud, q.region, q.instance_type)
