@@ -276,6 +276,83 @@ def gang_restriction_gap(samples: int = 2000, seed: int = 11) -> tuple[int, int,
     return samples, worse, gap
 
 
+#: the window portfolio: work items of an ML team over the next eight weeks, judged at
+#: WINDOW_NOW (name, gpu, gpus, hours of work, earliest start, deadline, priority, checkpoint
+#: minutes). Training runs of a few days to two weeks, a guaranteed demo, sweeps and batch work
+#: that may run on spot, one job that cannot be checkpointed.
+WINDOW_NOW = "2026-12-03T09:00:00Z"
+WINDOW_PORTFOLIO = (
+    ("pretrain-h100", "H100", 64, 336, "2027-01-04", "2027-01-31", 9, 60),
+    ("finetune-a100", "A100", 32, 96, "2026-12-14", "2026-12-24", 7, 30),
+    ("rlhf-h200", "H200", 16, 120, "2027-01-11", "2027-01-20", 8, 30),
+    ("eval-sweep-h100", "H100", 16, 48, "2026-12-08", "2026-12-12", 4, 15),
+    ("batch-infer-l4", "L4", 8, 100, "2026-12-05", "2026-12-15", 3, 10),
+    ("ablation-a100", "A100", 8, 72, "2026-12-20", "2027-01-02", 6, None),
+    ("demo-h100", "H100", 8, 24, "2026-12-17", "2026-12-18T12:00:00Z", 9, None),
+    ("distill-h100", "H100", 32, 200, "2027-01-18", "2027-01-28", 6, 30),
+)
+
+
+def window_stack(catalog) -> StackSpec:
+    from infra.model import Window
+    from infra.quotes.model import parse_time
+
+    clusters = tuple(
+        ClusterSpec(name=n, gpu=g, gpus=k, hours_per_month=min(h, 730.0), priority=p,
+                    checkpoint_minutes=c, index=i,
+                    window=Window(parse_time(s), parse_time(e), float(h)))
+        for i, (n, g, k, h, s, e, p, c) in enumerate(WINDOW_PORTFOLIO) if g in catalog.gpus)
+    return StackSpec(stack="windows", environment="prod", owner="bench", cost_center="bench",
+                     budget_monthly_usd=1e12, clouds=all_clouds(catalog), storage=(),
+                     clusters=clusters, policy=PolicyRules(), source="bench")
+
+
+def without_new_models(book):
+    """The same quote book without Capacity Blocks, flex-start and calendar mode: the best
+    plan gpulease could make before them (spot risk kept)."""
+    from infra.quotes.model import QuoteBook
+
+    return QuoteBook(quotes=[], risks=list(book.risks), sources=dict(book.sources),
+                     origins=book.origins, version=book.version)
+
+
+def scaled(book, factor: float):
+    """The book with every Capacity Block price x ``factor`` (a sensitivity check: the
+    published rates are older than the catalog's on-demand prices)."""
+    import dataclasses as dc
+
+    from infra.quotes.model import QuoteBook
+
+    qs = [dc.replace(q, hourly_usd=q.hourly_usd * factor if q.hourly_usd else q.hourly_usd,
+                     upfront_usd=q.upfront_usd * factor if q.upfront_usd else q.upfront_usd)
+          if q.kind == "capacity_block" else q for q in book.quotes]
+    return QuoteBook(quotes=qs, risks=list(book.risks), sources=dict(book.sources),
+                     origins=book.origins, version=book.version)
+
+
+def window_portfolio(catalog, cb_factor: float = 1.0) -> list[tuple]:
+    """Per work item: (name, with the new models: decision, without them: decision, naive
+    all-on-demand total, naive's shape)."""
+    from infra.quotes.model import parse_time
+    from infra.quotes.store import shipped_book
+
+    now = parse_time(WINDOW_NOW)
+    stack = window_stack(catalog)
+    book = scaled(shipped_book(), cb_factor)
+    new = decide(stack, catalog, quotes=book, now=now)
+    old = decide(stack, catalog, quotes=without_new_models(book), now=now)
+    ctx = Context.build(stack, catalog, stack.policy, quotes=book, now=now)
+    out = []
+    for a, b in zip(new.clusters, old.clusters):
+        spec = a.spec
+        # naive: on-demand for the work's hours, cheapest on-demand shape in us-east-1 (or the
+        # GPU's cheapest region), the rules on node shape kept
+        flat = dataclasses.replace(spec, window=None, hours_per_month=spec.window.duration_hours)
+        naive, where = naive_cost(flat, ctx)
+        out.append((spec.name, a, b, naive, where))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000")
@@ -342,6 +419,30 @@ def main(argv=None) -> int:
               f"({fmix})  {prof / flat:.1%}")
     print(f"  {'total':<16} profiles ${tot_p:,.2f}/month vs all-or-nothing ${tot_f:,.2f}/month: "
           f"{tot_p / tot_f:.1%}, saves ${tot_f - tot_p:,.2f}/month")
+    print(f"\nwindow portfolio (judged at {WINDOW_NOW}; catalog {catalog.version}, quote data "
+          "infra/quotes/data): with Capacity Blocks / flex-start / calendar mode vs the best plan "
+          "without them vs naive all-on-demand; totals per work item")
+    tot_new = tot_old = tot_naive = 0.0
+    for name, a, b, naive, where in window_portfolio(catalog):
+        tot_new, tot_old, tot_naive = (tot_new + a.window.total_usd, tot_old + b.window.total_usd,
+                                       tot_naive + naive)
+        q = a.window.quote
+        src = (f" [{q['source']} {q['quoted_at'][:10]}{', est.' if a.window.estimated else ''}]"
+               if q else "")
+        print(f"  {a.name:<16} {a.cloud}:{a.region:<10} {a.offering.instance_type:<15} "
+              f"{a.window.model:<14} ${a.window.total_usd:>12,.2f}{src}   without: "
+              f"{b.window.model:<12} ${b.window.total_usd:>12,.2f}   naive ${naive:>12,.2f}")
+    print(f"  {'total':<16} with ${tot_new:,.2f} vs without ${tot_old:,.2f} "
+          f"({1 - tot_new / tot_old:.1%} cheaper) vs naive ${tot_naive:,.2f} "
+          f"({1 - tot_new / tot_naive:.1%} cheaper)")
+    sens = []
+    for factor in (1.1, 1.2, 1.3):
+        rows = window_portfolio(catalog, factor)
+        a = sum(r[1].window.total_usd for r in rows)
+        b = sum(r[2].window.total_usd for r in rows)
+        sens.append(f"x{factor:g}: {1 - a / b:.1%}")
+    print("  sensitivity - Capacity Block prices x factor, saving against the plan without the "
+          "new models: " + ", ".join(sens))
     cases, worse, gap = gang_restriction_gap()
     print(f"\ngang restriction (one model per step, reserved -> on-demand -> spot) vs every "
           f"per-node assignment: {worse} of {cases} random gangs cheaper per node, by at most "

@@ -21,7 +21,7 @@ from infra.errors import ConfigError, Finding, did_you_mean
 from infra.inputs import MAX_STACK_FILE_BYTES, MAX_USD
 from infra.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS,
                          MAX_IDLE_MINUTES, CapacityBlockPin, CloudSpec, ClusterSpec, DemandStep,
-                         StackSpec, StorageSpec, parse_utc)
+                         StackSpec, StorageSpec, Window, parse_utc)
 from infra.policy.rules import PolicyRules
 from infra.quotes import CB_MAX_INSTANCES
 from infra.reaper.settings import ReaperSettings
@@ -52,6 +52,9 @@ MAX_LIFECYCLE_DAYS = 100 * 365
 #: most steps a demand profile may have: a load-duration curve read off a usage graph needs a
 #: few; the policy prices (steps + 1)(steps + 2) / 2 purchase blends per offering.
 MAX_DEMAND_STEPS = 8
+#: longest work item a window may hold: a year (the longest Capacity Block is 182 days, a
+#: calendar-mode reservation 90; longer work is a monthly load).
+MAX_WINDOW_HOURS = 366 * 24
 
 
 class _Strict(BaseModel):
@@ -173,6 +176,22 @@ class CapacityBlockConfig(_Strict):
                                                        "the plan stops with exit 4.")
 
 
+class WindowConfig(_Strict):
+    """When a cluster's work can run: `duration_hours` of work on all its GPUs, starting at or
+    after `earliest_start`, done by `deadline` (docs/policy.md, "Windows"). The policy prices
+    the work item once over the window - on-demand, spot with its rework, a Capacity Block, a
+    flex-start run, a calendar-mode reservation, a commitment - and keeps the cheapest the
+    priority allows."""
+
+    earliest_start: str = Field(..., description="RFC 3339 time the work may start at the "
+                                                 "earliest, e.g. `2027-01-04T00:00:00Z` (a bare "
+                                                 "date is midnight UTC).")
+    deadline: str = Field(..., description="RFC 3339 time by which the work must be done.")
+    duration_hours: float = Field(..., gt=0, le=MAX_WINDOW_HOURS,
+                                  description="Hours of work on all the cluster's GPUs (at most "
+                                              f"{MAX_WINDOW_HOURS // 24} days).")
+
+
 class ClusterConfig(_Strict):
     name: str = Field(..., pattern=NAME_PATTERN, description="Cluster name.")
     gpu: str = Field(..., description="GPU model as the catalog names it, e.g. H100, A100-80GB, L4 "
@@ -213,6 +232,11 @@ class ClusterConfig(_Strict):
     idle_minutes: int = Field(60, gt=0, le=MAX_IDLE_MINUTES,
                               description="Minutes of idle GPUs before the reaper marks the cluster"
                                           " (at most a week).")
+    window: Optional[WindowConfig] = Field(
+        None, description="A work item with a window instead of a monthly load: `{earliest_start, "
+                          "deadline, duration_hours}`; then `gpus` is required and "
+                          "`hours_per_month` / `demand` are left out (docs/policy.md, "
+                          "\"Windows\").")
     template: Optional[str] = Field(None, description="Force a cluster template "
                                                       "(templates/clusters/) instead of the "
                                                       "policy's choice.")
@@ -614,9 +638,20 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
             if c.template not in tn:
                 bad(f"{path}.template", f'unknown template "{c.template}"'
                     f"{did_you_mean(c.template, tn)}; templates: {', '.join(tn)}")
-        steps = tuple(DemandStep(d.gpus, d.hours_per_month) for d in c.demand) or (
-            (DemandStep(c.gpus, c.hours_per_month),)
-            if c.gpus is not None and c.hours_per_month is not None else ())
+        window = None
+        if c.window is not None and c.gpus is not None:
+            from infra.quotes.model import parse_time
+
+            try:
+                window = Window(parse_time(c.window.earliest_start),
+                                parse_time(c.window.deadline), c.window.duration_hours)
+            except ValueError:
+                continue  # reported by _window_findings
+            steps = (DemandStep(c.gpus, min(c.window.duration_hours, HOURS_PER_MONTH)),)
+        else:
+            steps = tuple(DemandStep(d.gpus, d.hours_per_month) for d in c.demand) or (
+                (DemandStep(c.gpus, c.hours_per_month),)
+                if c.gpus is not None and c.hours_per_month is not None else ())
         if not steps:
             continue  # reported by _demand_findings
         pin = _capacity_block_pin(c.capacity_block, f"{path}.capacity_block", clouds, catalog,
@@ -626,7 +661,7 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
             priority=c.priority, checkpoint_minutes=c.checkpoint_minutes,
             distributed=c.distributed, dataset=c.dataset, regions=tuple(c.regions),
             idle_minutes=c.idle_minutes, template=c.template, index=i,
-            demand=steps if len(steps) > 1 else (), capacity_block=pin))
+            demand=steps if len(steps) > 1 else (), capacity_block=pin, window=window))
     if not model.clusters:
         bad("gpulease:clusters", "no clusters configured; the plan would be empty",
             level="warning")
@@ -772,6 +807,10 @@ def _demand_findings(data: dict, source: str) -> list[Finding]:
             out.append(Finding(f"{path}.{key}", msg, source=source))
 
         demand = c.get("demand")
+        window = c.get("window")
+        if window is not None:
+            out.extend(_window_findings(window, c, path, source))
+            continue
         if demand is None:
             for key in ("gpus", "hours_per_month"):
                 if c.get(key) is None:
@@ -807,6 +846,49 @@ def _demand_findings(data: dict, source: str) -> list[Finding]:
         if gpus is not None and peak is not None and gpus != peak:
             bad("gpus", f"must equal the last demand step's gpus ({peak:g}), the peak (got "
                 f"{gpus:g}); or leave gpus out")
+    return out
+
+
+def _window_findings(window: Any, c: dict, path: str, source: str) -> list[Finding]:
+    """A window's own rules, on the raw values: RFC 3339 times, the deadline after the earliest
+    start, the work fitting between them; with a window `gpus` is required and
+    `hours_per_month` / `demand` are left out."""
+    from infra.quotes.model import parse_time
+
+    out: list[Finding] = []
+
+    def bad(key: str, msg: str) -> None:
+        out.append(Finding(f"{path}.{key}", msg, source=source))
+
+    for key in ("hours_per_month", "demand"):
+        if c.get(key) is not None:
+            bad(key, f"leave it out when {path}.window is given: the window says how long the "
+                     "work runs (a work item is priced over its window, not per month)")
+    if c.get("gpus") is None:
+        bad("gpus", f"required key is missing ({path}.window needs the GPUs the work runs on)")
+    if not isinstance(window, dict):
+        return out      # "must be a mapping", from the schema
+    times = {}
+    for key in ("earliest_start", "deadline"):
+        v = window.get(key)
+        if isinstance(v, str):
+            try:
+                times[key] = parse_time(v)
+            except ValueError:
+                bad(f"window.{key}", f"{v!r} is not an RFC 3339 time: write it like "
+                                     "2027-01-04T00:00:00Z (or a date, 2027-01-04 = midnight "
+                                     "UTC)")
+    if len(times) == 2:
+        span = (times["deadline"] - times["earliest_start"]).total_seconds() / 3600.0
+        if span <= 0:
+            bad("window.deadline", f"must be after {path}.window.earliest_start "
+                                   f"({window['earliest_start']}) (got {window['deadline']})")
+        else:
+            hours = _number(window.get("duration_hours"))
+            if hours is not None and hours > span + 1e-9:
+                bad("window.duration_hours", f"{hours:g} h of work does not fit in the window "
+                    f"({span:g} h from earliest_start to deadline): move the deadline, start "
+                    "earlier or split the work")
     return out
 
 

@@ -616,16 +616,19 @@ class CostBreakdown:
     spot_rework_usd: float = 0.0
     egress_usd: float = 0.0
     communication_usd: float = 0.0
+    #: a work item's window purchase (Capacity Block fee, flex-start, calendar-mode
+    #: reservation), per month of its run (docs/policy.md, "Windows").
+    window_usd: float = 0.0
 
     @property
     def monthly_usd(self) -> float:
         return (self.reserved_usd + self.on_demand_usd + self.spot_usd + self.spot_rework_usd
-                + self.egress_usd + self.communication_usd)
+                + self.egress_usd + self.communication_usd + self.window_usd)
 
     def as_dict(self) -> dict:
         d = {k: round(getattr(self, k), 2) for k in (
             "reserved_usd", "on_demand_usd", "spot_usd", "spot_rework_usd", "egress_usd",
-            "communication_usd")}
+            "communication_usd", "window_usd")}
         d["monthly_usd"] = round(self.monthly_usd, 2)
         return d
 
@@ -677,7 +680,7 @@ class DemandPart:
     @property
     def costs(self) -> CostBreakdown:
         keys = ("reserved_usd", "on_demand_usd", "spot_usd", "spot_rework_usd",
-                "communication_usd")
+                "communication_usd", "window_usd")
         return CostBreakdown(**{k: sum(getattr(b.costs, k) for b in self.blocks) for k in keys})
 
     @property
@@ -718,6 +721,52 @@ class TermOption:
                 "horizon_monthly_usd": round(self.horizon_monthly_usd, 2),
                 "committed_usd": round(self.committed_usd, 2),
                 "lock_in_months": self.lock_in_months, "unavailable": self.unavailable}
+
+
+@dataclass(frozen=True)
+class WindowDecision:
+    """How a cluster's window is bought (``infra.policy.window_choice``): the model, when its
+    run is, what it costs in all and per month, the quote the price comes from, and every model
+    priced for the window (``options``: WindowOption.as_dict + ``allowed`` by the priority band).
+    """
+
+    window: Window
+    model: str
+    start: _dt.datetime
+    end: _dt.datetime
+    run_hours: float
+    total_usd: float
+    monthly_usd: float
+    months: int
+    nodes: int
+    billed_node_hours: float
+    estimated: bool
+    quote: Optional[dict]
+    options: tuple
+    judged_at: _dt.datetime
+    lock_in_months: int = 0
+    #: the part a Capacity Block cannot hold, on another model (checkpointed work): {model,
+    #: hours, usd, start, end, node_hour_usd}; None = the block holds the run.
+    remainder: Optional[dict] = None
+    #: the capacity bought and its time (a block, a calendar-mode reservation, a reservation or
+    #: flex-start run): its nodes are billed until ``bought_until`` (C3:
+    #: ``gpulease-billed-until``); None for on-demand, spot and commitments.
+    bought_from: Optional[_dt.datetime] = None
+    bought_until: Optional[_dt.datetime] = None
+
+    def as_dict(self) -> dict:
+        def z(t):
+            return None if t is None else t.astimezone(_dt.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+        return {**self.window.as_dict(), "model": self.model, "start": z(self.start),
+                "end": z(self.end), "run_hours": round(self.run_hours, 4),
+                "total_usd": round(self.total_usd, 2), "monthly_usd": round(self.monthly_usd, 2),
+                "months": self.months, "nodes": self.nodes,
+                "billed_node_hours": round(self.billed_node_hours, 4),
+                "estimated": self.estimated, "quote": self.quote,
+                "judged_at": z(self.judged_at), "lock_in_months": self.lock_in_months,
+                "bought_from": z(self.bought_from), "bought_until": z(self.bought_until),
+                "remainder": self.remainder, "options": list(self.options)}
 
 
 @dataclass(frozen=True)
@@ -762,6 +811,8 @@ class ClusterDecision:
     #: what the cost model assumed about spot interruptions of the offering (rate, basis,
     #: Advisor band / placement score / GCP advice, as of, source); None = no spot price.
     spot_risk: Optional[dict] = None
+    #: how the cluster's window is bought (None = a monthly load).
+    window: Optional[WindowDecision] = None
 
     @property
     def name(self) -> str:

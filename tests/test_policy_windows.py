@@ -98,7 +98,7 @@ def test_live_offerings_cheapest_fitting_one_wins_and_others_say_why():
     assert cb.quote.offering_id == "cb-good" and cb.total_usd == 70_000 and not cb.estimated
     why = {q.offering_id: w for q, w in cb.passed_over}
     assert why["cb-small"] == "4 instances < 8 nodes"
-    assert why["cb-late"].startswith("ends 2027-01-31T11:30:00Z, after the deadline")
+    assert why["cb-late"].startswith("108.5 usable h from 2027-01-20T11:30:00Z")
     assert why["cb-tight"].startswith("239.5 usable h")       # 30 min before the end: stopped
     assert "quote_max_age_hours" in why["cb-old"]
     assert "cb-dear" not in why                               # fits, only dearer
@@ -117,9 +117,14 @@ def test_estimated_block_respects_eight_weeks_and_the_deadline():
                deadline=dt.datetime(2027, 3, 30, tzinfo=UTC))
     cb = W.capacity_block(far, [RATE_QUOTE])
     assert not cb.feasible and "more than eight weeks ahead" in cb.unavailable
-    tight = item(deadline=dt.datetime(2027, 1, 15, 0, 0, tzinfo=UTC))   # 11 days, from 11:30
+    # an 11-day block from 11:30 on Jan 4 may outlast the deadline: the work must not
+    late = item(deadline=dt.datetime(2027, 1, 15, 0, 0, tzinfo=UTC))
+    assert W.capacity_block(late, [RATE_QUOTE]).end == dt.datetime(2027, 1, 14, 11, 30,
+                                                                    tzinfo=UTC)
+    tight = item(deadline=dt.datetime(2027, 1, 14, 0, 0, tzinfo=UTC))  # 228.5 usable h
     cb = W.capacity_block(tight, [RATE_QUOTE])
-    assert not cb.feasible and "after the deadline" in cb.unavailable
+    assert not cb.feasible and "228.5 usable h" in cb.unavailable
+    assert "not checkpointed" in cb.unavailable
 
 
 def test_capacity_block_limits():
@@ -197,3 +202,29 @@ def test_ties_go_to_less_prepayment():
     opts = W.price_window(item(), rates, [])
     assert W.cheapest(opts).model == "on_demand"
     assert W.cheapest(opts, W.GUARANTEED).model == "reservation"
+
+
+def test_checkpointed_work_finishes_the_rest_off_the_block():
+    # 336 h = 14 days: a covering block needs 21 days (15 days are not a block length); a
+    # checkpointed job takes the 14-day block and finishes on the reservation right after it
+    w = item(duration_hours=336, deadline=dt.datetime(2027, 1, 31, tzinfo=UTC),
+             checkpointed=True, remainder_rate=55.04, remainder_model="reservation")
+    cb = W.capacity_block(w, [RATE_QUOTE])
+    rest = 336 - 335.5 + 25 / 60                     # 30 min early stop + one restart's loss
+    assert cb.remainder["model"] == "reservation"
+    assert cb.remainder["hours"] == pytest.approx(rest)
+    assert cb.total_usd == pytest.approx(39.33 * 8 * 336 + 55.04 * 8 * rest)
+    assert cb.remainder["start"] == "2027-01-18T11:00:00Z"
+    cover = W.capacity_block(dataclasses.replace(w, checkpointed=False), [RATE_QUOTE])
+    assert cover.remainder is None and cover.billed_node_hours == 8 * 504
+    assert cb.total_usd < cover.total_usd
+    # no time left after the block and not enough before it: the remainder does not fit
+    squeezed = dataclasses.replace(w, earliest_start=dt.datetime(2027, 1, 4, 11, 30,
+                                                                 tzinfo=UTC),
+                                   deadline=dt.datetime(2027, 1, 18, 11, 0, tzinfo=UTC))
+    assert not W.capacity_block(squeezed, [RATE_QUOTE]).feasible
+    # room before the block instead: the remainder runs first
+    before = dataclasses.replace(w, deadline=dt.datetime(2027, 1, 18, 11, 0, tzinfo=UTC))
+    got = W.capacity_block(before, [RATE_QUOTE])
+    assert got.remainder["end"] == "2027-01-04T11:30:00Z" and got.billed_node_hours == \
+        pytest.approx(8 * 336 + 8 * got.remainder["hours"])

@@ -37,7 +37,8 @@ _COST_ROWS = (("reserved_usd", "reserved nodes (billed every hour)"),
               ("spot_usd", "spot nodes"),
               ("spot_rework_usd", "spot rework (interruptions)"),
               ("egress_usd", "data gravity (egress + staged copy)"),
-              ("communication_usd", "communication overhead (TCP)"))
+              ("communication_usd", "communication overhead (TCP)"),
+              ("window_usd", "window purchase (Capacity Block, flex-start, calendar mode)"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -104,6 +105,7 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "parts": [part.as_dict() for part in c.parts],
         "commitment": commitment_doc(c, start),
         "spot_risk": c.spot_risk,
+        "window": c.window.as_dict() if c.window is not None else None,
         "rationale": c.rationale,
         "capacity_block": capacity_block_doc(c, stack),
         "price_disagreements": [d.as_dict() for d in c.price_disagreements],
@@ -132,6 +134,10 @@ def capacity_block_doc(c: ClusterDecision, stack=None) -> Optional[dict[str, Any
 
 
 def _demand(c: ClusterDecision) -> str:
+    w = c.spec.window
+    if w is not None:
+        return (f"{c.spec.gpus} x {c.spec.gpu}, {w.duration_hours:g} h of work between "
+                f"{_z(w.earliest_start)} and {_z(w.deadline)}")
     if not c.spec.has_profile:
         return f"{c.spec.gpus} x {c.spec.gpu}, {c.spec.hours_per_month:g} h/month"
     steps = " + ".join(f"{st.gpus} GPUs {st.hours_per_month:g} h" for st in c.spec.steps)
@@ -177,6 +183,56 @@ def render_terms(c: ClusterDecision, o: ui.Out, start: dt.date) -> None:
         o.print("Lock-in: none (no node at a commitment price)", indent=2)
 
 
+def _z(t) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quote_text(q: Optional[dict], estimated: bool) -> str:
+    if q is None:
+        return "-"
+    if q.get("offering_id") or (q.get("start") and q["kind"] == "calendar"):
+        price = (f"fee {_money(q['upfront_usd'])}" if q.get("upfront_usd") is not None
+                 else "availability")
+        what = (f"{q['kind']} offering {q.get('offering_id') or ''} {q.get('zone') or ''} "
+                f"{q['start']} - {q['end']}, {price}").replace("  ", " ")
+    else:
+        what = f"rate ${q['hourly_usd']:,.4f} per node-hour"
+    when = "quoted" if q.get("live") else "published"
+    return (f"{what} ({q['source']}, {when} {q['quoted_at'][:10]}"
+            + ("; estimated, availability not checked" if estimated else "") + ")")
+
+
+def _remainder_text(x: dict) -> str:
+    r = x.get("remainder")
+    if not r:
+        return ""
+    return (f"; then {r['hours']:.2f} h on {r['model']} {r['start']} - {r['end']} "
+            f"({_money(r['usd'])})")
+
+
+def render_window(c: ClusterDecision, o: ui.Out) -> None:
+    """Every purchase model priced for the window: allowed by the priority band, total, when
+    it runs, the quote behind it (with its date and start) or why it cannot be used."""
+    wd = c.window
+    o.print(f"Window: {wd.window.duration_hours:g} h of work between "
+            f"{_z(wd.window.earliest_start)} and {_z(wd.window.deadline)} (judged at "
+            f"{_z(wd.judged_at)}; * = this plan)", indent=2, style="bold")
+    rows = []
+    for x in sorted(wd.options, key=lambda x: (not x["feasible"], x["total_usd"] or 0.0)):
+        mark = " *" if x["model"] == wd.model else ""
+        rows.append([x["model"] + mark, "yes" if x["allowed"] else "no",
+                     _money(x["total_usd"]) if x["total_usd"] is not None else "-",
+                     x["start"] or "-", x["end"] or "-",
+                     (_quote_text(x["quote"], x["estimated"]) + _remainder_text(x))
+                     if x["feasible"] else (x["unavailable"] or "no price")])
+    o.print(o.table([ui.Col("model"), ui.Col("allowed"), ui.Col("total", right=True),
+                     ui.Col("run starts"), ui.Col("run ends"),
+                     ui.Col("quote (date, start) / why not", wrap=True)], rows, indent=4))
+    if wd.months > 1:
+        o.print(f"{_money(wd.total_usd)} over {wd.months} months: {_money(wd.monthly_usd)} a "
+                "month in the plan", indent=2)
+
+
 def spot_risk_text(r: dict) -> str:
     """One line: the rate the rework was priced with and where it comes from, dated."""
     rate = f"{r['interruptions_per_hour']:.6f} interruptions per node-hour"
@@ -214,9 +270,12 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
     o.print("Cost breakdown (per month)", indent=2, style="bold")
     costs = c.costs.as_dict()
     o.print(o.table([ui.Col("cost"), ui.Col("$/month", right=True)],
-                    [[label, _money(costs[key])] for key, label in _COST_ROWS]
+                    [[label, _money(costs[key])] for key, label in _COST_ROWS
+                     if key != "window_usd" or costs[key]]
                     + [[("total", "bold"), (_money(costs["monthly_usd"]), "bold")]],
                     indent=4))
+    if c.window is not None:
+        render_window(c, o)
     if c.spec.has_profile:
         render_parts(c, o)
     if c.terms:

@@ -20,6 +20,8 @@ RESERVATION_TYPES = frozenset({
     "gcp:compute/reservation:Reservation",
     # a reservation with a compact placement policy (infra.clouds.gcp.reservation)
     "pulumi-python:dynamic/gpulease:GceReservation",
+    # a window's calendar-mode future reservation (docs/policy.md, "Windows")
+    "gcp:compute/futureReservation:FutureReservation",
 })
 BUCKET_TYPES = frozenset({
     "aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2", "gcp:storage/bucket:Bucket",
@@ -57,7 +59,8 @@ def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],
         return 0.0
     c = d.costs
     if type_ in RESERVATION_TYPES:
-        return c.reserved_usd if ctx.reservation_created else 0.0
+        # a window's Capacity Block or calendar-mode reservation carries its purchase
+        return c.reserved_usd + c.window_usd if ctx.reservation_created else 0.0
     role = ctx.roles.get(name) if type_ in COMPUTE_GROUP_TYPES else None
     total = 0.0
     if role is not None:
@@ -70,6 +73,8 @@ def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],
             total += c.reserved_usd
     if name == ctx.anchor:
         total += c.communication_usd
+        if not ctx.reservation_created:
+            total += c.window_usd   # a flex-start run: on the node group that runs it
         if ctx.egress_anchor is None:
             total += c.egress_usd
     return total

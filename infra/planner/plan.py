@@ -82,7 +82,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             shared_hourly += cost / HOURS_PER_MONTH
 
     for c in env.clusters:
-        for model in ("reserved", "on_demand", "spot"):
+        for model in ("reserved", "on_demand", "spot", "window"):
             v = getattr(c.costs, f"{model}_usd") + (c.costs.spot_rework_usd if model == "spot" else 0)
             if v:
                 by_model[model] += v
@@ -189,6 +189,7 @@ def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
         "commitment_horizon_months": c.commitment_horizon_months,
         "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
         "spot_risk": c.spot_risk,
+        "window": c.window.as_dict() if c.window is not None else None,
         "rationale": c.rationale,
         "capacity_block": capacity_block_json(getattr(c.spec, "capacity_block", None), now),
         # prices whose sources disagree beyond PRICE_DISAGREEMENT_PCT (docs/catalog.md)

@@ -45,6 +45,9 @@ class Candidate:
     objective_usd: Optional[float] = None
     #: months billed / horizon of the reserved part (1.0 = no lock-in beyond the horizon).
     lock_in_factor: float = 1.0
+    #: a window's choice: (the WindowOption kept, every option priced, the allowed models)
+    #: (``infra.policy.window_choice``); None = a monthly load.
+    window: Optional[tuple] = None
 
     @property
     def feasible(self) -> bool:
@@ -65,6 +68,10 @@ class Candidate:
     def hourly_usd(self) -> float:
         if self.purchase is None:
             return 0.0
+        if self.window is not None:
+            opt = self.window[0]
+            return opt.total_usd * opt.nodes / opt.billed_node_hours if opt.billed_node_hours \
+                else 0.0
         o = self.offering
         p = self.purchase
         r = self.reserved_rate
@@ -487,6 +494,12 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
         if reason is None:
             reason = why
 
+    if spec.window is not None:
+        from infra.policy.window_choice import window_candidate
+
+        return window_candidate(spec, o, ctx, forced, nodes=nodes, gpus=gpus,
+                                distributed=distributed, network=network, gang=gang,
+                                tcp_gang=tcp_gang, egress=egress, ds=ds, rejected=reason)
     shape = Shape(spec, o, steps, nodes, gang, tcp_gang, egress,
                   ctx.spot_risk(o)[0])
     best: Optional[Priced] = None

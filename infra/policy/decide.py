@@ -131,6 +131,13 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
     decisions = []
     for i, spec in enumerate(stack.clusters):
         c, q, col = chosen[i], quotes[i], chosen_cols[i]
+        if c.window is not None:
+            nxt = next((j for j in ranked[i] if j != col), None)
+            runner = None if nxt is None else (q.offerings[nxt], float(q.objective[nxt]))
+            decisions.append(_window_decision(
+                spec, c, q, orders[i], col, len(ranked[i]), runner, rules, ctx,
+                shared_users if i in displaced else None))
+            continue
         blocks = ctx.blocks_of(spec, c)
         months, committed = lock_in(c.offering, c.term, c.costs)
         nxt = next((j for j in ranked[i] if j != col), None)
@@ -221,6 +228,8 @@ _HINTS = (
     ("template", "remove {path}.template"),
     ("no price", "change {path}.gpu or {path}.priority"),
     ("local zones", "list the region under gpulease:clouds.aws.local_zones"),
+    ("window", "widen {path}.window (start earlier, a later deadline) or read live quotes "
+               "(gpulease catalog quotes)"),
     ("not sold", "change {path}.gpu, or let a purchase model it is sold with apply "
                  "({path}.priority / checkpoint_minutes; docs/catalog.md 'Purchase options')"),
 )
@@ -486,9 +495,42 @@ def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: fl
     return f"cost (+{_money(delta)}/month)"
 
 
+def _window_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_ok: int, nxt,
+                     rules, ctx: Context, quota_users) -> ClusterDecision:
+    """The decision of a cluster with a window (docs/policy.md, "Windows")."""
+    from infra.policy import window_choice as WC
+
+    best, opts, allowed = c.window
+    wd = WC.decision_of(spec, best, opts, allowed, ctx.now)
+    blocks = (WC.block_of(best, c.costs),)
+    if nxt is None:
+        where = "is the only feasible candidate"
+    else:
+        other, m = nxt
+        where = (f"is the cheapest of {n_ok} feasible candidates; next best "
+                 f"{other.cloud}:{other.region} {other.instance_type} "
+                 f"costs +{_money(_delta(m, c.objective))}/month")
+    o = c.offering
+    text = (f"{_where(c)} ({c.nodes} x {o.gpus_per_node} {o.gpu}) {where}. "
+            f"{WC.rationale(spec, wd, rules)} {_template_text(spec, c, ctx.stack)}")
+    alts = list(_alternatives(spec, c, q, order, col, rules, ctx, quota_users, variants=False))
+    extra = [a for _, a in sorted(WC.alternatives(spec, wd, o, rules), key=lambda t: t[0])]
+    keep = (extra + alts)[:max(rules.max_alternatives, len(extra[:3]))] \
+        if rules.max_alternatives else []
+    committed = wd.total_usd if best.model == "commitment" else 0.0
+    return ClusterDecision(
+        spec=spec, offering=o, nodes=c.nodes, purchase=c.purchase, network=c.network,
+        template=c.template, hourly_usd=c.hourly_usd, costs=c.costs, rationale=text,
+        alternatives=tuple(keep), zone=wd.quote.get("zone") if wd.quote and wd.quote.get(
+            "zone") and o.cloud == "gcp" else chosen_zone(c),
+        commitment_term=c.term, distributed=c.distributed, blocks=blocks, terms=(),
+        commitment_horizon_months=rules.commitment_horizon_months, committed_usd=committed,
+        lock_in_months=best.lock_in_months, spot_risk=spot_risk_doc(ctx, o), window=wd)
+
+
 def _alternatives(spec: ClusterSpec, chosen: Candidate, q: Quotes, order, col,
-                  rules: PolicyRules, ctx: Context, quota_users: Optional[dict]
-                  ) -> tuple[Alternative, ...]:
+                  rules: PolicyRules, ctx: Context, quota_users: Optional[dict],
+                  variants: bool = True) -> tuple[Alternative, ...]:
     base = chosen.objective
     per = "/month over the horizon" if rules.commitment_term == "auto" else "/month"
     alts: list[tuple[tuple, Alternative]] = []
@@ -532,6 +574,9 @@ def _alternatives(spec: ClusterSpec, chosen: Candidate, q: Quotes, order, col,
         alts.append(((m is None, m or 0.0), Alternative(
             o.cloud, o.region, o.instance_type, purchase, None if m is None else monthly[j],
             why)))
+    if not variants:
+        alts.sort(key=lambda t: (t[0], t[1].cloud, t[1].region, t[1].instance_type))
+        return tuple(a for _, a in alts[:rules.max_alternatives])
     # The chosen offering with the purchase models the rules or the math ruled out: every node
     # on one model (each node keeping the hours of its demand step).
     o, n = chosen.offering, chosen.nodes

@@ -42,9 +42,12 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence
 
 from infra.model import HOURS_PER_MONTH, TERM_MONTHS
-from infra.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CB_END_UTC, CB_MAX_ADVANCE_DAYS,
-                          CB_MAX_INSTANCES, CB_TERMINATION_LEAD_MINUTES,
+from infra.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CB_DAY_STEPS_UP_TO_DAYS, CB_END_UTC,
+                          CB_MAX_ADVANCE_DAYS, CB_MAX_DAYS, CB_MAX_INSTANCES,
+                          CB_TERMINATION_LEAD_MINUTES, CB_WEEK_STEP_DAYS,
                           FLEX_START_MAX_RUN_HOURS, block_hours_for, calendar_days_for)
+
+CB_DAY_STEPS, CB_MAX_BLOCK_DAYS = CB_DAY_STEPS_UP_TO_DAYS, CB_MAX_DAYS
 from infra.quotes.model import Quote, iso, utc
 
 #: every model a work item can be bought with (what `explain` lists, in this order).
@@ -95,6 +98,11 @@ class WorkItem:
     flex_start_queue_hours: float = 24.0
     #: a live offering older than this is not used (offerings change by the hour).
     quote_max_age_hours: float = 24.0
+    #: checkpointed work can move between purchases (a block, then the remainder); with
+    #: ``remainder_rate`` the part a block cannot hold runs on ``remainder_model``.
+    checkpointed: bool = False
+    remainder_rate: Optional[float] = None
+    remainder_model: str = "on_demand"
     #: cloud of the offering (Capacity Blocks are AWS, flex-start / calendar GCP).
     cloud: str = "aws"
     region: str = ""
@@ -142,6 +150,14 @@ class WindowOption:
     unavailable: Optional[str] = None
     #: other quotes of the kind that were looked at and why they were not used.
     passed_over: tuple = field(default=())
+    #: the part of the run a block cannot hold, on another model: {model, hours, usd, start,
+    #: end, node_hour_usd} (checkpointed work only).
+    remainder: Optional[dict] = None
+    #: the capacity bought and its time: a block from its start to its end, a calendar-mode
+    #: reservation's whole days, a reservation / flex-start run for the run (None: on-demand,
+    #: spot, a commitment). Nodes bought so are billed until ``bought_until``.
+    bought_from: Optional[dt.datetime] = None
+    bought_until: Optional[dt.datetime] = None
 
     @property
     def feasible(self) -> bool:
@@ -161,6 +177,10 @@ class WindowOption:
                 "lock_in_months": self.lock_in_months, "estimated": self.estimated,
                 "unavailable": self.unavailable,
                 "quote": self.quote.as_dict() if self.quote is not None else None,
+                "bought_from": iso(self.bought_from), "bought_until": iso(self.bought_until),
+                "remainder": None if self.remainder is None else {
+                    k: (round(v, 4) if isinstance(v, float) else v)
+                    for k, v in self.remainder.items()},
                 "passed_over": [{"quote": q.as_dict(), "why": why} for q, why in self.passed_over]}
 
 
@@ -182,9 +202,11 @@ def on_demand(w: WorkItem, rate: Optional[float], model: str = "on_demand") -> W
         return WindowOption(model, nodes=w.nodes, unavailable=f"no price ({what} rate)")
     start = w.first_start
     usd = w.nodes * rate * d
+    bought = (start, _after(start, d)) if model == "reservation" else (None, None)
     return WindowOption(model, total_usd=usd, compute_usd=usd, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * d, nodes=w.nodes,
-                        unavailable=_too_short(w, d))
+                        unavailable=_too_short(w, d), bought_from=bought[0],
+                        bought_until=bought[1])
 
 
 def commitment(w: WorkItem, rate: Optional[float], term: str) -> WindowOption:
@@ -237,7 +259,8 @@ def flex_start(w: WorkItem, rate: Optional[float], quote: Optional[Quote] = None
     start = _after(w.first_start, w.flex_start_queue_hours)
     return WindowOption("flex_start", total_usd=usd, compute_usd=usd, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * d, nodes=w.nodes,
-                        quote=quote, unavailable=why)
+                        quote=quote, unavailable=why, bought_from=start,
+                        bought_until=_after(start, d))
 
 
 def _next_block_start(t: dt.datetime) -> dt.datetime:
@@ -246,9 +269,69 @@ def _next_block_start(t: dt.datetime) -> dt.datetime:
     return s if s >= utc(t) else s + dt.timedelta(days=1)
 
 
+def _hours(a: dt.datetime, b: dt.datetime) -> float:
+    return (utc(b) - utc(a)).total_seconds() / 3600.0
+
+
+def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fee: float,
+               count: int, estimated: bool) -> tuple[Optional[WindowOption], Optional[str]]:
+    """A block [bstart, bend] for the work item: the run inside it (AWS stops instances 30 min
+    before the end), or - checkpointed work only - inside it plus the rest on the remainder
+    model right after (or right before) it, one restart's lost work included."""
+    d, n = w.run_hours, w.nodes
+    lead = CB_TERMINATION_LEAD_MINUTES / 60.0
+    ustart = max(utc(bstart), w.first_start)
+    stop = utc(bend) - dt.timedelta(hours=lead)
+    uend = min(stop, utc(w.deadline))
+    usable = _hours(ustart, uend)
+    if usable <= 0:
+        return None, (f"no usable hour between {iso(ustart)} and {iso(uend)} (instances stop "
+                      f"{CB_TERMINATION_LEAD_MINUTES} min before the block ends)")
+    base = dict(quote=q, nodes=n, estimated=estimated,
+                billed_node_hours=count * _hours(bstart, bend), bought_from=utc(bstart),
+                bought_until=utc(bend))
+    if usable + 1e-9 >= d:
+        return WindowOption("capacity_block", total_usd=fee, compute_usd=fee, run_hours=d,
+                            start=ustart, end=_after(ustart, d), **base), None
+    if not w.checkpointed or w.remainder_rate is None:
+        return None, (f"{usable:.1f} usable h from {iso(ustart)} (instances stop "
+                      f"{CB_TERMINATION_LEAD_MINUTES} min before the end) < {d:.1f} h, and "
+                      + ("the work is not checkpointed: it cannot move off the block"
+                         if not w.checkpointed else "no rate to finish it on"))
+    rest = d - usable + w.lost_hours
+    extra = n * w.remainder_rate * rest
+    after = _hours(stop, w.deadline)
+    before = _hours(w.first_start, ustart)
+    if after + 1e-9 >= rest:
+        rstart, rend, start, end = stop, _after(stop, rest), ustart, _after(stop, rest)
+    elif before + 1e-9 >= rest:
+        rstart, rend = _after(ustart, -rest), ustart
+        start, end = rstart, _after(ustart, usable)
+    else:
+        return None, (f"{usable:.1f} usable h in the block; the other {rest:.1f} h (restart "
+                      f"included) fit neither before it ({before:.1f} h) nor after it until the "
+                      f"deadline ({after:.1f} h)")
+    rem = {"model": w.remainder_model, "hours": rest, "usd": extra, "start": iso(rstart),
+           "end": iso(rend), "node_hour_usd": w.remainder_rate}
+    return WindowOption("capacity_block", total_usd=fee + extra, compute_usd=fee + extra,
+                        run_hours=_hours(start, end), start=start, end=end,
+                        remainder=rem, **dict(base, billed_node_hours=base["billed_node_hours"]
+                                              + n * rest)), None
+
+
+def _floor_block_hours(hours: float) -> Optional[int]:
+    """The longest Capacity Block duration not above ``hours`` (None below one day)."""
+    days = int(hours // 24)
+    if days > CB_DAY_STEPS:
+        days = max(CB_DAY_STEPS, CB_WEEK_STEP_DAYS * (days // CB_WEEK_STEP_DAYS))
+    days = min(days, CB_MAX_BLOCK_DAYS)
+    return days * 24 if days >= 1 else None
+
+
 def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
-    """The cheapest Capacity Block that holds the run: a live offering, else a block estimated
-    from a published rate (the earliest 11:30 UTC start in the window)."""
+    """The cheapest Capacity Block plan for the work item: a live offering, else blocks
+    estimated from a published rate from the first 11:30 UTC in the window (the shortest
+    covering the run, and for checkpointed work the longest shorter one plus the remainder)."""
     d = w.run_hours
     lead = CB_TERMINATION_LEAD_MINUTES / 60.0
     if w.cloud != "aws":
@@ -273,44 +356,36 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
             why = q.expired(w.now, w.quote_max_age_hours)
             if why is None and (q.instance_count or 0) < w.nodes:
                 why = f"{q.instance_count} instances < {w.nodes} nodes"
-            usable_start = max(utc(q.start), w.first_start)
-            usable = (utc(q.end) - usable_start).total_seconds() / 3600.0 - lead
-            if why is None and utc(q.end) > utc(w.deadline):
-                why = f"ends {iso(q.end)}, after the deadline {iso(w.deadline)}"
-            if why is None and usable + 1e-9 < d:
-                why = (f"{max(usable, 0):.1f} usable h from {iso(usable_start)} (instances "
-                       f"stop {CB_TERMINATION_LEAD_MINUTES} min before the end) < {d:.1f} h")
+            if why is None:
+                opt, why = _fit_block(w, q, q.start, q.end, q.upfront_usd, q.instance_count,
+                                      estimated=False)
             if why is not None:
                 passed.append((q, why))
                 continue
-            consider(WindowOption("capacity_block", total_usd=q.upfront_usd,
-                                  compute_usd=q.upfront_usd, run_hours=d, start=usable_start,
-                                  end=_after(usable_start, d),
-                                  billed_node_hours=q.instance_count * q.hours, nodes=w.nodes,
-                                  quote=q, lock_in_months=0))
+            consider(opt)
             continue
-        # a published rate: estimate the earliest block that fits
-        hours = block_hours_for(d + lead)
-        if hours is None:
-            passed.append((q, f"{d:.1f} h is longer than the longest block (182 days)"))
-            continue
+        # a published rate: estimate blocks from the first 11:30 UTC in the window
         start = _next_block_start(w.first_start)
-        end = _after(start, hours)
-        why = None
         if start > latest:
-            why = (f"the earliest block start {iso(start)} is more than eight weeks ahead of "
-                   f"{iso(w.now)}")
-        elif end > utc(w.deadline):
-            why = (f"a {hours} h block from {iso(start)} (blocks start and end at 11:30 UTC) "
-                   f"ends {iso(end)}, after the deadline {iso(w.deadline)}")
-        if why is not None:
-            passed.append((q, why))
+            passed.append((q, f"the earliest block start {iso(start)} is more than eight "
+                              f"weeks ahead of {iso(w.now)}"))
             continue
-        fee = q.hourly_usd * w.nodes * hours
-        consider(WindowOption("capacity_block", total_usd=fee, compute_usd=fee, run_hours=d,
-                              start=start, end=_after(start, d),
-                              billed_node_hours=w.nodes * hours, nodes=w.nodes, quote=q,
-                              estimated=True))
+        lengths = [block_hours_for(d + lead)]
+        if w.checkpointed and w.remainder_rate is not None:
+            lengths.append(_floor_block_hours(d + lead))
+        found = False
+        for hours in dict.fromkeys(h for h in lengths if h):
+            fee = q.hourly_usd * w.nodes * hours
+            opt, why = _fit_block(w, q, start, _after(start, hours), fee, w.nodes,
+                                  estimated=True)
+            if opt is not None:
+                consider(opt)
+                found = True
+            else:
+                last = why
+        if not found:
+            passed.append((q, last if lengths[0] else
+                           f"{d:.1f} h is longer than the longest block (182 days)"))
     if best is None:
         why = ("no Capacity Block quote for the type in the region" if not passed else
                "no quoted block fits: " + "; ".join(why for _, why in passed[:3]))
@@ -357,7 +432,8 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
         start = utc(q.start)
         return WindowOption("calendar", total_usd=fee, compute_usd=fee, run_hours=d, start=start,
                             end=_after(start, d), billed_node_hours=w.nodes * hours,
-                            nodes=w.nodes, quote=q, passed_over=tuple(passed))
+                            nodes=w.nodes, quote=q, passed_over=tuple(passed),
+                            bought_from=start, bought_until=_after(start, hours))
     if offers:
         return WindowOption("calendar", nodes=w.nodes, passed_over=tuple(passed),
                             unavailable="no calendar-mode recommendation fits: "
@@ -371,7 +447,8 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
                f"{iso(w.deadline)}")
     return WindowOption("calendar", total_usd=fee, compute_usd=fee, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * hours, nodes=w.nodes,
-                        quote=rate_quote, estimated=True, unavailable=why)
+                        quote=rate_quote, estimated=True, unavailable=why, bought_from=start,
+                        bought_until=_after(start, hours))
 
 
 def _better(a: WindowOption, b: WindowOption) -> bool:

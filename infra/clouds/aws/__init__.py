@@ -175,11 +175,16 @@ def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec
                     " purchase, which also needs the cluster in "
                     "gpulease:allow_prepaid_replacement)", source=stack.source))
         return pin
-    hours = builders.capacity_block_hours(c.spec.hours_per_month)
+    # a window's block: the hours and the dates the policy priced (docs/policy.md "Windows")
+    block = builders.window_block(c)
+    hours = block["hours"] if block else builders.capacity_block_hours(c.spec.hours_per_month)
+    dates = ({"start_date_range": block["start"], "end_date_range": block["end"]} if block
+             else {})
     try:
         offer = aws.ec2.get_capacity_block_offering(
             capacity_duration_hours=hours, instance_count=c.purchase.reserved,
-            instance_type=c.offering.instance_type, opts=pulumi.InvokeOptions(provider=provider))
+            instance_type=c.offering.instance_type, opts=pulumi.InvokeOptions(provider=provider),
+            **dates)
     except Exception as exc:  # noqa: BLE001 - the provider's "nothing found" is an exception
         return Finding(c.spec.config_path, f"no EC2 Capacity Block offering for "
                        f"{c.purchase.reserved} x {c.offering.instance_type} for {hours} h in "

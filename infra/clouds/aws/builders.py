@@ -169,10 +169,68 @@ def asg_capacity(decision: ClusterDecision, *, without_reserved: bool = False) -
             "on_demand_percentage_above_base_capacity": 0 if nodes > base else 100}
 
 
+def window_model(decision: ClusterDecision) -> Optional[str]:
+    """How a cluster's window is bought ("capacity_block", "reservation", ...); None for a
+    monthly load (docs/policy.md, "Windows")."""
+    w = getattr(decision, "window", None)
+    return w.model if w is not None else None
+
+
+def window_block(decision: ClusterDecision) -> Optional[dict]:
+    """The Capacity Block a window decision buys: {hours, start, end, nodes}, the block's own
+    time (a remainder run on other capacity is not part of it); None when the window is not a
+    block."""
+    w = getattr(decision, "window", None)
+    if w is None or w.model != "capacity_block" or w.bought_from is None:
+        return None
+    hours = round((w.bought_until - w.bought_from).total_seconds() / 3600.0)
+    return {"hours": hours, "start": _z(w.bought_from), "end": _z(w.bought_until),
+            "nodes": w.nodes}
+
+
+#: minutes before AWS begins to terminate a block's instances (30 min before its end) at which
+#: gpulease scales the block's group in: the nodes' shutdown runs the checkpoint hook. gpulease's
+#: margin, not an AWS figure.
+BLOCK_DRAIN_MINUTES = 15
+
+
+def block_schedule(block: dict) -> list[tuple[str, str, int]]:
+    """Scheduled actions of a window's block group: (name suffix, start time, desired size):
+    up to the block's nodes at its start, down to 0 ``BLOCK_DRAIN_MINUTES`` before AWS's own
+    termination starts (EC2 User Guide, "Work with Capacity Blocks": 30 minutes before the
+    end)."""
+    import datetime as _dt
+
+    from infra.quotes import CB_TERMINATION_LEAD_MINUTES
+    from infra.quotes.model import parse_time
+
+    end = parse_time(block["end"]) - _dt.timedelta(
+        minutes=CB_TERMINATION_LEAD_MINUTES + BLOCK_DRAIN_MINUTES)
+    return [("start", block["start"], block["nodes"]), ("drain", _z(end), 0)]
+
+
+def _z(t) -> str:
+    import datetime as _dt
+
+    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def reservation_end(decision: ClusterDecision) -> Optional[str]:
+    """When a window's capacity reservation (ODCR) ends (RFC 3339): the end of the run; None =
+    unlimited (a monthly load's reservation, or one backing a commitment)."""
+    w = getattr(decision, "window", None)
+    if w is None or w.model != "reservation":
+        return None
+    return _z(w.end)
+
+
 def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
-    """Reserved nodes get an ODCR / Capacity Block, except in a dev stack that did not ask."""
+    """Reserved nodes get an ODCR / Capacity Block, except in a dev stack that did not ask (a
+    window bought as a Capacity Block or a reservation always gets one: that is the purchase)."""
     if decision.purchase.reserved == 0:
         return False
+    if window_model(decision) in ("capacity_block", "reservation"):
+        return True
     spec = stack.clouds.get("aws")
     flag = getattr(spec, "capacity_reservations", None)
     if flag is not None:
@@ -182,9 +240,12 @@ def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
 
 def uses_capacity_block(stack: StackSpec, d: ClusterDecision) -> bool:
     """The reserved nodes of an AWS cluster are a Capacity Block (the stack asks for blocks and
-    the type is sold as one, ``infra.quotes.CAPACITY_BLOCK_TYPES``); otherwise an ODCR."""
+    the type is sold as one, ``infra.quotes.CAPACITY_BLOCK_TYPES``; or the policy bought the
+    cluster's window as a block); otherwise an ODCR."""
     from infra.quotes import CAPACITY_BLOCK_TYPES
 
+    if window_model(d) is not None:      # a window: the policy chose (or did not choose) one
+        return d.cloud == "aws" and window_model(d) == "capacity_block"
     aws = stack.clouds.get("aws")
     return bool(d.cloud == "aws" and aws is not None and wants_reservation(stack, d)
                 and aws.capacity_blocks and d.offering.instance_type in CAPACITY_BLOCK_TYPES)

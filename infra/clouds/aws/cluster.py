@@ -176,7 +176,10 @@ class GpuCluster(pulumi.ComponentResource):
                 f"{name}-odcr", instance_type=d.offering.instance_type,
                 instance_platform="Linux/UNIX", availability_zone=az,
                 instance_count=p.reserved, instance_match_criteria="targeted",
-                end_date_type="unlimited",
+                # a window's reservation ends with its run (billed from creation: pulumi-aws
+                # 7.51 has no start date for future-dated reservations; docs/policy.md)
+                **({"end_date_type": "limited", "end_date": builders.reservation_end(d)}
+                   if builders.reservation_end(d) else {"end_date_type": "unlimited"}),
                 placement_group_arn=self.placement_group.arn if self.placement_group else None,
                 opts=child)
             reservation_spec = {"capacity_reservation_target": {
@@ -268,8 +271,15 @@ class GpuCluster(pulumi.ComponentResource):
                 f"{name}-block-lt", market={"market_type": "capacity-block"},
                 crs={"capacity_reservation_target": {
                     "capacity_reservation_id": self.reservation.id}}, model="reserved")
+            window = builders.window_block(d)
+            if window and args.capacity_block is not None and args.capacity_block.start:
+                # the block bought (pinned): its own start and end
+                window = dict(window, start=args.capacity_block.start,
+                              end=args.capacity_block.end)
             self.block_asg = aws.autoscaling.Group(
-                block_asg_name, max_size=p.reserved, desired_capacity=p.reserved,
+                block_asg_name, max_size=p.reserved,
+                # a window's block: empty until the block starts (the schedules below)
+                desired_capacity=0 if window else p.reserved,
                 launch_template={"id": self.block_launch_template.id,
                                  "version": "$Latest"},
                 capacity_reservation_specification={
@@ -282,6 +292,16 @@ class GpuCluster(pulumi.ComponentResource):
                 # The block's instances launch in the offering's AZ only.
                 **{**common, "vpc_zone_identifiers": [s.id for s in net.subnets_for(
                     (args.capacity_block.availability_zone,), one_az=True)]})
+            self.block_schedules = []
+            if window:
+                # Scale up when the block starts; drain before AWS begins to terminate its
+                # instances (30 min before the end), leaving the nodes time to checkpoint.
+                for suffix, when, size in builders.block_schedule(window):
+                    self.block_schedules.append(aws.autoscaling.Schedule(
+                        f"{name}-block-{suffix}", autoscaling_group_name=self.block_asg.name,
+                        scheduled_action_name=f"gpulease-{d.name}-block-{suffix}",
+                        start_time=when, desired_capacity=size, min_size=0,
+                        max_size=p.reserved, opts=child))
         self.register_outputs({
             "asg": self.asg.name if self.asg else None,
             "block_asg": self.block_asg.name if self.block_asg else None,

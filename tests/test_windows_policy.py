@@ -1,0 +1,168 @@
+"""Windows as a purchase model: config, the policy's choice among the models, explain and JSON."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from infra.catalog import load_catalog
+from infra.config import parse_stack_config
+from infra.errors import ConfigError, PolicyError
+from infra.policy import decide
+from infra.quotes.model import Quote, QuoteBook
+from infra.quotes.store import shipped_book
+
+UTC = dt.timezone.utc
+NOW = dt.datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+WINDOW = {"earliest_start": "2027-01-04T00:00:00Z", "deadline": "2027-01-25T00:00:00Z",
+          "duration_hours": 240}
+
+
+def values(*clusters, aws=("us-east-1", "us-east-2", "us-west-2"), gcp=("us-central1",),
+           policy=None) -> dict:
+    v = {"gpulease:owner": "ml", "gpulease:cost_center": "cc", "gpulease:budget_monthly_usd": 1e9,
+         "gpulease:clouds": {"aws": {"regions": list(aws)},
+                             "gcp": {"project": "acme-ml-dev", "regions": list(gcp)}},
+         "gpulease:clusters": list(clusters)}
+    if policy:
+        v["gpulease:policy"] = policy
+    return v
+
+
+def pretrain(**kw) -> dict:
+    return {"name": "pretrain", "gpu": "H100", "gpus": 64, "priority": 9,
+            "window": dict(WINDOW), **kw}
+
+
+def plan(*clusters, quotes=None, now=NOW, **kw):
+    cat = load_catalog()
+    spec = parse_stack_config(values(*clusters, **kw), stack="t", source="stacks/Pulumi.t.yaml",
+                              catalog=cat)
+    return decide(spec, cat, quotes=quotes if quotes is not None else shipped_book(), now=now)
+
+
+# ---- config -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cluster,path,msg", [
+    (pretrain(window={**WINDOW, "earliest_start": "next monday"}), "window.earliest_start",
+     "is not an RFC 3339 time"),
+    (pretrain(window={**WINDOW, "deadline": "2027-01-03T00:00:00Z"}), "window.deadline",
+     "must be after"),
+    (pretrain(window={**WINDOW, "duration_hours": 600}), "window.duration_hours",
+     "does not fit in the window (504 h"),
+    (pretrain(hours_per_month=200), "hours_per_month", "leave it out when"),
+    (pretrain(demand=[{"gpus": 8, "hours_per_month": 730}]), "demand", "leave it out when"),
+    ({k: v for k, v in pretrain().items() if k != "gpus"}, "gpus", "required key is missing"),
+    (pretrain(window={**WINDOW, "duration_hours": -1}), "window.duration_hours", "must be > 0"),
+    (pretrain(window={**WINDOW, "durationHours": 5}), "window.durationHours", "unknown key"),
+])
+def test_window_config_errors_are_located(cluster, path, msg):
+    with pytest.raises(ConfigError) as exc:
+        parse_stack_config(values(cluster), stack="t", source="stacks/Pulumi.t.yaml",
+                           catalog=load_catalog())
+    text = str(exc.value)
+    assert f"gpulease:clusters[0].{path}" in text and msg in text, text
+
+
+def test_a_window_parses_into_the_spec():
+    spec = parse_stack_config(values(pretrain()), stack="t", source="s", catalog=load_catalog())
+    c = spec.clusters[0]
+    assert c.window.earliest_start == dt.datetime(2027, 1, 4, tzinfo=UTC)
+    assert c.window.duration_hours == 240 and c.hours_per_month == 240 and c.demand == ()
+
+
+# ---- the choice ---------------------------------------------------------------------------------
+def test_guaranteed_work_takes_the_capacity_block_over_a_reservation():
+    d = plan(pretrain()).clusters[0]
+    w = d.window
+    assert (d.region, d.offering.instance_type, w.model) == ("us-east-1", "p5.48xlarge",
+                                                             "capacity_block")
+    assert w.total_usd == pytest.approx(39.33 * 8 * 264) and w.estimated
+    assert w.start == dt.datetime(2027, 1, 4, 11, 30, tzinfo=UTC)
+    assert d.monthly_usd == pytest.approx(w.total_usd) and d.costs.window_usd == w.total_usd
+    assert d.purchase.reserved == 8
+    assert "published 2024-12-31" in d.rationale and "availability not checked" in d.rationale
+    assert "+$22,611.84" in d.rationale       # the reservation at the on-demand rate
+    models = {o["model"]: o for o in w.options}
+    assert models["reservation"]["total_usd"] == pytest.approx(105_676.80)
+    assert not models["spot"]["allowed"] and not models["on_demand"]["allowed"]
+
+
+def test_a_fresh_live_offering_beats_the_published_rate_and_a_stale_one_does_not():
+    offer = Quote(kind="capacity_block", cloud="aws", region="us-east-2",
+                  instance_type="p5.48xlarge", quoted_at=NOW - dt.timedelta(hours=2),
+                  source="aws:DescribeCapacityBlockOfferings",
+                  start=dt.datetime(2027, 1, 6, 11, 30, tzinfo=UTC),
+                  end=dt.datetime(2027, 1, 17, 11, 30, tzinfo=UTC), instance_count=8,
+                  upfront_usd=60_000.0, zone="us-east-2b", offering_id="cb-0123456789abcdef0",
+                  live=True)
+    book = shipped_book()
+    book.add([offer])
+    d = plan(pretrain(), quotes=book).clusters[0]
+    assert d.region == "us-east-2" and d.window.quote["offering_id"] == "cb-0123456789abcdef0"
+    assert d.window.total_usd == 60_000.0 and not d.window.estimated
+    stale = shipped_book()
+    stale.add([dataclasses.replace(offer, quoted_at=NOW - dt.timedelta(hours=30))])
+    d = plan(pretrain(), quotes=stale).clusters[0]
+    assert d.window.quote.get("offering_id") is None and d.window.total_usd > 80_000
+
+
+def test_checkpointed_work_takes_a_shorter_block_and_finishes_on_a_reservation():
+    d = plan(pretrain(checkpoint_minutes=30)).clusters[0]
+    w = d.window
+    rest = 240 - 239.5 + 25 / 60
+    assert w.model == "capacity_block" and len(w.options) == 7
+    chosen = next(o for o in w.options if o["model"] == "capacity_block")
+    assert chosen["remainder"]["model"] == "reservation"
+    assert chosen["remainder"]["start"] == "2027-01-14T11:00:00Z"
+    assert w.total_usd == pytest.approx(39.33 * 8 * 240 + 55.04 * 8 * rest)
+    assert w.end == dt.datetime(2027, 1, 14, 11, 55, tzinfo=UTC)
+
+
+def test_spot_band_takes_spot_and_mid_band_the_block():
+    low = plan(pretrain(priority=3, checkpoint_minutes=30)).clusters[0]
+    assert low.window.model == "spot" and low.purchase.spot == 8
+    mid = plan(pretrain(priority=6)).clusters[0]
+    assert mid.window.model == "capacity_block"
+
+
+def test_a_window_that_has_passed_fails_with_the_reason():
+    with pytest.raises(PolicyError) as exc:
+        plan(pretrain(), now=dt.datetime(2027, 1, 24, tzinfo=UTC))
+    text = str(exc.value)
+    assert "window (priority 9, guaranteed capacity only" in text
+    assert "widen gpulease:clusters[0].window" in text
+
+
+def test_flex_start_from_a_quoted_rate_for_gcp_only_work():
+    flex = Quote(kind="flex_start", cloud="gcp", region="us-central1",
+                 instance_type="a3-highgpu-8g", quoted_at=NOW, source="gcp:cloudbilling.skus",
+                 hourly_usd=38.0, live=True)
+    book = QuoteBook(quotes=[flex])
+    job = {"name": "tune", "gpu": "H100", "gpus": 16, "priority": 6, "checkpoint_minutes": 60,
+           "window": {"earliest_start": "2027-01-04", "deadline": "2027-01-12",
+                      "duration_hours": 100}}
+    d = plan(job, aws=("us-east-1",), quotes=book).clusters[0]
+    # the only cheaper way: p5 on-demand is 2 x 55.04 x 100 = $11,008; flex 2 x 38 x 100 = $7,600
+    assert (d.cloud, d.window.model) == ("gcp", "flex_start")
+    assert d.window.total_usd == pytest.approx(7_600.0)
+    assert d.window.start == dt.datetime(2027, 1, 5, tzinfo=UTC)     # after the 24 h queue
+    long = dict(job, window=dict(job["window"], duration_hours=170))
+    d = plan(long, aws=("us-east-1",), quotes=book).clusters[0]
+    assert d.window.model != "flex_start"     # 170 h: more than one flex-start run (168 h)
+
+
+def test_explain_shows_quotes_with_dates_and_start_times(capsys):
+    from infra.cli import ui
+    from infra.cli.explain import cluster_doc, render_cluster
+
+    d = plan(pretrain()).clusters[0]
+    render_cluster(d, ui.out())
+    out = capsys.readouterr().out
+    assert "Window: 240 h of work between 2027-01-04T00:00:00Z and 2027-01-25T00:00:00Z" in out
+    assert "capacity_block *" in out and "2027-01-04T11:30:00Z" in out
+    assert "aws-capacity-blocks-pricing, published 2024-12-31" in out
+    doc = cluster_doc(d)
+    assert doc["window"]["model"] == "capacity_block"
+    assert doc["window"]["quote"]["quoted_at"] == "2024-12-31T00:00:00Z"
+    assert doc["costs"]["window_usd"] == pytest.approx(83_064.96)
