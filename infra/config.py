@@ -198,15 +198,16 @@ class ClusterConfig(_Strict):
                                       "(`gpulease catalog list`).")
     gpus: Optional[int] = Field(None, gt=0, le=MAX_CLUSTER_GPUS,
                                 description="Total GPUs in the cluster (the peak); nodes = GPUs / "
-                                            "GPUs per node, rounded up. Required without demand; "
-                                            "with demand it may be left out or must equal the "
-                                            "last step's gpus.")
+                                            "GPUs per node, rounded up. Required without demand "
+                                            "(and with a window); with demand it may be left out "
+                                            "or must equal the last step's gpus.")
     hours_per_month: Optional[float] = Field(None, gt=0, le=HOURS_PER_MONTH,
                                              description="Hours per month all the cluster's GPUs "
                                                          "run (730 = always on); decides whether a"
                                                          " commitment pays. Required without "
-                                                         "demand; left out with demand (each step"
-                                                         " has its own hours).")
+                                                         "demand or window; left out with demand "
+                                                         "(each step has its own hours) and with "
+                                                         "a window.")
     demand: list[DemandStepConfig] = Field(
         default_factory=list, max_length=MAX_DEMAND_STEPS,
         description="Demand profile instead of gpus + hours_per_month: a load-duration curve of "
