@@ -656,7 +656,7 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
         if not steps:
             continue  # reported by _demand_findings
         pin = _capacity_block_pin(c.capacity_block, f"{path}.capacity_block", clouds, catalog,
-                                  bad)
+                                  bad, window=window is not None)
         clusters.append(ClusterSpec(
             name=c.name, gpu=c.gpu, gpus=steps[-1].gpus, hours_per_month=steps[0].hours_per_month,
             priority=c.priority, checkpoint_minutes=c.checkpoint_minutes,
@@ -691,15 +691,17 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
 
 
 def _capacity_block_pin(cfg: Optional[CapacityBlockConfig], path: str, clouds: dict,
-                        catalog: Catalog, bad) -> Optional[CapacityBlockPin]:
+                        catalog: Catalog, bad, window: bool = False) -> Optional[CapacityBlockPin]:
     """The pin of a cluster's Capacity Block, with what can be checked before the policy runs
-    (the adaptor checks it against the decision: region, instance type, reserved nodes)."""
+    (the adaptor checks it against the decision: region, instance type, reserved nodes). A
+    cluster with a window may pin the block the policy chose for it without
+    gpulease:clouds.aws.capacity_blocks (that switch is for monthly loads)."""
     if cfg is None:
         return None
     aws_cloud = clouds.get("aws")
     if aws_cloud is None:
         bad(path, "a Capacity Block is an AWS purchase: configure gpulease:clouds.aws")
-    elif not aws_cloud.capacity_blocks:
+    elif not aws_cloud.capacity_blocks and not window:
         bad(path, "pinned, but gpulease:clouds.aws.capacity_blocks is false: set it to true "
                   "to use the block, or remove the pin")
     elif cfg.region not in aws_cloud.regions:

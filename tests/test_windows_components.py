@@ -51,24 +51,48 @@ JOB = {"name": "train", "gpu": "H100", "gpus": 16, "priority": 9,
                   "duration_hours": 240}}
 
 
-def test_a_window_block_is_declared_empty_and_scheduled_around_the_block(monkeypatch):
-    asked = []
+PIN = {"offering_id": "cb-0123456789abcdef0", "region": "us-east-1",
+       "availability_zone": "us-east-1a", "instance_type": "p5.48xlarge", "instance_count": 2,
+       "start": "2027-01-04T11:30:00Z", "end": "2027-01-15T11:30:00Z",
+       "upfront_fee_usd": 20766.24, "purchase_approved": True}
 
-    def offer(args, region):  # stands in for DescribeCapacityBlockOfferings
+
+def offer(asked):
+    def answer(args, region):  # stands in for DescribeCapacityBlockOfferings
         asked.append(args)
         return {"capacityBlockOfferingId": "cb-0123456789abcdef0", "id": "cb",
-                "availabilityZone": "us-east-1a", "currencyCode": "USD", "upfrontFee": "1",
-                "tenancy": "default", **args}
+                "availabilityZone": "us-east-1a", "currencyCode": "USD",
+                "upfrontFee": "20766.24", "tenancy": "default", **args}
+    return answer
+
+
+def test_a_window_block_is_never_bought_without_approval(monkeypatch):
+    from infra.errors import EXIT_POLICY, GuardrailError
+
+    asked = []
     monkeypatch.setitem(mocks.KNOWN_CALLS,
-                        "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering", offer)
+                        "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering", offer(asked))
     env = env_for(JOB)
-    d = env.clusters[0]
-    assert d.window.model == "capacity_block" and d.purchase.reserved == 2
-    r = run(env)
-    # the block the policy priced: 11 days from 11:30 UTC on Jan 4
+    assert env.clusters[0].window.model == "capacity_block"
+    with pytest.raises(GuardrailError) as exc:
+        run(env)
+    assert exc.value.exit_code == EXIT_POLICY
+    # the block the policy priced was quoted: 11 days from 11:30 UTC on Jan 4
     assert asked == [{"capacityDurationHours": 264, "instanceCount": 2,
                       "instanceType": "p5.48xlarge", "startDateRange": "2027-01-04T11:30:00Z",
                       "endDateRange": "2027-01-15T11:30:00Z"}]
+    assert "purchase_approved: true" in str(exc.value)
+
+
+def test_an_approved_window_block_is_declared_empty_and_scheduled_around_it(monkeypatch):
+    asked = []
+    monkeypatch.setitem(mocks.KNOWN_CALLS,
+                        "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering", offer(asked))
+    env = env_for({**JOB, "capacity_block": PIN})
+    d = env.clusters[0]
+    assert d.window.model == "capacity_block" and d.purchase.reserved == 2
+    r = run(env)
+    assert asked == []                                   # a pin is used verbatim
     assert r.one(BLOCK, "train-block").inputs["capacityBlockOfferingId"] == \
         "cb-0123456789abcdef0"
     assert not r.by_type(ODCR)
@@ -82,8 +106,7 @@ def test_a_window_block_is_declared_empty_and_scheduled_around_the_block(monkeyp
     assert sched["train-block-drain"]["desiredCapacity"] == 0
     # the block's price, once, on the block
     assert r.ledger.by_cluster()["train"] == pytest.approx(d.monthly_usd, abs=0.01)
-    blk = r.ledger.get(BLOCK, "train-block")
-    assert blk.monthly_usd == pytest.approx(39.33 * 2 * 264)
+    assert r.ledger.get(BLOCK, "train-block").monthly_usd == pytest.approx(39.33 * 2 * 264)
     assert d.monthly_usd == pytest.approx(39.33 * 2 * 264 + d.costs.egress_usd)
 
 
