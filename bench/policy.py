@@ -353,6 +353,33 @@ def window_portfolio(catalog, cb_factor: float = 1.0) -> list[tuple]:
     return out
 
 
+def print_windows(catalog) -> None:
+    print(f"\nwindow portfolio (judged at {WINDOW_NOW}; catalog {catalog.version}, quote data "
+          "infra/quotes/data): with Capacity Blocks / flex-start / calendar mode vs the best plan "
+          "without them vs naive all-on-demand; totals per work item")
+    tot_new = tot_old = tot_naive = 0.0
+    for name, a, b, naive, where in window_portfolio(catalog):
+        tot_new, tot_old, tot_naive = (tot_new + a.window.total_usd, tot_old + b.window.total_usd,
+                                       tot_naive + naive)
+        q = a.window.quote
+        src = (f" [{q['source']} {q['quoted_at'][:10]}{', est.' if a.window.estimated else ''}]"
+               if q else "")
+        print(f"  {a.name:<16} {a.cloud}:{a.region:<10} {a.offering.instance_type:<15} "
+              f"{a.window.model:<14} ${a.window.total_usd:>12,.2f}{src}   without: "
+              f"{b.window.model:<12} ${b.window.total_usd:>12,.2f}   naive ${naive:>12,.2f}")
+    print(f"  {'total':<16} with ${tot_new:,.2f} vs without ${tot_old:,.2f} "
+          f"({1 - tot_new / tot_old:.1%} cheaper) vs naive ${tot_naive:,.2f} "
+          f"({1 - tot_new / tot_naive:.1%} cheaper)")
+    sens = []
+    for factor in (1.05, 1.1, 1.2):
+        rows = window_portfolio(catalog, factor)
+        a = sum(r[1].window.total_usd for r in rows)
+        b = sum(r[2].window.total_usd for r in rows)
+        sens.append(f"x{factor:g}: {1 - a / b:.1%}")
+    print("  sensitivity - Capacity Block prices x factor, saving against the plan without the "
+          "new models: " + ", ".join(sens))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000")
@@ -362,7 +389,14 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best counts)")
     ap.add_argument("--old-up-to", type=int, default=1000,
                     help="time the old path (evaluate every pair) up to this many clusters")
+    ap.add_argument("--windows-only", action="store_true",
+                    help="only the window portfolio (costs, no timing)")
     args = ap.parse_args(argv)
+    if args.windows_only:
+        benchlib.header("bench/policy.py --windows-only: the window portfolio")
+        print_windows(load_catalog(args.catalog))
+        benchlib.footer()
+        return 0
     benchlib.header("bench/policy.py: decision time and memory (CPU seconds, best of "
                     f"{args.repeat})")
     catalog = load_catalog(args.catalog)
@@ -419,30 +453,7 @@ def main(argv=None) -> int:
               f"({fmix})  {prof / flat:.1%}")
     print(f"  {'total':<16} profiles ${tot_p:,.2f}/month vs all-or-nothing ${tot_f:,.2f}/month: "
           f"{tot_p / tot_f:.1%}, saves ${tot_f - tot_p:,.2f}/month")
-    print(f"\nwindow portfolio (judged at {WINDOW_NOW}; catalog {catalog.version}, quote data "
-          "infra/quotes/data): with Capacity Blocks / flex-start / calendar mode vs the best plan "
-          "without them vs naive all-on-demand; totals per work item")
-    tot_new = tot_old = tot_naive = 0.0
-    for name, a, b, naive, where in window_portfolio(catalog):
-        tot_new, tot_old, tot_naive = (tot_new + a.window.total_usd, tot_old + b.window.total_usd,
-                                       tot_naive + naive)
-        q = a.window.quote
-        src = (f" [{q['source']} {q['quoted_at'][:10]}{', est.' if a.window.estimated else ''}]"
-               if q else "")
-        print(f"  {a.name:<16} {a.cloud}:{a.region:<10} {a.offering.instance_type:<15} "
-              f"{a.window.model:<14} ${a.window.total_usd:>12,.2f}{src}   without: "
-              f"{b.window.model:<12} ${b.window.total_usd:>12,.2f}   naive ${naive:>12,.2f}")
-    print(f"  {'total':<16} with ${tot_new:,.2f} vs without ${tot_old:,.2f} "
-          f"({1 - tot_new / tot_old:.1%} cheaper) vs naive ${tot_naive:,.2f} "
-          f"({1 - tot_new / tot_naive:.1%} cheaper)")
-    sens = []
-    for factor in (1.1, 1.2, 1.3):
-        rows = window_portfolio(catalog, factor)
-        a = sum(r[1].window.total_usd for r in rows)
-        b = sum(r[2].window.total_usd for r in rows)
-        sens.append(f"x{factor:g}: {1 - a / b:.1%}")
-    print("  sensitivity - Capacity Block prices x factor, saving against the plan without the "
-          "new models: " + ", ".join(sens))
+    print_windows(catalog)
     cases, worse, gap = gang_restriction_gap()
     print(f"\ngang restriction (one model per step, reserved -> on-demand -> spot) vs every "
           f"per-node assignment: {worse} of {cases} random gangs cheaper per node, by at most "

@@ -85,7 +85,9 @@ def main(file_keys: Optional[Iterable[str]] = None) -> ProgramResult:
 
     from infra.policy import decide
 
-    env = decide(spec, catalog)
+    from infra import clock
+
+    env = decide(spec, catalog, now=clock.now())
     ledger = cost_transform.register(spec, catalog)
 
     used = {c.cloud for c in env.clusters} | {s.cloud for s in env.storage}

@@ -137,6 +137,28 @@ def purchase_models_for(decision: ClusterDecision) -> tuple[str, ...]:
     return used or ("on_demand",)
 
 
+def _checkpoint_minutes() -> int:
+    from infra.clouds.aws.builders import BLOCK_CHECKPOINT_MINUTES
+
+    return BLOCK_CHECKPOINT_MINUTES
+
+
+def window_drain_at(decision: ClusterDecision, purchase_model: str) -> int:
+    """When a prepaid window's node checkpoints (epoch seconds): an AWS Capacity Block node,
+    ``builders.BLOCK_CHECKPOINT_MINUTES`` before its group's drain (``infra.clouds.aws.builders.
+    block_schedule``); 0 for every other node."""
+    if decision.cloud != "aws" or purchase_model != "reserved":
+        return 0
+    from infra.clouds.aws import builders
+    from infra.quotes.model import parse_time
+
+    block = builders.window_block(decision)
+    if block is None:
+        return 0
+    drain = dict((k, t) for k, t, _ in builders.block_schedule(block))["drain"]
+    return int(parse_time(drain).timestamp()) - 60 * builders.BLOCK_CHECKPOINT_MINUTES
+
+
 def node_variables(*, stack: StackSpec, decision: ClusterDecision,
                    purchase_model: str) -> dict:
     """Every variable the bootstrap templates use (the templates see nothing else)."""
@@ -157,6 +179,7 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
     # Discovery filters: AWS tags carry the plain values, GCP labels the label-encoded ones
     # (infra.costing.tags.label_value), exactly as the cost transform stamps them.
     encode = (lambda v: str(v)) if cloud == "aws" else tags.label_value
+    drain_at = window_drain_at(decision, purchase_model)
     v = {
         "cloud": cloud,
         "region": decision.region,
@@ -196,7 +219,9 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "tag_baseline": tags.BASELINE_NODES,
         "cluster_filter_value": encode(decision.name),
         "environment_filter_value": encode(stack.environment),
-        "spot_watcher": purchase_model in ("spot", "mixed"),
+        "spot_watcher": purchase_model in ("spot", "mixed") or drain_at > 0,
+        "drain_at_epoch": drain_at,
+        "drain_lead_seconds": 60 * _checkpoint_minutes(),
         "notice_window_seconds": NOTICE_WINDOW_SECONDS[cloud],
         "poll_seconds": POLL_SECONDS[cloud],
         "metadata_url": METADATA_URL[cloud],
@@ -220,7 +245,7 @@ def _node_env(v: dict) -> dict[str, str]:
             "instance_type", "gpu", "gpus_per_node", "nodes", "purchase_model", "rdma",
             "dataset_uri", "data_dir", "checkpoint_uri", "checkpoint_dir", "scratch_dir",
             "checkpoint_signal", "train_pidfile", "train_unit", "notice_file",
-            "notice_window_seconds", "idle_minutes", "autostop_minutes")
+            "notice_window_seconds", "idle_minutes", "autostop_minutes", "drain_at_epoch")
     return {f"GPULEASE_{k.upper()}": str(v[k]) for k in keys}
 
 

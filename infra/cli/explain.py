@@ -47,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_stack_args(p)
     p.add_argument("--cluster", metavar="NAME", help="explain only this cluster")
+    from infra.cli.plan import _utc_time
+
+    p.add_argument("--now", metavar="TIME", type=_utc_time,
+                   help="judge quotes and windows as of this moment (RFC 3339, e.g. "
+                        "2026-12-10T09:00:00Z; default: now), as `plan --now` does")
     add_output_args(p)
     p.set_defaults(func=run)
 
@@ -376,7 +381,9 @@ def run(args: argparse.Namespace) -> int:
     from infra.policy import decide
 
     loaded = load_stack(args)
-    env = decide(loaded.spec, loaded.catalog)
+    now = getattr(args, "now", None)
+    env = decide(loaded.spec, loaded.catalog, now=None if now is None else
+                 dt.datetime.fromtimestamp(now, dt.timezone.utc))
     clusters = select(env, args.cluster)
     if args.json:
         print_json({"stack": env.stack.stack, "source": loaded.source,

@@ -127,7 +127,12 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     step("deciding placement (policy)")
     from infra.policy import decide
 
-    decide(loaded.spec, loaded.catalog)  # located policy errors before anything runs
+    import datetime as _dt
+
+    now = getattr(args, "now", None)
+    # located policy errors before anything runs (judged at the same moment as the program)
+    decide(loaded.spec, loaded.catalog, now=None if now is None else
+           _dt.datetime.fromtimestamp(now, _dt.timezone.utc))
     step("loading the Pulumi SDK and providers")
     from infra.planner.plan import build_plan, run as run_program
 

@@ -42,6 +42,10 @@ class CostContext:
     #: clusters with a demand profile: node group (or instance template) name -> its floor
     #: (tags.BASELINE_NODES, what the reaper keeps): baseline nodes plus reserved burst nodes.
     baseline_nodes: dict = field(default_factory=dict)
+    #: a window's node groups (and GCP templates) -> when their nodes stop being billed (epoch
+    #: seconds; tags.BILLED_UNTIL): a Capacity Block's or calendar-mode reservation's end, a
+    #: flex-start run's end (docs/policy.md, "Windows").
+    billed_until: dict = field(default_factory=dict)
 
     def purchase_of(self, resource_name: str) -> str:
         return self.roles.get(resource_name, self.purchase_model)

@@ -48,6 +48,11 @@ PART_BOTH = "baseline-burst"
 #: count; read by the reaper (per ASG / per MIG from its VMs' labels) and the node autostop
 #: (docs/reaper.md, "Baselines"), which treat an unreadable value as "do not scale".
 BASELINE_NODES = "gpulease-baseline-nodes"
+#: node groups whose nodes are prepaid or billed until a fixed time whether they run or not
+#: (AWS Capacity Block, GCP calendar-mode reservation, flex-start run): on the ASG (AWS) / on the
+#: VMs from the instance template (GCP), value a :func:`timestamp_label`. The reaper and the node
+#: autostop never scale those nodes before that time (issue 26; contract C3, docs/reaper.md).
+BILLED_UNTIL = "gpulease-billed-until"
 
 
 def part_value(parts) -> str:

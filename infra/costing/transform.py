@@ -95,6 +95,8 @@ def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: float,
         values[tags.DEMAND_PART] = ctx.parts[name]
     if name in ctx.baseline_nodes:
         values[tags.BASELINE_NODES] = str(ctx.baseline_nodes[name])
+    if name in ctx.billed_until:
+        values[tags.BILLED_UNTIL] = tags.timestamp_label(ctx.billed_until[name])
     if cloud == "aws":
         values[tags.MONTHLY_USD] = tags.usd(monthly_usd)
         return values

@@ -618,6 +618,9 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
         pulumi.runtime.set_all_config(dict(config or {}))
         pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview,
                                  monitor=monitor, logger=logger)
+        from infra import clock
+
+        clock.set_now(mocks.now)     # the program's decision judges time as the lookups do
         outputs: dict = {}
         holder: dict = {}
         # Speed (bench/plan.py): the SDK captures a Python stack trace per registration for the
@@ -640,6 +643,7 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
         finally:
             _runtime_resource._get_stack_trace = saved_trace
             pulumi.runtime.settings.reset_options()  # type: ignore[attr-defined]
+            clock.set_now(None)
         if mocks.rejections:
             raise ProviderRejected(mocks.rejections, headline=(
                 f"`pulumi up --stack {stack}` would fail: the provider rejects "

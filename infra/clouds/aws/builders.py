@@ -192,6 +192,9 @@ def window_block(decision: ClusterDecision) -> Optional[dict]:
 #: gpulease scales the block's group in: the nodes' shutdown runs the checkpoint hook. gpulease's
 #: margin, not an AWS figure.
 BLOCK_DRAIN_MINUTES = 15
+#: minutes before that scale-in at which the block's nodes run the checkpoint hook (their spot
+#: watcher: ``GPULEASE_DRAIN_AT``); gpulease's margin for a checkpoint write.
+BLOCK_CHECKPOINT_MINUTES = 10
 
 
 def block_schedule(block: dict) -> list[tuple[str, str, int]]:

@@ -99,6 +99,17 @@ class GpuCluster(pulumi.ComponentResource):
             self.cost_context.stamp_demand(res, models,
                                            floor=res in (asg_name, block_asg_name))
 
+        # A window's block: its group's nodes are prepaid until the block ends (C3).
+        block_window = builders.window_block(d) if self.use_block else None
+        if block_window is not None:
+            from infra.quotes.model import parse_time
+
+            pinned = args.capacity_block
+            until = parse_time(pinned.end if pinned is not None and pinned.end
+                               else block_window["end"]).timestamp()
+            for res in (block_asg_name, f"{name}-block-lt"):
+                self.cost_context.billed_until[res] = until
+
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         invoke = pulumi.InvokeOutputOptions(parent=self, provider=args.provider)
         net = args.network

@@ -70,16 +70,6 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
                                    f'"{c.offering.instance_type}" is not in catalog '
                                    f'{catalog.version}', source=source) for c in missing])
 
-    pending = [c for c in clusters if c.window is not None
-               and c.window.model in ("flex_start", "calendar")]
-    if pending:
-        # priced from live quotes only (offline there is no flex-start / calendar-mode price)
-        raise ConfigError([Finding(c.spec.config_path, f'the window of cluster "{c.name}" is '
-                                   f"cheapest as {c.window.model.replace('_', '-')}, which this "
-                                   "release prices but does not declare yet (docs/limits.md); "
-                                   "plan it without the live quote (GPULEASE_QUOTES_CACHE="
-                                   "/dev/null) or move its window", source=source)
-                           for c in pending])
     provider = gcp.Provider("gcp", project=spec.project)
     opts = pulumi.ResourceOptions(providers=[provider])
     out: list[pulumi.Resource] = [provider]

@@ -71,6 +71,12 @@ def reservation_name(stack: StackSpec, name: str) -> str:
     return naming.fit_name(f"{stack.name_prefix}-{stack.environment}-{name}-reserved")
 
 
+def _z(t) -> str:
+    import datetime as _dt
+
+    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def mig_name(name: str, model: str) -> str:
     """GCP name of the cluster's MIG for one purchase model."""
     return f"{name}-{layout.gcp_name(model)}"
@@ -107,6 +113,15 @@ class GpuCluster(pulumi.ComponentResource):
             self.cost_context.stamp_demand(names["migs"][m], (m,))
             self.cost_context.stamp_demand(names["templates"][m], (m,), floor=True)
         self.cost_context.stamp_demand(f"{name}-reservation", ("reserved",))
+        # A window's nodes are billed until its calendar-mode reservation / flex-start run ends
+        # whether they run or not (C3): the template labels its VMs, the MIG carries it too.
+        wmodel = layout.window_model(d)
+        if wmodel in ("calendar", "flex_start") and d.window.bought_until is not None:
+            until = d.window.bought_until.timestamp()
+            m = "reserved" if wmodel == "calendar" else "on_demand"
+            if m in models:
+                self.cost_context.billed_until[names["migs"][m]] = until
+                self.cost_context.billed_until[names["templates"][m]] = until
         child = pulumi.ResourceOptions(parent=self)
 
         zone = layout.cluster_zone(d)
@@ -203,7 +218,28 @@ class GpuCluster(pulumi.ComponentResource):
                     description=f"gpulease {name}: compact placement of the {model} nodes",
                     opts=child)
         self.reservation = None
-        if d.purchase.reserved > 0:
+        reserved_name = None
+        if wmodel == "calendar":
+            # A calendar-mode future reservation (Compute Engine, "Reserve capacity in calendar
+            # mode"): Google creates the reservation at its start and deletes it at its end.
+            acc = layout.guest_accelerators(d.offering)
+            props: dict = {"machine_type": d.offering.instance_type}
+            if acc:
+                props["guest_accelerators"] = [
+                    {"accelerator_type": a["type"], "accelerator_count": a["count"]}
+                    for a in acc]
+            reserved_name = reservation_name(stack, name)
+            self.reservation = gcp.compute.FutureReservation(
+                f"{name}-reservation", zone=zone, reservation_mode="CALENDAR",
+                time_window={"start_time": _z(d.window.bought_from),
+                             "end_time": _z(d.window.bought_until)},
+                specific_sku_properties={"total_count": str(d.purchase.reserved),
+                                         "instance_properties": props},
+                reservation_name=reserved_name, specific_reservation_required=True,
+                auto_delete_auto_created_reservations=True, planning_status="SUBMITTED",
+                description=f"gpulease {name}: calendar-mode reservation for its window",
+                opts=child)
+        elif d.purchase.reserved > 0:
             acc = layout.guest_accelerators(d.offering)
             if "reserved" in policies:
                 # A VM with a compact policy consumes only a reservation created with the same
@@ -238,7 +274,10 @@ class GpuCluster(pulumi.ComponentResource):
                         "disk_size_gb": layout.BOOT_DISK_GB,
                         "disk_type": layout.boot_disk_type(d.offering)}],
                 network_interfaces=interfaces,
-                scheduling=layout.scheduling(model, args.spot_termination_action),
+                scheduling=layout.scheduling(
+                    model, args.spot_termination_action,
+                    flex_run_seconds=layout.flex_run_seconds(d)
+                    if wmodel == "flex_start" and model == "on_demand" else None),
                 shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
                                           "enable_integrity_monitoring": True},
                 metadata=layout.node_metadata(
@@ -254,8 +293,8 @@ class GpuCluster(pulumi.ComponentResource):
             if model == "reserved" and self.reservation is not None:
                 template_args["reservation_affinity"] = {
                     "type": "SPECIFIC_RESERVATION",
-                    "specific_reservation": {"key": RESERVATION_KEY,
-                                             "values": [self.reservation.name]}}
+                    "specific_reservation": {"key": RESERVATION_KEY, "values": [
+                        reserved_name if reserved_name else self.reservation.name]}}
             tpl = gcp.compute.InstanceTemplate(names["templates"][model], **template_args,
                                                opts=child)
             self.templates[model] = tpl
@@ -263,8 +302,10 @@ class GpuCluster(pulumi.ComponentResource):
                 names["migs"][model], name=mig_name(name, model),
                 base_instance_name=name, zone=zone,
                 versions=[{"instance_template": tpl.self_link, "name": layout.gcp_name(model)}],
-                # The standing nodes (baseline, reserved); the burst joins by resizing.
-                target_size=layout.standing_nodes(d, model),
+                # The standing nodes (baseline, reserved); the burst joins by resizing. A
+                # flex-start window starts empty: its resize request brings the nodes.
+                target_size=0 if wmodel == "flex_start" and model == "on_demand"
+                else layout.standing_nodes(d, model),
                 # Training nodes are replaced only when recreated anyway (no rolling restarts
                 # mid-run); RECREATE needs max_surge 0 (no spare GPU capacity to surge into).
                 update_policy={"type": "OPPORTUNISTIC", "minimal_action": "REPLACE",
@@ -274,6 +315,18 @@ class GpuCluster(pulumi.ComponentResource):
                 description=f"gpulease {name}: {model} nodes",
                 # The reaper resizes MIGs to 0; that must not show up as drift.
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["targetSize"]))
+
+        self.resize_request = None
+        if wmodel == "flex_start" and "on_demand" in self.migs:
+            # Flex-start: a resize request queues for all N VMs at once (all-or-nothing) and
+            # they run at most requestedRunDuration (Compute Engine, "Create a MIG with
+            # flex-start VMs"; pulumi-gcp 10.2 compute.ResizeRequest). The request is queued
+            # when the stack is deployed: deploy when the window opens.
+            self.resize_request = gcp.compute.ResizeRequest(
+                f"{name}-flex-start", instance_group_manager=self.migs["on_demand"].name,
+                zone=zone, resize_by=d.purchase.on_demand,
+                requested_run_duration={"seconds": str(layout.flex_run_seconds(d))},
+                description=f"gpulease {name}: flex-start run of its window", opts=child)
 
         # ---- node-side autostop: leave the MIG through deleteInstances -------------------
         self.autostop_role = autostop.declare_autostop_grant(

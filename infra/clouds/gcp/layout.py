@@ -173,6 +173,8 @@ def placement_vm_count(decision: ClusterDecision, model: str) -> Optional[int]:
     steps of a demand profile) gets none: its VMs stay in the cluster's one zone.
     """
     nodes = getattr(decision.purchase, model)
+    if window_model(decision) in ("flex_start", "calendar"):
+        return None   # a queued flex-start run / a calendar-mode reservation: no compact policy
     if (not decision.distributed or nodes < 2
             or not supports_compact_placement(decision.offering)
             or not created_whole(decision, model)):
@@ -204,13 +206,33 @@ def guest_accelerators(offering: Offering) -> list[dict]:
     return []
 
 
-def scheduling(model: str, termination_action: str) -> dict:
+def window_model(decision: ClusterDecision) -> Optional[str]:
+    """How a cluster's window is bought (None for a monthly load)."""
+    w = getattr(decision, "window", None)
+    return w.model if w is not None else None
+
+
+def flex_run_seconds(decision: ClusterDecision) -> int:
+    """A flex-start window's run in whole seconds (``maxRunDuration`` / the resize request's
+    ``requestedRunDuration``), rounded up."""
+    return int(-(-decision.window.run_hours * 3600 // 1))
+
+
+def scheduling(model: str, termination_action: str, *,
+               flex_run_seconds: Optional[int] = None) -> dict:
     """Instance template scheduling block for a purchase model.
 
     GPU VMs cannot live-migrate: ``on_host_maintenance`` must be TERMINATE ("GPUs on Compute
     Engine: handling host events"). Spot needs ``provisioning_model=SPOT`` with
     ``preemptible=True`` and ``automatic_restart=False`` (the provider rejects SPOT otherwise).
+    A flex-start window (``flex_run_seconds``) runs its nodes as ``FLEX_START``: the provider
+    wants ``automatic_restart`` false, ``instance_termination_action`` DELETE and a
+    ``max_run_duration`` (pulumi-gcp 10.2, InstanceTemplate scheduling.provisioning_model).
     """
+    if flex_run_seconds is not None:
+        return {"provisioning_model": "FLEX_START", "automatic_restart": False,
+                "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE",
+                "max_run_duration": {"seconds": flex_run_seconds}}
     if model == "spot":
         return {"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
                 "on_host_maintenance": "TERMINATE",
