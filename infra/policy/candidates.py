@@ -112,7 +112,8 @@ class Context:
     rules: PolicyRules
     interruptions: dict = field(default_factory=dict)
     by_gpu: dict = field(default_factory=dict)
-    #: quotes and spot-risk records (``infra.quotes.model.QuoteBook``); None = none known.
+    #: quotes and spot-risk records (``infra.quotes.model.QuoteBook``; :meth:`build` defaults
+    #: to the shipped data + cache); None = none known.
     quotes: Optional[object] = None
     #: the time windows are judged at (aware UTC; decide's ``now``).
     now: Optional[object] = None
@@ -216,6 +217,18 @@ class Context:
     @classmethod
     def build(cls, stack: StackSpec, catalog: Catalog, rules: PolicyRules,
               quotes: Optional[object] = None, now: Optional[object] = None) -> "Context":
+        """``quotes`` default: the shipped quote data plus the cache of live quotes (as
+        :func:`infra.policy.decide` uses, so a context built here prices spot risk as the
+        decision does); ``now`` default: the real time."""
+        import datetime as dt
+
+        from infra.quotes.model import utc
+
+        if quotes is None:
+            from infra.quotes.store import load_book
+
+            quotes = load_book(cache=True)
+        now = utc(now) if now is not None else dt.datetime.now(dt.timezone.utc)
         ctx = cls(stack=stack, catalog=catalog, rules=rules, quotes=quotes, now=now)
         for cloud in stack.clouds:
             ctx.interruptions[cloud] = (rules.spot_interruptions_per_hour

@@ -1,7 +1,6 @@
 """The environment decision: candidates -> exact choice -> budget check -> rationale and alternatives."""
 from __future__ import annotations
 
-import datetime as dt
 from typing import Optional
 
 import numpy as np
@@ -19,7 +18,6 @@ from infra.policy.rules import PolicyRules
 from infra.policy.solver import Option, QuotaInfeasible, solve
 from infra.policy.storage import storage_decision
 from infra.policy.templates import get_template
-from infra.quotes.model import utc
 from infra.text import plural
 
 _NO_PURCHASE = PurchaseMix()
@@ -82,12 +80,7 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
         if sd is not None:
             storage.append(sd)
 
-    if book is None:
-        from infra.quotes.store import load_book
-
-        book = load_book(cache=True)
-    now = utc(now) if now is not None else dt.datetime.now(dt.timezone.utc)
-    ctx = Context.build(stack, catalog, rules, quotes=book, now=now)
+    ctx = Context.build(stack, catalog, rules, quotes=book, now=now)   # defaults: Context.build
     # price first (every pair, one vectorised pass), explain later (full candidates only for
     # what the decision shows or chooses): infra.policy.pricing
     quotes = price_clusters(stack.clusters, ctx)
