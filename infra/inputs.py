@@ -171,8 +171,9 @@ def walk(doc: Any, *, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES,
                 raise _Refused(_path(chain) or "(document)",
                                f"nested more than {max_depth} levels deep; no gpulease "
                                "document nests so deep")
-            items = node.items() if isinstance(node, dict) else enumerate(node)
-            stack.extend((v, (k, chain), depth + 1) for k, v in items)
+            items = list(node.items() if isinstance(node, dict) else enumerate(node))
+            # reversed onto the stack: values come out in document order (findings read so)
+            stack.extend((v, (k, chain), depth + 1) for k, v in reversed(items))
 
 
 def location(chain: Optional[tuple]) -> str:
