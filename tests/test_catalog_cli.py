@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -103,6 +104,13 @@ def test_refresh_writes_versioned_file_diff_and_refuses_overwrite(fake, catalog_
     assert json.loads(target.read_text())["offerings"][0]["on_demand_usd"] == 0.01
     assert main(args[:-1] + [str(target), "--force"]) == 0
     assert file_state(target) == "generated"
+    # --format json: the same run as one strict JSON document (the output convention, C5)
+    capsys.readouterr()
+    assert main(args + ["--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda name: 1 / 0)
+    assert doc["from_version"] == load_catalog(str(catalog_file)).version
+    assert Path(doc["path"]).is_file() and doc["version"] == Path(doc["path"]).stem
+    assert doc["refreshed"] and all(m["column"].endswith("_usd") for m in doc["price_moves"])
 
 
 def test_refresh_nothing_refreshed_exit_1(fake, catalog_file, tmp_path, capsys):

@@ -91,6 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--gcp-project", metavar="ID",
                     help="GCP project for machine/accelerator types (default: "
                          "$GOOGLE_CLOUD_PROJECT; without it, specs come from the old catalog)")
+    add_output_args(rp, out=False)   # --out is the catalog file this command writes
     rp.set_defaults(func=run_refresh)
 
     ip = csub.add_parser("import", help="convert another tool's catalog into a gpulease catalog",
@@ -252,8 +253,19 @@ def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
                  f"above); no file written, catalog {base.version} stays current")
         return EXIT_FAILED
     write_catalog(result.doc, out_path, force=args.force)
+    diff = diff_catalogs(base, result.catalog)
+    if getattr(args, "format", "table") == "json":
+        print_json({
+            "path": str(out_path), "version": version, "from_version": base.version,
+            "refreshed": [list(k) for k in rep.refreshed], "added": [list(k) for k in rep.added],
+            "removed": [list(k) for k in rep.removed],
+            "kept": [{"row": list(k), "reason": why} for k, why in rep.kept.items()],
+            "failures": [str(f) for f in rep.failures], "api_calls": rep.calls,
+            "price_moves": [{"row": list(m.key), "column": m.column, "old_usd": m.old,
+                             "new_usd": m.new} for m in diff.moves]})
+        return EXIT_OK
     o = ui.out()
-    o.print(render_diff(diff_catalogs(base, result.catalog)))
+    o.print(render_diff(diff))
     o.print(f"refreshed {ui.plural(len(rep.refreshed), 'row')}, added {len(rep.added)}, "
             f"removed {len(rep.removed)}, kept {len(rep.kept)} from {base.version} (marked in "
             f"price_sources) using {ui.plural(rep.calls, 'API call')}")
