@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from infra.cli import main
+from tests.timeouts import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 SKYPILOT = ROOT / "tests" / "fixtures" / "skypilot" / "good"
@@ -79,7 +80,7 @@ def test_render_and_catalog_import_keep_their_out_and_take_format(tmp_path):
 def test_reap_json_is_strict(moto_url, monkeypatch, tmp_path):
     import requests
 
-    requests.post(f"{moto_url}/moto-api/reset", timeout=30)
+    requests.post(f"{moto_url}/moto-api/reset", timeout=HANG_S)
     for k, v in {"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing",
                  "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-west-2"}.items():
         monkeypatch.setenv(k, v)

@@ -7,7 +7,8 @@ from pathlib import Path
 from tests.timeouts import HANG_S
 
 TESTS = Path(__file__).resolve().parent
-WAITS = ("wait", "join", "result", "get")   # Event/Barrier.wait, Thread.join, futures, queues
+WAITS = ("wait", "join", "result")   # Event/Barrier.wait, Thread.join, futures: timeout first
+# queue.get(True, timeout): the bound is the second argument (a dict's .get(1, 0) is a key and a default)
 
 
 def _literal_bounds(tree: ast.AST) -> list[tuple[int, str]]:
@@ -25,6 +26,12 @@ def _literal_bounds(tree: ast.AST) -> list[tuple[int, str]]:
                 isinstance(node.args[0].value, (int, float)) and \
                 not isinstance(node.args[0].value, bool):
             found.append((node.lineno, f".{fn.attr}({node.args[0].value})"))
+        if isinstance(fn, ast.Attribute) and fn.attr == "get" and len(node.args) >= 2 and \
+                isinstance(node.args[0], ast.Constant) and node.args[0].value is True and \
+                isinstance(node.args[1], ast.Constant) and \
+                isinstance(node.args[1].value, (int, float)) and \
+                not isinstance(node.args[1].value, bool):
+            found.append((node.lineno, f".get(_, {node.args[1].value})"))
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args.args + node.args.kwonlyargs
@@ -53,8 +60,9 @@ def test_the_scan_finds_literal_bounds():
     src = ("subprocess.run(['x'], timeout=600)\nrequests.post(u, timeout=10)\n"
            "event.wait(120)\nthread.join(60)\nConfig(read_timeout=30)\n"
            "def _run(script, timeout: float = 30): pass\n"
+           "q.get(True, 5)\nlimits.get(1)\nlimits.get(1, 0)\n"
            "subprocess.run(['x'], timeout=HANG_S)\nevent.wait(HANG_S)\n")
     found = [what for _, what in _literal_bounds(ast.parse(src))]
     assert found == ["timeout=600", "timeout=10", ".wait(120)", ".join(60)", "read_timeout=30",
-                     "timeout=30 (default)"]
+                     ".get(_, 5)", "timeout=30 (default)"]
     assert HANG_S >= 3600

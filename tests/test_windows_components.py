@@ -15,6 +15,7 @@ from infra.planner import mocks
 from infra.planner.mocks import run_program
 from infra.policy import decide
 from infra.quotes.store import shipped_book
+from tests.timeouts import HANG_S
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -272,7 +273,7 @@ def test_block_nodes_checkpoint_before_the_drain(tmp_path):
            "GPULEASE_DRAIN_AT": "1"}      # long past: drain now
     for _ in range(2):
         proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
-                              timeout=30)
+                              timeout=HANG_S)
         assert proc.returncode == 0, proc.stderr
     assert log.read_text().splitlines() == ["ran window-end 601"]   # once, deadline = +10 min
 
