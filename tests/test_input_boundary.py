@@ -213,3 +213,37 @@ def test_mutated_skypilot_csvs_import_sane_or_fail_located(tmp_path_factory, clo
     for o in cat.offerings:
         for price in (o.on_demand_usd, o.spot_usd, o.commit_1y_usd, o.commit_3y_usd):
             assert price is None or (math.isfinite(price) and 0 <= price <= inputs.MAX_MAGNITUDE)
+
+
+# ---- catalogs: the issue's cases through the CLI ---------------------------------------------
+def _catalog_doc() -> dict:
+    from infra.catalog import default_catalog_path
+
+    return json.loads(default_catalog_path().read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", ["1e308", "deep", "nan-by-overflow"])
+def test_catalog_cases_of_the_issue_exit_2_naming_file_and_field(case, tmp_path, monkeypatch):
+    """A catalog nested 100,000 levels deep crashed every command (RecursionError); 1e308
+    prices passed validation and crashed the solver, costing/tags.py and decide.py later."""
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    path = tmp_path / "catalog.json"
+    if case == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        expected = "catalog: nested more than 64 levels deep"
+    else:
+        doc = _catalog_doc()
+        doc.pop("checksum", None)
+        i = next(i for i, r in enumerate(doc["offerings"]) if r["on_demand_usd"])
+        doc["offerings"][i]["on_demand_usd"] = 424242.4242
+        token = "1e308" if case == "1e308" else "1e999"
+        path.write_text(json.dumps(doc).replace("424242.4242", token))
+        expected = (f"offerings[{i}].on_demand_usd: 1e+308 is beyond ±1e+15" if case == "1e308"
+                    else f"offerings[{i}].on_demand_usd: inf is not a finite number")
+    for argv in (["plan", "--stack", "dev"], ["explain", "--stack", "dev"],
+                 ["catalog", "list"]):
+        code, out, err = run([*argv, "--catalog", str(path)])
+        assert code == 2 and out == "" and "Traceback" not in err, (argv, err)
+        assert str(path) in err and expected in err, err
