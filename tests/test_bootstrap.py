@@ -22,7 +22,9 @@ from infra.catalog import load_catalog
 from infra.costing import tags
 from infra.model import RDMA_KINDS
 from infra.reaper import aws as reaper_aws
+from infra.reaper import decision
 from infra.reaper import gcp as reaper_gcp
+from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_bootstrap_fixtures import make_stack
 from tests.timeouts import HANG_S
 from tests.tools import require_tool, script_interpreter, tool_missing
@@ -470,6 +472,10 @@ def test_cloudwatch_agent_publishes_what_the_reaper_reads():
     # the reaper queries with the InstanceId dimension only: the agent must roll up to it
     assert ["InstanceId"] in m["aggregation_dimensions"]
     assert m["append_dimensions"]["InstanceId"] == "${aws:InstanceId}"
+    # how late a sample can arrive (buffered up to force_flush_interval, then up to 2 min until
+    # retrievable) stays within the delay the reaper waits out (docs/reaper.md, "Late metrics")
+    assert m["force_flush_interval"] + 120 <= decision.PUBLICATION_DELAY_S
+    assert m["metrics_collected"]["nvidia_gpu"]["metrics_collection_interval"] == 60
 
 
 def test_ops_agent_config_collects_gpu_metrics():
@@ -481,6 +487,9 @@ def test_ops_agent_config_collects_gpu_metrics():
     pipeline = cfg["metrics"]["service"]["pipelines"]["default_pipeline"]["receivers"]
     assert any(receivers[r]["type"] == "hostmetrics" for r in pipeline)
     assert reaper_gcp.METRIC == "agent.googleapis.com/gpu/utilization"
+    # sampled every 60 s, then up to 240 s until visible: within the reaper's delay
+    assert all(receivers[r]["collection_interval"] == "60s" for r in pipeline)
+    assert FakeGcp().delay_s <= decision.PUBLICATION_DELAY_S
 
 
 # ---- gpulease:bootstrap settings through the real config reader ---------------------------------

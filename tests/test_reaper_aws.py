@@ -100,6 +100,7 @@ class Env:
 
 def reap(reaper, now, *, envs=("dev",), apply=True, grace=30, audit=None, **kw):
     no_reservations(reaper)
+    moto_strict.set_clock(now)      # the fake publishes metrics late, as of this simulated now
     return engine.run([reaper], policy=d.Policy(grace_minutes=grace, **kw.pop("policy", {})),
                       apply=apply, environments=envs, now=now, audit=audit,
                       settle_s=kw.pop("settle_s", 0), **kw)
@@ -180,16 +181,16 @@ def test_cluster_turning_busy_during_grace_is_unmarked(aws):
 
 def test_recheck_right_before_acting_catches_a_job_that_just_started(aws):
     asg, ids, t0 = aws.cluster("dev", "sandbox")
-    aws.util(ids, t0, t0 + 120 * 60, 0.0)
+    aws.util(ids, t0, t0 + 70 * 60, 0.0)
     r = aws.reaper()
     reap(r, t0 + 40 * 60)
     now = t0 + 75 * 60
     reads = []
 
-    def job_starts(**_):   # a job starts between the first read and the action
+    def job_starts(**_):   # a job's first minutes arrive between the first read and the action
         reads.append(1)
-        if len(reads) == 1:
-            aws.util(ids[:1], now - 120, now, 99.0)
+        if len(reads) == 1:   # (published late: moto shows datapoints 3 min after their time)
+            aws.util(ids[:1], now - 5 * 60, now, 99.0)
     r.cloudwatch.meta.events.register("after-call.monitoring.GetMetricData", job_starts)
     o = by_cluster(reap(r, now))["sandbox"]
     assert len(reads) == 2
@@ -244,7 +245,8 @@ def test_just_launched_nodes_are_not_idle(aws):
     aws.util(ids, t0, t0 + 20 * 60, 0.0)
     o = by_cluster(reap(aws.reaper(), t0 + 20 * 60, grace=0))["fresh"]
     assert o.state == d.INSUFFICIENT
-    assert "no GPU utilization data for the first 10 min of the 30-min window" in o.reason
+    # the 30-min window ends 5 min before now (metrics are published late): [t0 - 15, t0 + 15)
+    assert "no GPU utilization data for the first 15 min of the 30-min window" in o.reason
 
 
 def test_opt_out_tag_always_wins(aws):
@@ -335,6 +337,7 @@ def test_reservations_that_keep_billing_are_listed_with_catalog_price(aws):
     other = dict(odcr, CapacityReservationId="cr-0other", Tags=[
         {"Key": tags.CLUSTER, "Value": "sandbox"}, {"Key": tags.ENVIRONMENT, "Value": "prod"}])
     no_reservations(r, [odcr, other])
+    moto_strict.set_clock(t0 + 75 * 60)
     report = engine.run([r], policy=d.Policy(), apply=True, environments=["dev"],
                         now=t0 + 75 * 60, pricer=engine.catalog_pricer(CATALOG),
                         settle_s=0)

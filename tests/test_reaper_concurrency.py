@@ -190,10 +190,16 @@ def marked_clusters(env: Env, count: int, environment: str = "dev") -> tuple[lis
         env.util(ids, launched - 60, launched + 240 * 60, 0.0)
         groups.append(asg)
         t0 = launched if t0 is None else max(t0, launched)
-    engine.run([new_reaper()], policy=d.Policy(), apply=True, environments=[environment],
+    run_at([new_reaper()], policy=d.Policy(), apply=True, environments=[environment],
                now=t0 + 40 * 60, settle_s=0)
     assert all(tags.IDLE_SINCE in env.group_tags(g) for g in groups)
     return groups, t0
+
+
+def run_at(reapers, *, now, **kw):
+    """engine.run at a simulated ``now``; moto publishes metrics late as of that time."""
+    moto_strict.set_clock(now)
+    return engine.run(reapers, now=now, **kw)
 
 
 def new_reaper() -> AwsReaper:
@@ -202,9 +208,10 @@ def new_reaper() -> AwsReaper:
 
 def race(reapers, envs, *, now, cap, sleep, settle_s=1.0):
     reports = [None] * len(reapers)
+    moto_strict.set_clock(now)
 
     def go(k):
-        reports[k] = engine.run([reapers[k]], policy=d.Policy(), apply=True,
+        reports[k] = run_at([reapers[k]], policy=d.Policy(), apply=True,
                                 environments=[envs[k]], max_actions=cap, now=now,
                                 settle_s=settle_s, sleep=sleep, run_token=f"racer{k}")
     threads = [threading.Thread(target=go, args=(k,)) for k in range(len(reapers))]
@@ -255,7 +262,7 @@ def test_worst_interleaving_never_exceeds_the_cap(aws):
     assert [k for g in dev + stg for k in aws.group_tags(g) if k.startswith(tags.CLAIM)] == []
     assert all(aws.group(g)["DesiredCapacity"] == 2 for g in dev + stg)
     # the next run gets the whole cap
-    nxt = engine.run([new_reaper()], policy=d.Policy(), apply=True, environments=None,
+    nxt = run_at([new_reaper()], policy=d.Policy(), apply=True, environments=None,
                      max_actions=2, now=max(t0, t1) + 76 * 60, settle_s=0)
     assert len(reaped([nxt])) == 2
 
@@ -288,16 +295,16 @@ def test_free_running_races_never_exceed_the_cap(aws):
 
 def test_a_reaper_right_after_another_finds_the_cap_in_use(aws):
     groups, t0 = marked_clusters(aws, 4)
-    first = engine.run([new_reaper()], policy=d.Policy(), apply=True, environments=["dev"],
+    first = run_at([new_reaper()], policy=d.Policy(), apply=True, environments=["dev"],
                        max_actions=2, now=t0 + 75 * 60, settle_s=0, run_token="lambda1")
-    second = engine.run([new_reaper()], policy=d.Policy(), apply=True, environments=["dev"],
+    second = run_at([new_reaper()], policy=d.Policy(), apply=True, environments=["dev"],
                         max_actions=2, now=t0 + 77 * 60, settle_s=0, run_token="cli1")
     assert len(reaped([first])) == 2 and reaped([second]) == []
     held = [o for o in second.outcomes if o.nodes]
     assert len(held) == 2 and all("in use by other reapers" in o.reason and "lambda1" in o.reason
                                   for o in held)
     # after the lease, the cap is free again
-    third = engine.run([new_reaper()], policy=d.Policy(), apply=True, environments=["dev"],
+    third = run_at([new_reaper()], policy=d.Policy(), apply=True, environments=["dev"],
                        max_actions=2, now=t0 + 75 * 60 + cl.LEASE_S + d.CLOCK_SKEW_S + 1,
                        settle_s=0, run_token="cli2")
     assert len(reaped([third])) == 2
@@ -319,10 +326,12 @@ def test_worst_interleaving_on_gcp_never_exceeds_the_cap():
         def reaper():
             return GcpReaper.for_project("acme-ml", endpoint=url,
                                          backoff=Backoff(sleep=lambda s: None))
+        fake.clock = t0 + 40 * 60       # the fake publishes metrics late as of this time
         engine.run([reaper()], policy=d.Policy(), apply=True, environments=None,
                    now=t0 + 40 * 60, settle_s=0)
         racers = [reaper(), reaper()]
         both_wrote = lockstep(racers)
+        fake.clock = t0 + 75 * 60
         reports = race(racers, ["dev", "staging"], now=t0 + 75 * 60, cap=1,
                        sleep=lambda s: both_wrote.wait(HANG_S))
         assert reaped(reports) == []
@@ -331,6 +340,7 @@ def test_worst_interleaving_on_gcp_never_exceeds_the_cap():
         left += [(name, k) for name, mig in fake.migs.items()
                  for k in (mig.get("labels") or {}) if k.startswith(tags.CLAIM)]
         assert left == [], f"claims not withdrawn: {left}"
+        fake.clock = t0 + 76 * 60
         nxt = engine.run([reaper()], policy=d.Policy(), apply=True, environments=None,
                          max_actions=1, now=t0 + 76 * 60, settle_s=0)
         if len(reaped([nxt])) != 1:  # full reasons (an assert message would be truncated)

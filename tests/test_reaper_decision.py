@@ -58,11 +58,12 @@ CASES = [
      d.IDLE, d.MARK, "below"),
     ("just launched (launch time known)", ref(launched=NOW - 10 * 60),
      {"i-0": series(), "i-1": series()}, P, d.INSUFFICIENT, d.NONE, "launched 10 min ago"),
+    # (the 30-min window ends 5 min before NOW: the publication delay, d.PUBLICATION_DELAY_S)
     ("just launched (launch time unknown: coverage)", ref(launched=None),
-     {"i-0": series(), "i-1": series(start=NOW - 27 * 60)}, P, d.INSUFFICIENT, d.NONE,
+     {"i-0": series(), "i-1": series(start=NOW - 32 * 60)}, P, d.INSUFFICIENT, d.NONE,
      "no GPU utilization data for the first 3 min of the 30-min window"),
     ("data from the second period is enough", ref(launched=None),
-     {"i-0": series(), "i-1": series(start=NOW - 29 * 60)}, P, d.IDLE, d.MARK, "below"),
+     {"i-0": series(), "i-1": series(start=NOW - 34 * 60)}, P, d.IDLE, d.MARK, "below"),
     ("insufficient clears a mark", ref(**{tags.IDLE_SINCE: mark(40)}), {"i-0": series()}, P,
      d.INSUFFICIENT, d.UNMARK, "clears"),
     ("opt-out wins even when marked and idle", ref(**{tags.KEEP: "1", tags.IDLE_SINCE: mark(99)}),
@@ -78,7 +79,7 @@ CASES = [
     ("scaled back up: new nodes cannot inherit an old mark",
      ref(launched=None, **{tags.IDLE_SINCE: mark(180)}),
      {"i-0": series(0, start=NOW - 40 * 60), "i-1": series(0, start=NOW - 40 * 60)}, P,
-     d.INSUFFICIENT, d.UNMARK, "no GPU utilization data for the first 140 min of the 180 min "
+     d.INSUFFICIENT, d.UNMARK, "no GPU utilization data for the first 140 min of the 175 min "
      "since its idle mark"),
     ("busy during the grace, idle again for the window -> unmark",
      ref(**{tags.IDLE_SINCE: mark(40)}, **{tags.IDLE_MINUTES: "20"}),
@@ -125,11 +126,12 @@ def test_valid_window_tags(raw, minutes):
 
 
 def test_lookback_covers_the_mark():
-    assert d.lookback_minutes(ref(), now=NOW, policy=P) == 30
+    # the window (30 min) before the evidence end (5 min before now: the publication delay)
+    assert d.lookback_minutes(ref(), now=NOW, policy=P) == 35
     assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(45)}), now=NOW, policy=P) == 45
     # invalid marks and opted-out clusters need no extra history
-    assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(-60)}), now=NOW, policy=P) == 30
-    assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(3 * 24 * 60)}), now=NOW, policy=P) == 30
+    assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(-60)}), now=NOW, policy=P) == 35
+    assert d.lookback_minutes(ref(**{tags.IDLE_SINCE: mark(3 * 24 * 60)}), now=NOW, policy=P) == 35
     assert d.lookback_minutes(ref(**{tags.KEEP: "y"}), now=NOW, policy=P) == 0
 
 
@@ -267,3 +269,60 @@ def test_a_clusters_tags_combine_its_parts_conservatively():
     # a part without a mark: the cluster is not marked (it will be, with a fresh grace)
     assert tags.IDLE_SINCE not in d.combined_tags([a, {tags.CLUSTER: "pretrain"}])
     assert d.combined_tags([]) == {}
+
+
+# ---- issue 21: metrics arrive late ------------------------------------------------------------
+@pytest.mark.parametrize("late_min", [0, 1, 2, 3, 4, 5])
+def test_data_up_to_five_minutes_late_is_still_complete_evidence(late_min):
+    """The idle evidence ends at the newest period that can be complete (5 min before now):
+    30 idle minutes whose last 0..5 minutes are not published yet still read as idle."""
+    visible = {k: series(0.5, end=NOW - late_min * 60) for k in ("i-0", "i-1")}
+    v = d.decide(ref(), visible, now=NOW, policy=P)
+    assert (v.state, v.action) == (d.IDLE, d.MARK), v.reason
+
+
+def test_data_later_than_the_tolerated_delay_is_insufficient():
+    visible = {k: series(0.5, end=NOW - 8 * 60) for k in ("i-0", "i-1")}
+    v = d.decide(ref(), visible, now=NOW, policy=P)
+    assert v.state == d.INSUFFICIENT and "gap" in v.reason
+
+
+def test_busy_data_newer_than_the_evidence_end_still_counts():
+    """The evidence for idleness stops 5 min before now; a busy sample that already arrived
+    from those minutes is evidence of work and wins."""
+    busy_tail = series(0.5, end=NOW - 2 * 60) + ((NOW - 2 * 60, 88.0),)
+    v = d.decide(ref(**{tags.IDLE_SINCE: mark(40)}), {"i-0": series(0.5), "i-1": busy_tail},
+                 now=NOW, policy=P)
+    assert (v.state, v.action) == (d.BUSY, d.UNMARK) and "88.0%" in v.reason
+
+
+def test_without_a_delay_the_evidence_ends_now():
+    p0 = d.Policy(threshold_pct=5, grace_minutes=30, delay_s=0)
+    assert d.evidence_end(NOW, p0) == NOW and d.evidence_end(NOW, P) == NOW - 300
+    assert d.evidence_end(NOW + 59, P) == NOW - 300     # whole periods only
+    late = {k: series(0.5, end=NOW - 3 * 60) for k in ("i-0", "i-1")}
+    assert d.decide(ref(), late, now=NOW, policy=p0).state == d.INSUFFICIENT
+
+
+def _act_time(delay_s: int, *, cadence_min: int = 15) -> float:
+    """Run the decision every ``cadence_min`` over a cluster idle from NOW - 2 h, with its
+    metrics published ``delay_s`` late; apply marks; return when it is scaled to zero."""
+    r = ref(launched=None, **{tags.IDLE_MINUTES: "60"})
+    t = NOW
+    while t < NOW + 6 * H:
+        visible = {n.id: series(0.5, start=NOW - 2 * H, end=t - delay_s) for n in r.nodes}
+        v = d.decide(r, visible, now=t, policy=P)
+        if v.action == d.MARK:
+            r = d.ClusterRef(**{**r.__dict__, "tags": {**r.tags,
+                                                       tags.IDLE_SINCE: tags.timestamp_label(t)}})
+        elif v.action == d.UNMARK:
+            raise AssertionError(f"unmarked at +{(t - NOW) / 60:.0f} min: {v.reason}")
+        elif v.action == d.SCALE_TO_ZERO:
+            return t
+        t += cadence_min * 60
+    raise AssertionError("never scaled")
+
+
+def test_a_delay_of_zero_to_five_minutes_changes_when_never_whether():
+    times = {delay: _act_time(delay) for delay in (0, 60, 120, 180, 240, 300)}
+    assert len(set(times.values())) == 1, times     # here not even when: 15-min cadence

@@ -68,6 +68,7 @@ def world(moto_url, monkeypatch):
 
 def reap(reapers, now, *, apply=True, audit=None, max_actions=10, envs=("dev",), **kw):
     reapers = reapers if isinstance(reapers, list) else [reapers]
+    moto_strict.set_clock(now)      # the fake publishes metrics late, as of this simulated now
     return engine.run(reapers, policy=d.Policy(grace_minutes=30), apply=apply,
                       environments=envs, now=now, audit=audit, max_actions=max_actions,
                       settle_s=0, **kw)

@@ -24,11 +24,17 @@ ZONE = "europe-west4-a"
 T0 = time.time() - 6 * 3600
 
 
+#: the fakes of the running test: every run sets their clock to its simulated now, so they
+#: publish metrics late (FakeGcp.delay_s) as of that time.
+FAKES: list = []
+
+
 class Site:
     """One GCP project: the fake, and the proxy every reaper call goes through."""
 
     def __init__(self, project: str):
         self.fake = FakeGcp(project=project)
+        FAKES.append(self.fake)
         self.upstream = self.fake.start()
         self.proxy = FaultProxy(self.upstream)
         self.url = self.proxy.start()
@@ -50,6 +56,7 @@ class Site:
     def stop(self) -> None:
         self.proxy.stop()
         self.fake.stop()
+        FAKES.remove(self.fake)
 
 
 @pytest.fixture
@@ -63,6 +70,8 @@ def site():
 
 def reap(reapers, now, *, apply=True, audit=None, **kw):
     reapers = reapers if isinstance(reapers, list) else [reapers]
+    for fake in FAKES:
+        fake.clock = now
     return engine.run(reapers, policy=d.Policy(grace_minutes=30), apply=apply,
                       environments=["dev"], now=now, audit=audit, settle_s=0, **kw)
 

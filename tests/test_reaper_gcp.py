@@ -17,12 +17,19 @@ ZONE = "europe-west4-a"
 T0 = time.time() - 6 * 3600   # instances launched six hours ago; `now` is simulated from there
 
 
+#: the fakes of the running test: every run sets their clock to its simulated now, so they
+#: publish metrics late (FakeGcp.delay_s) as of that time.
+FAKES: list = []
+
+
 @pytest.fixture
 def gcp():
     fake = FakeGcp(project="acme-ml")
     url = fake.start()
     fake.url = url
+    FAKES.append(fake)
     yield fake
+    FAKES.remove(fake)
     # Nothing but labels and MIG sizes was ever changed; templates are all still there.
     assert all(p.endswith("/setLabels") or p.endswith("/resize") for _, p in fake.mutations)
     assert set(fake.templates) == {m["instanceTemplate"] for m in fake.migs.values()}
@@ -39,9 +46,15 @@ def reaper(fake) -> GcpReaper:
 
 
 def reap(r, now, *, envs=("dev",), grace=30, **kw):
+    at(now)
     return {o.cluster: o for o in engine.run([r], policy=d.Policy(grace_minutes=grace),
                                              apply=kw.pop("apply", True), environments=envs,
                                              now=now, settle_s=0, **kw).outcomes}
+
+
+def at(now: float) -> None:
+    for fake in FAKES:
+        fake.clock = now
 
 
 def mig_size(fake, name):
@@ -112,6 +125,7 @@ def test_throttling_retried_and_one_failure_does_not_stop_others(gcp):
     reap(r, T0 + 40 * 60)
     assert r.backoff.retries == 1
     gcp.faults["resize"] = [403]                     # not retryable: a-mig fails, b-mig goes on
+    at(T0 + 75 * 60)
     report = engine.run([r], policy=d.Policy(), apply=True, environments=["dev"],
                         now=T0 + 75 * 60, settle_s=0)
     out = {o.cluster: o for o in report.outcomes}
@@ -220,7 +234,10 @@ def test_the_floors_the_plan_stamps_are_the_floors_the_reaper_keeps(gcp):
         gcp.put_points(i, T0, T0 + 5 * 3600, 0.2, gpus=8)
     window = int(reserved[tags.IDLE_MINUTES])
     r = reaper(gcp)
-    assert reap(r, T0 + (window + 5) * 60, envs=("prod",))["pretrain"].state == d.MARKED
-    o = reap(r, T0 + (window + 40) * 60, envs=("prod",))["pretrain"]
+    # the window must lie after the launch: it ends at the newest period whose (late) data can
+    # be complete, 5 min before now
+    first = reap(r, T0 + (window + 7) * 60, envs=("prod",))["pretrain"]
+    assert first.state == d.MARKED, first.reason
+    o = reap(r, T0 + (window + 42) * 60, envs=("prod",))["pretrain"]
     assert (o.action, o.baseline_nodes, o.nodes_removed) == (d.SCALE_TO_BASELINE, floor, 3)
     assert (mig_size(gcp, "pretrain-reserved"), mig_size(gcp, "pretrain-on-demand")) == (floor, 0)

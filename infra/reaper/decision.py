@@ -19,7 +19,11 @@ Rules (issue 7):
 - a group carrying a baseline (``gpulease-baseline-nodes``, issue 16) is scaled down to it and
   never below: an idle cluster with burst nodes above its baseline is scaled to the baseline, a
   cluster at its baseline is left alone, and an unreadable baseline skips the cluster (never
-  guess a floor).
+  guess a floor);
+- metrics arrive late (issue 21): idle evidence is judged over a window that ends at the newest
+  aggregation period whose data can be complete, ``Policy.delay_s`` before ``now``
+  (:func:`evidence_end`); busy evidence counts up to ``now``. A publication delay up to
+  ``delay_s`` changes when the reaper acts, never whether (docs/reaper.md, "Late metrics").
 """
 from __future__ import annotations
 
@@ -57,6 +61,12 @@ CLOCK_SKEW_S = 300
 #: the mark outlived its cluster. It is replaced by a fresh mark and a full grace period instead
 #: of being proven over days of metrics.
 MARK_STALE_AFTER_S = 24 * 3600
+#: the longest publication delay of the GPU metrics the reaper reads, which it therefore waits
+#: out before a period counts as evidence of idleness (5 min). The documented delays it covers,
+#: with their sources (docs/reaper.md, "Late metrics"): AWS, the CloudWatch agent's
+#: force_flush_interval (default 60 s) plus up to 2 min before a new datapoint can be
+#: retrieved; GCP, Cloud Monitoring's "data is not visible for up to 240 s" after sampling.
+PUBLICATION_DELAY_S = 300
 _MINUTES = re.compile(r"[0-9]{1,7}")
 #: a baseline node count as tagged: ASCII digits (a larger value than the group holds simply
 #: means the whole group is baseline).
@@ -187,6 +197,9 @@ class Policy:
     #: metric aggregation period (CloudWatch Period / Monitoring alignmentPeriod).
     period_s: int = 60
     destroy: bool = False
+    #: publication delay tolerated: the newest ``delay_s`` of metrics may still be missing, so
+    #: the idle evidence ends at :func:`evidence_end` (busy evidence still counts up to now).
+    delay_s: int = PUBLICATION_DELAY_S
 
     @property
     def teardown(self) -> str:
@@ -305,10 +318,19 @@ def mark(ref: ClusterRef, *, now: float, policy: Policy) -> tuple[Optional[float
     return since, None
 
 
+def evidence_end(now: float, policy: Policy) -> float:
+    """End of the idle evidence: the end of the newest aggregation period whose data can be
+    complete, i.e. that ended at least ``policy.delay_s`` ago. Periods are aligned on the epoch
+    (CloudWatch's 60-s periods start on the minute)."""
+    p = max(int(policy.period_s), 1)
+    return math.floor((now - max(int(policy.delay_s), 0)) / p) * p
+
+
 def evidence_start(ref: ClusterRef, *, now: float, policy: Policy, window: int) -> float:
-    """Where the utilization evidence must start: the window, or the mark if it is older."""
+    """Where the utilization evidence must start: the window before :func:`evidence_end`, or
+    the mark if it is older."""
     since, _ = mark(ref, now=now, policy=policy)
-    start = now - window * 60
+    start = evidence_end(now, policy) - window * 60
     return min(start, since) if since is not None else start
 
 
@@ -340,56 +362,89 @@ def _usable(value: float) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
 
 
+@dataclass(frozen=True)
+class NodeVerdict:
+    """One node's utilization evidence: BUSY, IDLE or INSUFFICIENT, with the reason."""
+
+    node: str
+    state: str
+    reason: str
+    #: highest usable utilization seen from the evidence start to now (None: no data).
+    top: Optional[float] = None
+
+
+def assess_nodes(nodes: Sequence[Node], samples: Samples, *, now: float, policy: Policy,
+                 start: float, span: str) -> list[NodeVerdict]:
+    """Each node's verdict over ``[start, evidence_end)`` (idle needs complete data there);
+    a busy sample anywhere in ``[start, now)`` makes the node busy, whatever the delay."""
+    end = evidence_end(now, policy)
+    p = policy.period_s
+    # Data must start within the first two periods of the evidence: a node launched later is
+    # still setting up (no agent data can predate its launch). Afterwards one missing period
+    # is tolerated (a boundary can split a period); two or more consecutive missing periods
+    # are partial data.
+    max_head, max_gap = p + 1, 2 * p + 1
+    out = []
+    for node in nodes:
+        seen = tuple(s for s in samples.get(node.id, ()) if start <= s[0] < now and _usable(s[1]))
+        top = max((v for _, v in seen), default=None)
+        if top is not None and top >= policy.threshold_pct:
+            at = max(seen, key=lambda s: s[1])[0]
+            out.append(NodeVerdict(node.id, BUSY, f"node {node.id} reached {top:.1f}% at "
+                                   f"{_iso(at)} (threshold {policy.threshold_pct:g}%)", top))
+            continue
+        series = tuple(s for s in seen if s[0] < end)
+        head, gap = coverage(series, start, end)
+        if node.launched_at is not None and node.launched_at > start:
+            why = (f"node {node.id} launched {int((now - node.launched_at) // 60)} min ago, "
+                   f"inside the {span} (may still be setting up)")
+        elif not series:
+            why = f"node {node.id} has no GPU utilization data in the {span}"
+        elif head > max_head:
+            why = (f"node {node.id} has no GPU utilization data for the first "
+                   f"{int(head // 60)} min of the {span} (just launched, still setting up, or "
+                   "its agent was not running)")
+        elif gap > max_gap:
+            missing = max(gap - p, 0)  # gap between samples minus one period
+            why = (f"node {node.id} has a {int(missing // 60)}-min gap in its GPU utilization "
+                   "data (partial data is not idle)")
+        else:
+            out.append(NodeVerdict(node.id, IDLE, "", top))
+            continue
+        out.append(NodeVerdict(node.id, INSUFFICIENT, why, top))
+    return out
+
+
+def _span(start: float, now: float, policy: Policy, window: int) -> str:
+    end = evidence_end(now, policy)
+    if start >= end - window * 60 - 1:
+        return f"{window}-min window"
+    return f"{int(math.ceil((end - start) / 60))} min since its idle mark"
+
+
 def assess(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy,
            window: int, start: Optional[float] = None) -> tuple[str, str, Optional[float]]:
     """Utilization alone -> (BUSY | IDLE | INSUFFICIENT, reason, max utilization seen).
 
     ``start`` defaults to the window's start; for a marked cluster it is the mark (when older),
-    so the cluster must have stayed idle ever since it was marked.
+    so the cluster must have stayed idle ever since it was marked. One busy node makes the
+    cluster busy; one node without complete data makes it insufficient.
     """
-    start = now - window * 60 if start is None else start
-    span = (f"{window}-min window" if start >= now - window * 60 - 1
-            else f"{int(math.ceil((now - start) / 60))} min since its idle mark")
-    p = policy.period_s
-    # Data must start within the first two periods of the window: a node launched later is
-    # still setting up (no agent data can predate its launch). Afterwards one missing period
-    # is tolerated (agents publish late; a boundary can split a period); two or more
-    # consecutive missing periods are partial data.
-    max_head, max_gap = p + 1, 2 * p + 1
-    seen: list[float] = []
-    busy_note = None
-    lacking: list[str] = []
-    for node in ref.nodes:
-        series = tuple(s for s in samples.get(node.id, ()) if start <= s[0] < now and _usable(s[1]))
-        if series:
-            top = max(v for _, v in series)
-            seen.append(top)
-            if top >= policy.threshold_pct and busy_note is None:
-                at = max(series, key=lambda s: s[1])[0]
-                busy_note = (f"node {node.id} reached {top:.1f}% at {_iso(at)} "
-                             f"(threshold {policy.threshold_pct:g}%)")
-        head, gap = coverage(series, start, now)
-        if node.launched_at is not None and node.launched_at > start:
-            lacking.append(f"node {node.id} launched {int((now - node.launched_at) // 60)} min "
-                           f"ago, inside the {span} (may still be setting up)")
-        elif not series:
-            lacking.append(f"node {node.id} has no GPU utilization data in the {span}")
-        elif head > max_head:
-            lacking.append(f"node {node.id} has no GPU utilization data for the first "
-                           f"{int(head // 60)} min of the {span} (just launched, "
-                           "still setting up, or its agent was not running)")
-        elif gap > max_gap:
-            missing = max(gap - p, 0)  # gap between samples minus one period
-            lacking.append(f"node {node.id} has a {int(missing // 60)}-min gap in its GPU "
-                           f"utilization data (partial data is not idle)")
-    top = max(seen) if seen else None
-    if busy_note:
-        return BUSY, busy_note, top
+    end = evidence_end(now, policy)
+    start = end - window * 60 if start is None else start
+    verdicts = assess_nodes(ref.nodes, samples, now=now, policy=policy, start=start,
+                            span=_span(start, now, policy, window))
+    tops = [v.top for v in verdicts if v.top is not None]
+    top = max(tops) if tops else None
+    busy = [v for v in verdicts if v.state == BUSY]
+    if busy:
+        return BUSY, busy[0].reason, top
+    lacking = [v.reason for v in verdicts if v.state == INSUFFICIENT]
     if lacking:
         more = f" (+{len(lacking) - 1} more)" if len(lacking) > 1 else ""
         return INSUFFICIENT, lacking[0] + more, top
-    return (IDLE, f"{'the' if len(ref.nodes) == 1 else 'all'} {plural(len(ref.nodes), 'node')} stayed below {policy.threshold_pct:g}% GPU for "
-            f"{window} min (max {top:.1f}%)", top)
+    return (IDLE, f"{'the' if len(ref.nodes) == 1 else 'all'} {plural(len(ref.nodes), 'node')} "
+            f"stayed below {policy.threshold_pct:g}% GPU for {window} min (max {top:.1f}%)", top)
 
 
 def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> Verdict:

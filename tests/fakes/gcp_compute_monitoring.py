@@ -10,7 +10,10 @@ filter is parsed clause by clause (metric.type, resource.type, resource.labels.K
 metadata.user_labels."KEY" equalities joined by AND; anything else is a 400 as a malformed filter
 is), series keep the labels their VM had (also after it is deleted), points older than the
 retention are gone, and pages hold at most ``pageSize`` points (FULL view; default 100,000), a
-series that does not fit continuing on the next page.
+series that does not fit continuing on the next page. Points are published late, as Cloud
+Monitoring documents per metric ("After sampling, data is not visible for up to N seconds"): a
+point stamped later than the fake's ``clock`` minus ``delay_s`` (default :data:`VISIBLE_AFTER_S`;
+tests set both) is not returned yet.
 Faults can be injected per operation (``fake.faults["resize"] = [503]``); HTML pages, non-JSON
 200s and throttling come from ``tests/fakes/fault_proxy.py`` in front of it. Resources can be
 changed mid-run (:meth:`FakeGcp.scale_mig`, :meth:`FakeGcp.delete_mig`). Every request is
@@ -45,6 +48,11 @@ RETENTION_S = 42 * 86400
 #: timeSeries.list pageSize: in the FULL view the most points per response ("If pageSize is
 #: empty or more than 100,000 results, the effective pageSize is 100,000 results").
 MAX_PAGE_POINTS = 100_000
+#: how long after sampling a point may stay invisible: the figure Google's metric lists give
+#: for Compute Engine instance metrics ("Sampled every 60 seconds. After sampling, data is not
+#: visible for up to 240 seconds."; docs/reaper.md, "Late metrics", says what was and was not
+#: found for agent.googleapis.com/gpu/*).
+VISIBLE_AFTER_S = 240
 _CLAUSE = re.compile(r'\s*(metric\.type|resource\.type|resource\.labels?\.([a-z_]+)|'
                      r'metadata\.user_labels\."([a-z][a-z0-9_-]*)")\s*=\s*"([^"]*)"\s*')
 
@@ -75,8 +83,10 @@ class FakeGcp:
     series_labels: dict = field(default_factory=dict)
     #: timeSeries.list requests, as (filter, groupByFields, alignmentPeriod).
     series_queries: list = field(default_factory=list)
-    #: "now" for the retention (epoch s); None = the wall clock.
+    #: "now" for the retention and the publication delay (epoch s); None = the wall clock.
     clock: Optional[float] = None
+    #: publication delay (s): points younger than this are not visible yet.
+    delay_s: float = VISIBLE_AFTER_S
     faults: dict = field(default_factory=dict)         # op -> [status, ...] returned first
     log: list = field(default_factory=list)            # (method, path)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -377,14 +387,14 @@ class FakeGcp:
         period = float(q.get("aggregation.alignmentPeriod", "60s").rstrip("s"))
         zone_of = {inst["id"]: zone for (zone, _), inst in self.instances.items()}
         wanted = {k[5:]: v for k, v in flt.items() if k.startswith("user:")}
-        oldest = (self.clock if self.clock is not None else dt.datetime.now().timestamp()) \
-            - RETENTION_S
+        now = self.clock if self.clock is not None else dt.datetime.now().timestamp()
+        oldest, newest = now - RETENTION_S, now - self.delay_s
         grouped: dict = {}
         for iid, _, t, v in self.points:
             labels = self.series_labels.get(iid, {})
             if any(labels.get(k) != want for k, want in wanted.items()):
                 continue
-            if t < oldest:
+            if t < oldest or t > newest:
                 continue
             if start < t <= end:
                 # Buckets aligned on the interval's end: (end - (k+1)p, end - kp].

@@ -6,8 +6,17 @@ Scaling answers ValidationError "AutoScalingGroup name not found" (cloud-custodi
 it), and "If you specify a value and the value is incorrect, the tag is not deleted" (EC2 Auto
 Scaling User Guide, Delete tags) — the reaper's claim withdrawal relies on that. moto has no
 DescribeCapacityReservations at all. The server runs in-process (ThreadedMotoServer), so
-patching the classes is enough. :func:`install_history` adds CloudWatch's retention, ListMetrics'
-two-week visibility, GetMetricData paging and Auto Scaling's scaling activities (below).
+patching the classes is enough.
+
+moto also answers GetMetricData with a datapoint the instant it is put. Real datapoints arrive
+late (docs/reaper.md, "Late metrics"): the CloudWatch agent holds them up to its
+``force_flush_interval`` (default 60 s) and a new datapoint can take up to 2 min to be
+retrievable. :func:`install` therefore replaces GetMetricData with :func:`get_metric_data_response`,
+which hides every datapoint younger than ``METRIC_DELAY_S`` (default :data:`AGENT_DELAY_S`,
+settable per test with :func:`set_metric_delay`) as of the fake's clock (``CLOCK``: the
+simulated "now" a test sets, else the wall clock), and keeps CloudWatch's retention, rounding
+and paging. :func:`install_history` adds ListMetrics' two-week visibility and Auto Scaling's
+scaling activities (below).
 """
 from __future__ import annotations
 
@@ -124,13 +133,30 @@ def point_boto_at(url: str, monkeypatch) -> None:
 
 
 def install(monkeypatch) -> None:
-    """Patch for the duration of one test (pytest's monkeypatch undoes it)."""
+    """Patch for the duration of one test (pytest's monkeypatch undoes it): strict Auto
+    Scaling tags, DescribeCapacityReservations, and GetMetricData with CloudWatch's retention,
+    paging and publication delay (the fake's clock and delay are reset for the test)."""
+    from moto.cloudwatch.responses import CloudWatchResponse
     from moto.ec2.responses import EC2Response
 
     monkeypatch.setattr(AutoScalingBackend, "create_or_update_tags", create_or_update_tags)
     monkeypatch.setattr(AutoScalingBackend, "delete_tags", delete_tags)
     monkeypatch.setattr(EC2Response, "describe_capacity_reservations",
                         describe_capacity_reservations, raising=False)
+    monkeypatch.setattr(CloudWatchResponse, "get_metric_data", get_metric_data_response)
+    here = sys.modules[__name__]
+    monkeypatch.setattr(here, "CLOCK", [None])
+    monkeypatch.setattr(here, "METRIC_DELAY_S", [AGENT_DELAY_S])
+
+
+def set_metric_delay(seconds: float) -> None:
+    """How late datapoints become visible to GetMetricData in this test (0 = at once)."""
+    METRIC_DELAY_S[0] = float(seconds)
+
+
+def set_clock(now: float) -> None:
+    """The fake's "now" (epoch s): the simulated time a test passes to the reaper."""
+    CLOCK[0] = float(now)
 
 
 # ---- CloudWatch history and Auto Scaling activities, as `gpulease recommend` reads them ---------
@@ -156,6 +182,15 @@ MAX_QUERIES = 500
 ACTIVITIES: dict = {}
 #: "now" of the fake (epoch s); tests that simulate time set it. None = the wall clock.
 CLOCK: list = [None]
+#: the CloudWatch agent's default force_flush_interval (60 s: "The default value is 60",
+#: CloudWatch User Guide, "Manually create or edit the CloudWatch agent configuration file";
+#: defaultForceFlushInterval = time.Minute in aws/amazon-cloudwatch-agent
+#: plugins/outputs/cloudwatch/cloudwatch.go) plus the 2 minutes a new datapoint may take to be
+#: retrievable ("it can take up to 2 minutes before you can retrieve statistics for the new
+#: metric", CloudWatch User Guide, "Publish custom metrics"): how late a sample may arrive.
+AGENT_DELAY_S = 60 + 120
+#: the publication delay in force (seconds), see :func:`set_metric_delay`.
+METRIC_DELAY_S: list = [AGENT_DELAY_S]
 
 
 def _now() -> float:
@@ -211,7 +246,9 @@ def _visible(age_s: float, period: int) -> bool:
 
 
 def get_metric_data_response(self):
-    """GetMetricData (MetricStat queries) with CloudWatch's retention, rounding and paging."""
+    """GetMetricData (MetricStat queries) with CloudWatch's retention, rounding, paging and
+    publication delay (a datapoint stamped later than the fake's now minus METRIC_DELAY_S is
+    not visible yet)."""
     from moto.cloudwatch.models import Statistics
     from moto.core.responses import ActionResult
 
@@ -230,10 +267,11 @@ def get_metric_data_response(self):
     step = 60 if age <= 15 * DAY else 300 if age <= 63 * DAY else 3600
     start -= start % step
     limit = int(params.get("MaxDatapoints") or MAX_DATAPOINTS)
+    newest = now - METRIC_DELAY_S[0]
     index: dict = {}
     for md in self.cloudwatch_backend.get_all_metrics():
         t = _epoch(md.timestamp)
-        if start <= t < end:
+        if start <= t < end and t <= newest:
             index.setdefault(_identity(md), []).append((t, md))
     results = []
     for q in queries:
@@ -315,7 +353,8 @@ def describe_scaling_activities(self):
 
 
 def install_history(monkeypatch) -> None:
-    """CloudWatch retention/visibility/paging and Auto Scaling activities, for one test."""
+    """CloudWatch retention/visibility/paging/delay and Auto Scaling activities, for one
+    test."""
     from moto.autoscaling.responses import AutoScalingResponse
     from moto.cloudwatch.models import CloudWatchBackend
     from moto.cloudwatch.responses import CloudWatchResponse
@@ -327,3 +366,4 @@ def install_history(monkeypatch) -> None:
     here = sys.modules[__name__]
     monkeypatch.setattr(here, "ACTIVITIES", {})
     monkeypatch.setattr(here, "CLOCK", [None])
+    monkeypatch.setattr(here, "METRIC_DELAY_S", [AGENT_DELAY_S])
