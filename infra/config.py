@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra import inputs
 from infra.bootstrap.settings import BootstrapSettings
@@ -24,6 +24,7 @@ from infra.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GP
                          StackSpec, StorageSpec, Window, parse_utc)
 from infra.policy.rules import PolicyRules
 from infra.quotes import CB_MAX_INSTANCES
+from infra.reaper import schedule as rs
 from infra.reaper.settings import ReaperSettings
 
 NAMESPACE = "gpulease"
@@ -190,6 +191,32 @@ class WindowConfig(_Strict):
     duration_hours: float = Field(..., gt=0, le=MAX_WINDOW_HOURS,
                                   description="Hours of work on all the cluster's GPUs (at most "
                                               f"{MAX_WINDOW_HOURS // 24} days).")
+class ScheduleWindowConfig(_Strict):
+    """A declared work window: it starts whenever `cron` matches (UTC) and lasts `minutes`.
+    The reaper does not act on the cluster from `schedule_lead_minutes` before a window's start
+    until its end (docs/reaper.md, "Declared schedules, the first-job grace, prepaid groups:
+    holds")."""
+
+    cron: str = Field(..., description='Five-field cron expression in UTC, e.g. "0 2 * * *" '
+                                       '(daily at 02:00) or "0 9 * * mon-fri".')
+    minutes: int = Field(..., gt=0, le=rs.MAX_WINDOW_MINUTES,
+                         description="Length of the window in minutes (at most a week).")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        try:
+            return rs.parse_cron(v).text
+        except rs.CronError as exc:
+            raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _fits_a_label(self) -> "ScheduleWindowConfig":
+        try:
+            rs.window(self.cron, self.minutes)
+        except rs.CronError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class ClusterConfig(_Strict):
@@ -238,6 +265,19 @@ class ClusterConfig(_Strict):
                           "deadline, duration_hours}`; then `gpus` is required and "
                           "`hours_per_month` / `demand` are left out (docs/policy.md, "
                           "\"Windows\").")
+    schedule: list[ScheduleWindowConfig] = Field(
+        default_factory=list, max_length=rs.MAX_WINDOWS,
+        description="When work is due, as windows `{cron, minutes}` (UTC), e.g. `[{cron: \"0 2 * * "
+                    "*\", minutes: 120}]` for a nightly job at 02:00: the reaper never scales the "
+                    "cluster from `schedule_lead_minutes` before a window until its end. Carried as "
+                    "tags/labels gpulease-schedule-0..3.")
+    schedule_lead_minutes: int = Field(
+        rs.DEFAULT_LEAD_MINUTES, ge=0, le=rs.MAX_LEAD_MINUTES,
+        description="How long before a declared window the reaper stops acting on the cluster.")
+    first_job_grace_minutes: int = Field(
+        rs.DEFAULT_FIRST_JOB_GRACE_MINUTES, ge=0, le=rs.MAX_FIRST_JOB_GRACE_MINUTES,
+        description="How long after its node group is created a cluster waits for its first job "
+                    "before the reaper may mark it idle.")
     template: Optional[str] = Field(None, description="Force a cluster template "
                                                       "(templates/clusters/) instead of the "
                                                       "policy's choice.")
@@ -421,6 +461,8 @@ def _message(err: dict) -> str:
             if suggestion and suggestion != value:
                 text += f' (e.g. "{suggestion}")'
         return text
+    if t == "value_error":
+        return str(ctx.get("error", err.get("msg", t)))
     if t == "finite_number":
         return f"must be a finite number (got {value!r})"
     if t == "dict_type" and isinstance(value.value, list):
@@ -662,6 +704,9 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
             priority=c.priority, checkpoint_minutes=c.checkpoint_minutes,
             distributed=c.distributed, dataset=c.dataset, regions=tuple(c.regions),
             idle_minutes=c.idle_minutes, template=c.template, index=i,
+            schedule=tuple((w.cron, w.minutes) for w in c.schedule),
+            schedule_lead_minutes=c.schedule_lead_minutes,
+            first_job_grace_minutes=c.first_job_grace_minutes,
             demand=steps if len(steps) > 1 else (), capacity_block=pin, window=window))
     if not model.clusters:
         bad("gpulease:clusters", "no clusters configured; the plan would be empty",

@@ -515,6 +515,12 @@ class ClusterSpec:
     window: Optional[Window] = None
     #: the pinned Capacity Block of the reserved nodes (AWS), None = none pinned.
     capacity_block: Optional[CapacityBlockPin] = None
+    #: declared work windows, (cron expression in UTC, minutes) each (infra/reaper/schedule.py).
+    schedule: tuple[tuple[str, int], ...] = ()
+    #: the reaper does not act this many minutes before a declared window.
+    schedule_lead_minutes: int = 60
+    #: a new cluster cannot be marked idle this many minutes after its node group is created.
+    first_job_grace_minutes: int = 120
 
     @property
     def steps(self) -> tuple[DemandStep, ...]:

@@ -15,11 +15,12 @@ def make_stack(offering: Offering, *, environment: str = "dev",
                bootstrap: Optional[BootstrapSettings] = None, dataset: Optional[str] = "lake",
                idle_minutes: int = 45, nodes: int = 2, purchase_model: str = "mixed",
                ssh_via_iap: bool = False, network: Optional[str] = None,
-               home_region: Optional[str] = None) -> tuple[StackSpec, ClusterDecision]:
+               home_region: Optional[str] = None,
+               schedule: tuple = ()) -> tuple[StackSpec, ClusterDecision]:
     """A one-cluster stack on ``offering`` and the decision placing it there."""
     spec = ClusterSpec(name="train", gpu=offering.gpu, gpus=nodes * offering.gpus_per_node,
                        hours_per_month=300, priority=4, checkpoint_minutes=30,
-                       dataset=dataset, idle_minutes=idle_minutes)
+                       dataset=dataset, idle_minutes=idle_minutes, schedule=tuple(schedule))
     cloud = CloudSpec(cloud=offering.cloud, regions=(offering.region,),
                       project="ml-project" if offering.cloud == "gcp" else None,
                       ssh_via_iap=ssh_via_iap)

@@ -217,3 +217,103 @@ def test_gcp_all_reserved_nodes_at_once_leave_the_baseline_standing(tmp_path):
         if stopped.exists():
             left.append(me)
     assert left == ["train-res-c"]
+
+
+# ---- contract C3: prepaid groups; issue 21 item 3: declared schedules ---------------------------
+def _later(minutes: int) -> str:
+    import datetime as _dt
+    return (_dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(minutes=minutes)).strftime(
+        "%Y%m%dt%H%Mz")
+
+
+@pytest.mark.parametrize("until,stops", [(600, False), (-600, True)])
+def test_aws_a_prepaid_group_keeps_its_nodes_until_its_time(tmp_path, until, stops):
+    proc, stopped = _aws(tmp_path, asg_doc(ASG, {tags.BILLED_UNTIL: _later(until)},
+                                           members=LOWER + (INSTANCE_ID,)))
+    assert stopped.exists() == stops, proc.stdout + proc.stderr
+    if not stops:
+        assert f"are prepaid until" in proc.stdout and "never scaled before" in proc.stdout
+
+
+def test_aws_an_unreadable_billed_until_keeps_the_node(tmp_path):
+    proc, stopped = _aws(tmp_path, asg_doc(ASG, {tags.BILLED_UNTIL: "christmas"},
+                                           members=(INSTANCE_ID,)))
+    assert not stopped.exists()
+    assert f"carries an invalid {tags.BILLED_UNTIL} value 'christmas'" in proc.stderr
+
+
+def test_gcp_a_prepaid_mig_keeps_its_nodes(tmp_path):
+    paid = {tags.BILLED_UNTIL: _later(600)}
+    nodes = [dict(_vm("train-flex-a", "train-flex"), labels={**_vm("x", "y")["labels"], **paid}),
+             dict(_vm("train-flex-b", "train-flex"), labels={**_vm("x", "y")["labels"], **paid})]
+    proc, stopped, fake = _gcp(tmp_path, "train-flex-b", nodes)
+    assert not stopped.exists() and "MIG train-flex are prepaid until" in proc.stdout
+    other = _vm("train-spot-a", "train-spot")          # a MIG without the label still empties
+    proc, stopped, _ = _gcp(_sub(tmp_path, "spot"), "train-spot-a", nodes + [other])
+    assert stopped.exists(), proc.stdout + proc.stderr
+
+
+def _scheduled(tmp_path, cloud, windows):
+    from tests.test_bootstrap_watcher import _fake_cli, _files
+    files = _files(cloud, tmp_path, schedule=windows)
+    script = files[AUTOSTOP]
+    cli = "aws" if cloud == "aws" else "gcloud"
+    answers = ({"describe-auto-scaling-instances": (0, ASG),
+                "describe-auto-scaling-groups": asg_doc(ASG)} if cloud == "aws"
+               else {"list": (0, json.dumps([_vm("train-a", "train-spot")]))})
+    bin_dir = _fake_cli(tmp_path, cli, answers)
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\nprintf "0\\n"\n')
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    state, stopped = tmp_path / "state", tmp_path / "stopped"
+    state.mkdir()
+    (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
+    env = {"GPULEASE_STATE_DIR": str(state), "GPULEASE_STOP_CMD": f"touch {stopped}",
+           "GPULEASE_AUTOSTOP_MINUTES": "30", "GPULEASE_IDLE_THRESHOLD_PCT": "5",
+           "PATH": f"{bin_dir}:{__import__('os').environ['PATH']}"}
+    with FakeMetadata(cloud, **({"gcp_name": "train-a"} if cloud == "gcp" else {})) as fake:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+    assert proc.returncode == 0, proc.stderr
+    return proc, stopped
+
+
+def _cron_at(minutes_from_now: int) -> str:
+    import datetime as _dt
+    t = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(minutes=minutes_from_now)
+    return f"{t.minute} {t.hour} * * *"
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_no_leave_within_the_lead_before_declared_work(tmp_path, cloud):
+    proc, stopped = _scheduled(tmp_path, cloud, ((_cron_at(30), 60),))
+    assert not stopped.exists()
+    assert "by the declared schedule" in proc.stdout and "not stopping" in proc.stdout
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_outside_the_declared_windows_the_node_leaves(tmp_path, cloud):
+    proc, stopped = _scheduled(tmp_path, cloud, ((_cron_at(180), 60),))
+    assert stopped.exists(), proc.stdout + proc.stderr
+
+
+def test_the_node_and_the_reaper_agree_on_every_hold(tmp_path):
+    """The autostop's schedule rule (run as rendered) and infra.reaper.schedule.schedule_hold
+    give the same answer over a week of times for a few windows."""
+    import datetime as _dt
+    import random
+    import subprocess
+    import sys
+
+    from infra.reaper import schedule as rs
+    windows = (("0 2 * * *", 120), ("*/20 9-17 * * 1-5", 15), ("30 23 13 * 5", 90))
+    text = _files("aws", tmp_path, schedule=windows)[AUTOSTOP].read_text()
+    rule = text.split("SCHEDULE_RULE='", 1)[1].split("\n'\n", 1)[0]
+    data = json.dumps(rs.node_data(windows))
+    parsed = [rs.window(c, m) for c, m in windows]
+    rng = random.Random(21)
+    base = _dt.datetime(2026, 12, 1, tzinfo=_dt.timezone.utc).timestamp()
+    for _ in range(40):
+        now = int(base + rng.randrange(0, 14 * 86400, 60))
+        out = subprocess.run([sys.executable, "-c", rule, data, "60", str(now)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        expect = rs.schedule_hold(parsed, now=now, lead_minutes=60)
+        assert out.startswith("held:") == (expect is not None), (now, out, expect)

@@ -62,7 +62,10 @@ class Env:
         self.ec2.create_launch_template(LaunchTemplateName=lt, LaunchTemplateData={
             "ImageId": "ami-12c6146b", "InstanceType": "g6.xlarge"})
         asg = f"{env}-{name}-{n}"
-        kv = {tags.CLUSTER: name, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: str(idle_minutes)} \
+        # (FIRST_JOB_GRACE 0: the scenarios start right after creation; the first-job grace has
+        # tests of its own)
+        kv = {tags.CLUSTER: name, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: str(idle_minutes),
+              tags.FIRST_JOB_GRACE: "0"} \
             if gpulease else {"team": "someone-else"}
         kv.update(extra or {})
         self.asg.create_auto_scaling_group(
@@ -487,3 +490,55 @@ def test_one_claim_per_cluster_of_two_groups(aws):
     got = by_cluster(report)
     assert (got["pretrain"].state, got["sandbox"].state) == (d.REAPED, d.REAPED)
     assert {aws.group(g)["DesiredCapacity"] for g in (one, two, other)} == {0}
+
+
+# ---- issue 21 item 3 / contract C3: holds read from the groups --------------------------------
+def test_a_new_group_waits_for_its_first_job(aws):
+    """The first-job grace runs from the group's CreatedTime (DescribeAutoScalingGroups)."""
+    asg, ids, t0 = aws.cluster("dev", "nightly", extra={tags.FIRST_JOB_GRACE: "120"})
+    aws.util(ids, t0, t0 + 180 * 60, 0.5)
+    r = aws.reaper()
+    held = by_cluster(reap(r, t0 + 60 * 60))["nightly"]
+    assert (held.state, held.action) == (d.SKIPPED, d.NONE)
+    assert [h["kind"] for h in held.as_json()["holds"]] == ["first-job-grace"]
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)
+    assert by_cluster(reap(r, t0 + 125 * 60))["nightly"].state == d.MARKED
+
+
+def test_a_declared_schedule_on_the_group_holds_the_reaper(aws):
+    import datetime as _dt
+    asg, ids, t0 = aws.cluster("dev", "nightly")
+    now = t0 + 75 * 60
+    start = _dt.datetime.fromtimestamp(now + 30 * 60, _dt.timezone.utc)   # due in 30 min
+    aws.asg.create_or_update_tags(Tags=[{
+        "ResourceId": asg, "ResourceType": "auto-scaling-group", "PropagateAtLaunch": True,
+        "Key": tags.schedule_key(0), "Value": f"{start.minute}_{start.hour}_x_x_x_90"}])
+    aws.util(ids, t0, t0 + 180 * 60, 0.5)
+    r = aws.reaper()
+    assert by_cluster(reap(r, t0 + 40 * 60))["nightly"].state == d.MARKED
+    o = by_cluster(reap(r, now))["nightly"]
+    assert (o.state, o.action, o.applied) == (d.SKIPPED, d.NONE, False)
+    assert "held until" in o.reason and o.as_json()["holds"][0]["kind"] == "schedule"
+    assert aws.group(asg)["DesiredCapacity"] == 2
+
+
+def test_a_prepaid_block_group_is_kept_and_the_rest_goes(aws):
+    """Contract C3: the Capacity Block's group carries gpulease-billed-until; its nodes stay
+    until then, the burst group beside it is scaled to zero; the JSON says why."""
+    t_end = "20991231t2359z"
+    block, block_ids, t0 = aws.cluster("dev", "pretrain", nodes=2,
+                                       extra={tags.BILLED_UNTIL: t_end})
+    burst, burst_ids, _ = aws.cluster("dev", "pretrain", nodes=3)
+    aws.util(block_ids + burst_ids, t0, t0 + 240 * 60, 0.5)
+    r = aws.reaper()
+    assert reap(r, t0 + 40 * 60).outcomes[0].state == d.MARKED
+    o = reap(r, t0 + 75 * 60).outcomes[0]
+    assert (o.state, o.action, o.nodes_removed) == (d.REAPED, d.SCALE_TO_BASELINE, 3)
+    assert aws.group(block)["DesiredCapacity"] == 2 and aws.group(burst)["DesiredCapacity"] == 0
+    doc = o.as_json()
+    assert [(h["kind"], h["until"]) for h in doc["holds"]] == [("billed-until",
+                                                                "2099-12-31T23:59Z")]
+    # only the prepaid group left: nothing more to do, ever (until its time)
+    again = reap(r, t0 + 120 * 60).outcomes[0]
+    assert (again.state, again.action) in {(d.SKIPPED, d.NONE), (d.SKIPPED, d.UNMARK)}
+    assert "prepaid until 2099-12-31T23:59Z" in again.reason

@@ -326,3 +326,111 @@ def _act_time(delay_s: int, *, cadence_min: int = 15) -> float:
 def test_a_delay_of_zero_to_five_minutes_changes_when_never_whether():
     times = {delay: _act_time(delay) for delay in (0, 60, 120, 180, 240, 300)}
     assert len(set(times.values())) == 1, times     # here not even when: 15-min cadence
+
+
+# ---- issue 21 item 3: declared schedules and the first-job grace; C3: prepaid groups ----------
+def _at(ref_, **kw):
+    return d.ClusterRef(**{**ref_.__dict__, **kw})
+
+
+NIGHTLY = {tags.schedule_key(0): "0_2_x_x_x_120"}       # daily 02:00 UTC for 120 min
+SEVEN = 1_800_000_000.0 - 3600     # 2027-01-15T07:00Z
+
+
+def test_a_declared_window_holds_the_reaper_from_the_lead_to_its_end():
+    # NOW is 08:00 UTC: a window at 08:30 is due within the 60-min lead
+    r = ref(**{tags.schedule_key(0): "30_8_x_x_x_60"})
+    v = d.decide(r, idle(2), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE)
+    assert "held until 2027-01-15T09:30Z: work due 2027-01-15T08:30Z to 2027-01-15T09:30Z" \
+        in v.reason
+    assert [h.kind for h in v.holds] == ["schedule"]
+
+
+def test_a_hold_keeps_a_marked_cluster_from_being_torn_down_but_keeps_its_mark():
+    r = ref(**{tags.schedule_key(0): "30_8_x_x_x_60", tags.IDLE_SINCE: mark(45)})
+    v = d.decide(r, idle(2), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE) and "held until" in v.reason
+    # busy work during the window still clears the mark
+    busy = d.decide(r, {"i-0": series(70), "i-1": series()}, now=NOW, policy=P)
+    assert busy.action == d.UNMARK
+
+
+def test_outside_its_windows_a_scheduled_cluster_is_reaped_as_usual():
+    r = ref(**{tags.schedule_key(0): "0_2_x_x_x_120", tags.IDLE_SINCE: mark(45)})
+    v = d.decide(r, idle(2), now=NOW, policy=P)
+    assert v.action == d.SCALE_TO_ZERO and v.holds == ()
+
+
+def test_the_lead_is_the_clusters_own():
+    r = ref(**{tags.schedule_key(0): "30_9_x_x_x_60", tags.SCHEDULE_LEAD: "120"})
+    assert d.decide(r, idle(2), now=NOW, policy=P).state == d.SKIPPED
+    r0 = ref(**{tags.schedule_key(0): "30_9_x_x_x_60", tags.SCHEDULE_LEAD: "60"})
+    assert d.decide(r0, idle(2), now=NOW, policy=P).action == d.MARK
+
+
+@pytest.mark.parametrize("key,raw", [(tags.schedule_key(0), "0 2 * * *"),
+                                     (tags.schedule_key(3), "61_2_x_x_x_60"),
+                                     (tags.SCHEDULE_LEAD, "-5"),
+                                     (tags.FIRST_JOB_GRACE, "forever")])
+def test_an_unreadable_schedule_tag_means_work_may_be_due_at_any_time(key, raw):
+    v = d.decide(ref(**{key: raw, tags.IDLE_SINCE: mark(45)}), idle(2), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE)
+    assert key in v.reason and "when work is due is unknown, so nothing is done" in v.reason
+
+
+def test_a_new_cluster_waits_for_its_first_job():
+    """Created at 07:00 for a job at 09:00 (nothing declared): not marked before 09:00."""
+    r = _at(ref(), created_at=SEVEN)
+    v = d.decide(r, idle(2), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE)
+    assert "held until 2027-01-15T09:00Z: created 2027-01-15T07:00Z: a new cluster waits 120 " \
+           "min for its first job" in v.reason
+    later = {f"i-{k}": series(0.5, end=SEVEN + 2 * H) for k in range(2)}
+    assert d.decide(r, later, now=SEVEN + 2 * H, policy=P).action == d.MARK
+    assert d.decide(_at(ref(**{tags.FIRST_JOB_GRACE: "30"}), created_at=SEVEN), idle(2),
+                    now=NOW, policy=P).action == d.MARK
+
+
+def test_the_first_job_grace_does_not_hide_a_busy_cluster():
+    v = d.decide(_at(ref(), created_at=SEVEN), {"i-0": series(80), "i-1": series()}, now=NOW,
+                 policy=P)
+    assert v.state == d.BUSY and [h.kind for h in v.holds] == ["first-job-grace"]
+
+
+def prepaid(until_minutes, nodes=3, **kw):
+    return _at(ref(nodes=nodes, **kw), group_nodes={"asg": nodes},
+               billed_tags={"asg": (tags.timestamp_label(NOW + until_minutes * 60),)})
+
+
+def test_a_prepaid_group_is_never_scaled_before_its_time():
+    v = d.decide(prepaid(600, **{tags.IDLE_SINCE: mark(45)}), idle(3), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.UNMARK)     # nothing to do: no mark either
+    assert "prepaid until 2027-01-15T18:00Z (gpulease-billed-until): never scaled before" \
+        in v.reason
+    assert [(h.kind, h.until) for h in v.holds] == [("billed-until", NOW + 600 * 60)]
+
+
+def test_after_its_time_a_prepaid_group_is_an_ordinary_group():
+    v = d.decide(prepaid(-10, **{tags.IDLE_SINCE: mark(45)}), idle(3), now=NOW, policy=P)
+    assert v.action == d.SCALE_TO_ZERO and v.holds == ()
+
+
+def test_beside_a_prepaid_group_the_other_groups_go_down():
+    """A Capacity Block cluster: the block's group is prepaid, the burst group is not."""
+    r = _at(ref(nodes=5, **{tags.IDLE_SINCE: mark(45)}), groups=("block-asg", "asg"),
+            group_nodes={"block-asg": 2, "asg": 3},
+            billed_tags={"block-asg": (tags.timestamp_label(NOW + H),)})
+    v = d.decide(r, idle(5), now=NOW, policy=P)
+    assert (v.action, v.targets, v.nodes_removed) == (d.SCALE_TO_BASELINE, (("asg", 0),), 3)
+    dv = d.decide(r, idle(5), now=NOW, policy=d.Policy(destroy=True))
+    assert dv.action == d.SCALE_TO_BASELINE     # a destroy would take the block's nodes too
+
+
+@pytest.mark.parametrize("raw", ["tomorrow", "2026-12-24", "", "99999999t9999z"])
+def test_an_unreadable_billed_until_scales_nothing(raw):
+    r = _at(ref(**{tags.IDLE_SINCE: mark(45)}), group_nodes={"asg": 2},
+            billed_tags={"asg": (raw,)})
+    v = d.decide(r, idle(2), now=NOW, policy=P)
+    assert (v.state, v.action) == (d.SKIPPED, d.NONE)
+    assert "gpulease-billed-until tag on asg" in v.reason and "nothing is scaled" in v.reason

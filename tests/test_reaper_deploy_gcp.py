@@ -276,7 +276,8 @@ def test_function_bundle_dry_run_against_the_gcp_fake(tmp_path):
     url = fake.start()
     try:
         now = time.time()
-        lab = {tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev", tags.IDLE_MINUTES: "30"}
+        lab = {tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev", tags.IDLE_MINUTES: "30",
+               tags.FIRST_JOB_GRACE: "0"}
         idle = fake.add_mig("europe-west4-a", "sandbox-spot", 2, labels=lab, launched=now - 6 * 3600)
         busy = fake.add_mig("europe-west4-a", "train-spot", 1, launched=now - 6 * 3600,
                             labels={**lab, tags.CLUSTER: "train"})

@@ -37,7 +37,9 @@ def gcp():
 
 
 def labels(env, cluster, **extra):
-    return {tags.CLUSTER: cluster, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: "30", **extra}
+    # (FIRST_JOB_GRACE 0: the scenarios start right after creation; the grace has its own tests)
+    return {tags.CLUSTER: cluster, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: "30",
+            tags.FIRST_JOB_GRACE: "0", **extra}
 
 
 def reaper(fake) -> GcpReaper:
@@ -241,3 +243,37 @@ def test_the_floors_the_plan_stamps_are_the_floors_the_reaper_keeps(gcp):
     o = reap(r, T0 + (window + 42) * 60, envs=("prod",))["pretrain"]
     assert (o.action, o.baseline_nodes, o.nodes_removed) == (d.SCALE_TO_BASELINE, floor, 3)
     assert (mig_size(gcp, "pretrain-reserved"), mig_size(gcp, "pretrain-on-demand")) == (floor, 0)
+
+
+# ---- issue 21 item 3 / contract C3 -------------------------------------------------------------
+def test_a_new_mig_waits_for_its_first_job(gcp):
+    """The first-job grace runs from the MIG's creationTimestamp (aggregated MIG list)."""
+    ids = gcp.add_mig(ZONE, "fresh-mig", 1, launched=T0,
+                      labels={**labels("dev", "fresh"), tags.FIRST_JOB_GRACE: "90"})
+    gcp.put_points(ids[0], T0, T0 + 3 * 3600, 0.2)
+    r = reaper(gcp)
+    o = reap(r, T0 + 60 * 60)["fresh"]
+    assert (o.state, o.action) == (d.SKIPPED, d.NONE)
+    assert o.as_json()["holds"][0]["kind"] == "first-job-grace"
+    assert reap(r, T0 + 95 * 60)["fresh"].state == d.MARKED
+
+
+def test_a_prepaid_mig_is_never_resized_before_its_time(gcp):
+    """Contract C3 on GCP: the label comes from the MIG's instance template, so its VMs carry
+    it; a flex-start / calendar-reservation MIG stays until then."""
+    until = "20991231t2359z"
+    paid = gcp.add_mig(ZONE, "block-mig", 2, launched=T0,
+                       labels={**labels("dev", "train"), tags.BILLED_UNTIL: until})
+    burst = gcp.add_mig(ZONE, "burst-mig", 2, launched=T0, labels=labels("dev", "train"))
+    for i in paid + burst:
+        gcp.put_points(i, T0, T0 + 4 * 3600, 0.1)
+    r = reaper(gcp)
+    assert reap(r, T0 + 40 * 60)["train"].state == d.MARKED
+    o = reap(r, T0 + 75 * 60)["train"]
+    assert (o.state, o.action, o.nodes_removed) == (d.REAPED, d.SCALE_TO_BASELINE, 2)
+    assert (mig_size(gcp, "block-mig"), mig_size(gcp, "burst-mig")) == (2, 0)
+    assert o.as_json()["holds"] == [{"kind": "billed-until", "until": "2099-12-31T23:59Z",
+                                     "detail": "the nodes of projects/123456789/zones/"
+                                     f"{ZONE}/instanceGroupManagers/block-mig are prepaid until "
+                                     "2099-12-31T23:59Z (gpulease-billed-until): never scaled "
+                                     "before"}]

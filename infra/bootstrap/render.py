@@ -16,6 +16,7 @@ from infra.bootstrap.fabric import fabric_env, fabric_for
 from infra.bootstrap.settings import BootstrapSettings
 from infra.costing import tags
 from infra.model import ClusterDecision, StackSpec
+from infra.reaper import schedule
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "bootstrap"
 
@@ -217,6 +218,10 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "tag_environment": tags.ENVIRONMENT,
         "tag_keep": tags.KEEP,
         "tag_baseline": tags.BASELINE_NODES,
+        "tag_billed": tags.BILLED_UNTIL,
+        "schedule_windows": schedule.node_data(decision.spec.schedule),
+        "schedule_lead_minutes": int(decision.spec.schedule_lead_minutes),
+        "cron_match_source": schedule.MATCH_SOURCE.strip(),
         "cluster_filter_value": encode(decision.name),
         "environment_filter_value": encode(stack.environment),
         "spot_watcher": purchase_model in ("spot", "mixed") or drain_at > 0,

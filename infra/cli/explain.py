@@ -111,6 +111,7 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "commitment": commitment_doc(c, start),
         "spot_risk": c.spot_risk,
         "window": c.window.as_dict() if c.window is not None else None,
+        "reaper": reaper_doc(c),
         "rationale": c.rationale,
         "capacity_block": capacity_block_doc(c, stack),
         "price_disagreements": [d.as_dict() for d in c.price_disagreements],
@@ -136,6 +137,39 @@ def capacity_block_doc(c: ClusterDecision, stack=None) -> Optional[dict[str, Any
     if stack is not None and uses_capacity_block(stack, c):
         return {"status": "not pinned"}
     return None
+
+
+def reaper_doc(c: ClusterDecision, now: Optional[float] = None) -> dict[str, Any]:
+    """How the reaper treats the cluster: its idle window, declared schedule and when that
+    schedule holds the reaper back (the next few periods), and the first-job grace."""
+    import time
+
+    from infra.reaper import schedule as rs
+
+    spec = c.spec
+    windows = [rs.window(cron, minutes) for cron, minutes in spec.schedule]
+    now = time.time() if now is None else now
+    return {"idle_minutes": spec.idle_minutes,
+            "schedule": [{"cron": cron, "minutes": minutes} for cron, minutes in spec.schedule],
+            "schedule_lead_minutes": spec.schedule_lead_minutes,
+            "first_job_grace_minutes": spec.first_job_grace_minutes,
+            "next_holds": [{"from": rs._iso(a), "until": rs._iso(b), "window": w.describe()}
+                           for a, b, w in rs.next_holds(windows, now=now,
+                                                        lead_minutes=spec.schedule_lead_minutes)]}
+
+
+def render_reaper(c: ClusterDecision, o: ui.Out, now: Optional[float] = None) -> None:
+    doc = reaper_doc(c, now)
+    text = (f"marks it after {doc['idle_minutes']} idle min; a new cluster waits "
+            f"{doc['first_job_grace_minutes']} min for its first job")
+    if doc["schedule"]:
+        text += ("; held from " + str(doc["schedule_lead_minutes"]) + " min before each declared"
+                 " window to its end (" + ", ".join(f'"{w["cron"]}" for {w["minutes"]} min'
+                                                     for w in doc["schedule"]) + ", UTC)")
+        if doc["next_holds"]:
+            h = doc["next_holds"][0]
+            text += f", next {h['from']} to {h['until']}"
+    o.line(("Reaper: ", "bold"), text, indent=2)
 
 
 def _demand(c: ClusterDecision) -> str:
@@ -297,6 +331,7 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
                     "pin and approve it (nothing is bought without approval)", indent=2)
     for d in c.price_disagreements:
         o.line(("Price sources disagree: ", "bold yellow"), d.text(), indent=2)
+    render_reaper(c, o)
     if c.alternatives:
         o.print("Alternatives (ranked by monthly cost)", indent=2, style="bold")
         o.print(o.table(

@@ -53,6 +53,19 @@ BASELINE_NODES = "gpulease-baseline-nodes"
 #: VMs from the instance template (GCP), value a :func:`timestamp_label`. The reaper and the node
 #: autostop never scale those nodes before that time (issue 26; contract C3, docs/reaper.md).
 BILLED_UNTIL = "gpulease-billed-until"
+#: declared work windows of a cluster (issue 21 item 3): one window per key, SCHEDULE + "-0" ..
+#: "-3", each value ``minute_hour_dom_month_dow_minutes`` (infra/reaper/schedule.py: the cron
+#: fields with "*" "/" "," written "x" "s" "c", then the window length in minutes).
+SCHEDULE = "gpulease-schedule"
+#: minutes before a declared window during which the reaper does not act (default 60).
+SCHEDULE_LEAD = "gpulease-schedule-lead-minutes"
+#: minutes after a cluster's creation before it can first be marked idle (default 120).
+FIRST_JOB_GRACE = "gpulease-first-job-grace-minutes"
+
+
+def schedule_key(index: int) -> str:
+    """Tag/label key of a cluster's ``index``-th declared window (0 .. 3)."""
+    return f"{SCHEDULE}-{index}"
 
 
 def part_value(parts) -> str:

@@ -19,6 +19,7 @@ from infra.costing import tags
 from infra.costing.context import CostContext
 from infra.costing.costs import resource_monthly_usd
 from infra.model import StackSpec
+from infra.reaper import schedule
 
 ASG_TYPE = "aws:autoscaling/group:Group"
 
@@ -91,6 +92,11 @@ def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: float,
     }
     if ctx.idle_minutes is not None:
         values[tags.IDLE_MINUTES] = str(ctx.idle_minutes)
+        if ctx.decision is not None:
+            spec = ctx.decision.spec
+            values.update(schedule.tag_values(
+                spec.schedule, lead_minutes=spec.schedule_lead_minutes,
+                first_job_grace_minutes=spec.first_job_grace_minutes))
     if name in ctx.parts:
         values[tags.DEMAND_PART] = ctx.parts[name]
     if name in ctx.baseline_nodes:

@@ -215,10 +215,15 @@ class AwsReaper:
                       for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
         name = str(g["AutoScalingGroupName"])
         floor = {name: (gtags[tags.BASELINE_NODES],)} if tags.BASELINE_NODES in gtags else {}
+        paid = {name: (gtags[tags.BILLED_UNTIL],)} if tags.BILLED_UNTIL in gtags else {}
+        created = g.get("CreatedTime")
         return ClusterRef(cloud="aws", region=self.region, environment=env, cluster=cluster,
                           groups=(name,), nodes=nodes, tags=gtags,
                           capacity=int(g.get("DesiredCapacity", 0)),
-                          group_nodes={name: len(nodes)}, baseline_tags=floor)
+                          group_nodes={name: len(nodes)}, baseline_tags=floor,
+                          billed_tags=paid,
+                          created_at=created.timestamp() if hasattr(created, "timestamp")
+                          else None)
 
     def members(self, refs: Sequence[ClusterRef]) -> dict:
         """Each cluster's live instances and desired capacity, re-read right before acting."""
@@ -517,4 +522,7 @@ def _merged(parts: list[ClusterRef]) -> ClusterRef:
                       tags=combined_tags([r.tags for r in parts]),
                       capacity=sum(r.capacity for r in parts),
                       group_nodes={g: n for r in parts for g, n in r.group_nodes.items()},
-                      baseline_tags={g: v for r in parts for g, v in r.baseline_tags.items()})
+                      baseline_tags={g: v for r in parts for g, v in r.baseline_tags.items()},
+                      billed_tags={g: v for r in parts for g, v in r.billed_tags.items()},
+                      created_at=min((r.created_at for r in parts if r.created_at is not None),
+                                     default=None))

@@ -35,6 +35,7 @@ from typing import Mapping, Optional, Sequence
 
 from infra.costing import tags
 from infra.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
+from infra.reaper import schedule as rs
 from infra.text import plural
 
 # ---- states and actions (the `--json` vocabulary) ---------------------------------------------
@@ -119,6 +120,12 @@ class ClusterRef:
     #: raw ``gpulease-baseline-nodes`` values per group that carries one (AWS: the ASG's tag;
     #: GCP: the labels of the MIG's live instances, from its instance template). Untrusted.
     baseline_tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: raw ``gpulease-billed-until`` values per group that carries one (contract C3: its nodes
+    #: are prepaid until then), gathered like ``baseline_tags``. Untrusted.
+    billed_tags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: when the cluster's node groups were created (the earliest; epoch s), None = unknown: the
+    #: first-job grace runs from it.
+    created_at: Optional[float] = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -221,6 +228,9 @@ class Verdict:
     nodes_removed: Optional[int] = None
     #: scale-to-baseline: (group, target size) for every group above its floor.
     targets: tuple[tuple[str, int], ...] = ()
+    #: what keeps the reaper from acting now (declared schedule, first-job grace, prepaid
+    #: groups), whether or not it would have acted.
+    holds: tuple[rs.Hold, ...] = ()
 
 
 Samples = Mapping[str, tuple[tuple[float, float], ...]]
@@ -260,6 +270,63 @@ def floors(ref: ClusterRef) -> tuple[dict[str, int], Optional[str]]:
             return {}, (f"an invalid {shown} {tags.BASELINE_NODES} tag on {group} (a whole "
                         "number of nodes): its baseline is unknown, so nothing is scaled")
         out[group] = max(n for n in parsed if n is not None)
+    return out, None
+
+
+def billed(ref: ClusterRef, now: float) -> tuple[dict[str, float], Optional[str]]:
+    """({group: billed until} for every group prepaid beyond ``now``, None) or ({}, the
+    problem). A group whose nodes disagree takes the latest time; an unreadable value is a
+    problem (the nodes may be prepaid: never guess)."""
+    out: dict[str, float] = {}
+    for group, values in sorted(ref.billed_tags.items()):
+        times = []
+        for v in values:
+            try:
+                times.append(tags.parse_timestamp_label(str(v).strip()))
+            except (ValueError, OverflowError):
+                return {}, (f"an invalid {_shown(v)} {tags.BILLED_UNTIL} tag on {group} (a UTC "
+                            "time such as 20261224t0600z): whether its nodes are prepaid is "
+                            "unknown, so nothing is scaled")
+        if times and max(times) > now:
+            out[group] = max(times)
+    return out, None
+
+
+def _tag_minutes(ref: ClusterRef, key: str, default: int, most: int) -> tuple[int, Optional[str]]:
+    raw = ref.tags.get(key)
+    if raw is None:
+        return default, None
+    text = str(raw).strip()
+    if _MINUTES.fullmatch(text) and int(text) <= most:
+        return int(text), None
+    return default, (f"an invalid {_shown(raw)} {key} tag (a whole number of minutes from 0 "
+                     f"to {most})")
+
+
+def holds(ref: ClusterRef, *, now: float) -> tuple[list[rs.Hold], Optional[str]]:
+    """The cluster-wide holds in force at ``now`` — a declared window is due or running, or the
+    cluster is new and waiting for its first job — and any unreadable schedule tag (then work
+    may be due at any time: the reaper does nothing). Prepaid groups: :func:`billed`."""
+    windows, problems = rs.windows_from_tags(ref.tags, [tags.schedule_key(i)
+                                                        for i in range(rs.MAX_WINDOWS)])
+    lead, bad_lead = _tag_minutes(ref, tags.SCHEDULE_LEAD, rs.DEFAULT_LEAD_MINUTES,
+                                  rs.MAX_LEAD_MINUTES)
+    grace, bad_grace = _tag_minutes(ref, tags.FIRST_JOB_GRACE,
+                                    rs.DEFAULT_FIRST_JOB_GRACE_MINUTES,
+                                    rs.MAX_FIRST_JOB_GRACE_MINUTES)
+    bad = problems + [b for b in (bad_lead, bad_grace) if b]
+    if bad:
+        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        return [], (f"{bad[0]}{more}: when work is due is unknown, so nothing is done (fix or "
+                    "remove the tag)")
+    out = []
+    due = rs.schedule_hold(windows, now=now, lead_minutes=lead)
+    if due is not None:
+        out.append(due)
+    if ref.created_at is not None and now < ref.created_at + grace * 60:
+        out.append(rs.Hold("first-job-grace", ref.created_at + grace * 60,
+                           f"created {_iso(ref.created_at)}: a new cluster waits {grace} min for "
+                           "its first job before it can be marked idle"))
     return out, None
 
 
@@ -460,44 +527,79 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         return Verdict(SKIPPED, f"{what} {tags.IDLE_MINUTES} tag (a whole number of minutes "
                        f"from 1 to {MAX_IDLE_MINUTES}) and no --idle-minutes given", NONE)
     floor, bad_floor = floors(ref)
-    if bad_floor:
-        return Verdict(SKIPPED, bad_floor, NONE, window_minutes=window)
+    prepaid, bad_billed = billed(ref, now)
+    held, bad_hold = holds(ref, now=now)
+    for bad in (bad_floor, bad_billed, bad_hold):
+        if bad:
+            return Verdict(SKIPPED, bad, NONE, window_minutes=window)
+    held += [rs.Hold("billed-until", until, f"the nodes of {g} are prepaid until {_iso(until)} "
+                     f"({tags.BILLED_UNTIL}): never scaled before")
+             for g, until in sorted(prepaid.items())]
+    holding = tuple(held)
     baseline = sum(floor.values()) if floor else None
+    # A prepaid group is floored at its live nodes until its time is up (contract C3).
+    sizes = group_sizes(ref)
+    keep_floor = dict(floor)
+    for g in prepaid:
+        keep_floor[g] = max(keep_floor.get(g, 0), sizes.get(g, 0))
     marked = bool(ref.tags.get(tags.IDLE_SINCE))
     since, problem = mark(ref, now=now, policy=policy)
     if not ref.nodes:
         what = "already scaled to zero" if ref.capacity == 0 else "nodes not running yet"
         if marked:  # a leftover mark must not give the next nodes a head start on the grace
             return Verdict(SKIPPED, f"no running nodes ({what}); clears the leftover idle mark",
-                           UNMARK, window_minutes=window)
-        return Verdict(SKIPPED, f"no running nodes ({what})", NONE, window_minutes=window)
+                           UNMARK, window_minutes=window, holds=holding)
+        return Verdict(SKIPPED, f"no running nodes ({what})", NONE, window_minutes=window,
+                       holds=holding)
     start = evidence_start(ref, now=now, policy=policy, window=window)
     state, reason, top = assess(ref, samples, now=now, policy=policy, window=window, start=start)
     if state != IDLE:
         if marked:
             reason += (f"; clears the idle mark set {_iso(since)}" if since is not None
                        else f"; clears the idle mark ({problem})")
-            return Verdict(state, reason, UNMARK, top, window, baseline_nodes=baseline)
-        return Verdict(state, reason, NONE, top, window, baseline_nodes=baseline)
-    goal, removed = scale_targets(ref, floor)
-    if floor and not removed:
+            return Verdict(state, reason, UNMARK, top, window, baseline_nodes=baseline,
+                           holds=holding)
+        return Verdict(state, reason, NONE, top, window, baseline_nodes=baseline, holds=holding)
+    goal, removed = scale_targets(ref, keep_floor)
+    if keep_floor and not removed:
         # Committed/reserved capacity bills whether it runs or not, and the reaper already
         # removed what was above it: nothing to do, and nothing to mark.
-        reason += (f"; at its baseline of {_n_nodes(baseline)} ({tags.BASELINE_NODES}), which "
-                   "is never scaled down")
+        if floor and removed == 0 and not prepaid:
+            reason += (f"; at its baseline of {_n_nodes(baseline)} ({tags.BASELINE_NODES}), "
+                       "which is never scaled down")
+        else:
+            reason += "".join(f"; {h.detail}" for h in holding if h.kind == "billed-until")
+            if floor:
+                reason += f"; the rest is its baseline of {_n_nodes(baseline)}"
         if marked:
             return Verdict(SKIPPED, reason + "; clears the idle mark", UNMARK, top, window,
-                           baseline_nodes=baseline)
-        return Verdict(SKIPPED, reason, NONE, top, window, baseline_nodes=baseline)
-    keep = len(ref.nodes) - removed if floor else 0
+                           baseline_nodes=baseline, holds=holding)
+        return Verdict(SKIPPED, reason, NONE, top, window, baseline_nodes=baseline,
+                       holds=holding)
+    keep = len(ref.nodes) - removed if keep_floor else 0
     teardown = SCALE_TO_BASELINE if keep > 0 else policy.teardown
     removes = removed if teardown == SCALE_TO_BASELINE else len(ref.nodes)
-    plan = (f" down to its baseline of {_n_nodes(baseline)} (removes {_n_nodes(removes)})"
-            if teardown == SCALE_TO_BASELINE else "")
+    if teardown == SCALE_TO_BASELINE and prepaid:
+        plan = (f" down to {_n_nodes(keep)} (removes {_n_nodes(removes)}; keeps "
+                + ", ".join(sorted(prepaid)) + " prepaid" + (f" and its baseline of "
+                                                             f"{_n_nodes(baseline)}" if floor
+                                                             else "") + ")")
+    elif teardown == SCALE_TO_BASELINE:
+        plan = f" down to its baseline of {_n_nodes(baseline)} (removes {_n_nodes(removes)})"
+    else:
+        plan = ""
+    blocking = [h for h in holding if h.kind != "billed-until"]
+    if blocking:
+        # Declared work is due (or the cluster is new): no mark, no teardown. A mark already
+        # set stays; it is honoured only if the data proves the cluster idle ever since.
+        h = max(blocking, key=lambda x: x.until)
+        return Verdict(SKIPPED, f"{reason}; held until {_iso(h.until)}: {h.detail}", NONE, top,
+                       window, baseline_nodes=baseline, holds=holding)
     if since is None:
         redo = f"; {problem}: re-marks it" if problem else "; marks it"
         return Verdict(IDLE, reason + f"{redo}, acts{plan} after a {policy.grace_minutes}-min "
-                       "grace period if still idle", MARK, top, window, baseline_nodes=baseline)
+                       "grace period if still idle", MARK, top, window, baseline_nodes=baseline,
+                       holds=holding)
     # The mark has minute resolution (tags.timestamp_label truncates), so count the grace from
     # the END of the marked minute: never act before the full grace period has passed.
     acts_after = since + 60 + policy.grace_minutes * 60
@@ -505,11 +607,12 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         left = int((acts_after - now + 59) // 60)
         return Verdict(MARKED, f"{reason}; marked idle {_iso(since)}, grace period ends "
                        f"{_iso(acts_after)} ({left} min left)", NONE, top, window, acts_after,
-                       baseline_nodes=baseline)
+                       baseline_nodes=baseline, holds=holding)
     return Verdict(IDLE, f"{reason}; marked idle {_iso(since)} and idle ever since, grace "
                    "period over", teardown, top, window, acts_after, baseline_nodes=baseline,
                    nodes_removed=removes,
-                   targets=tuple(sorted(goal.items())) if teardown == SCALE_TO_BASELINE else ())
+                   targets=tuple(sorted(goal.items())) if teardown == SCALE_TO_BASELINE else (),
+                   holds=holding)
 
 
 def _n_nodes(n: Optional[int]) -> str:

@@ -32,6 +32,7 @@ LAMBDA_FILES = (
     "errors.py", "model.py", "catalog/__init__.py", "costing/tags.py",
     "reaper/decision.py", "reaper/engine.py", "reaper/aws.py", "reaper/retry.py",
     "reaper/audit.py", "reaper/errors.py", "reaper/claims.py", "reaper/scheduled.py",
+    "reaper/schedule.py",
     "reaper/lambda_handler.py",
 )
 HANDLER = "infra.reaper.lambda_handler.handler"

@@ -97,6 +97,9 @@ class Outcome:
     baseline_nodes: Optional[int] = None
     #: teardowns: nodes removed (``applied``) or that would be (dry run); None otherwise.
     nodes_removed: Optional[int] = None
+    #: what held the reaper back (declared schedule, first-job grace, prepaid groups), as
+    #: ``{"kind", "until", "detail"}`` (schedule.Hold.as_json).
+    holds: tuple = ()
 
     def as_json(self) -> dict:
         out = {k: getattr(self, k) for k in (
@@ -107,7 +110,8 @@ class Outcome:
         out.update(window_minutes=self.window_minutes, applied=self.applied,
                    groups=list(self.groups),
                    reservations=[asdict(r) for r in self.reservations],
-                   baseline_nodes=self.baseline_nodes, nodes_removed=self.nodes_removed)
+                   baseline_nodes=self.baseline_nodes, nodes_removed=self.nodes_removed,
+                   holds=[dict(h) for h in self.holds])
         return out
 
 
@@ -148,7 +152,8 @@ def _outcome(ref: d.ClusterRef, v: d.Verdict, **kw) -> Outcome:
                    region=ref.region, state=v.state, reason=v.reason, action=v.action,
                    nodes=len(ref.nodes), max_gpu_utilization=v.max_gpu_utilization,
                    window_minutes=v.window_minutes, groups=ref.groups,
-                   baseline_nodes=v.baseline_nodes, nodes_removed=removed, **kw)
+                   baseline_nodes=v.baseline_nodes, nodes_removed=removed,
+                   holds=tuple(h.as_json() for h in v.holds), **kw)
 
 
 def _internal(cloud: str, what: str, exc: BaseException) -> CloudError:

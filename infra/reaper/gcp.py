@@ -248,20 +248,25 @@ class GcpReaper:
         self._known.clear()
         self._affinity.clear()
         refs = []
-        for (env, cluster), insts in sorted(self._grouped(environments).items()):
+        grouped = self._grouped(environments)
+        # the MIGs' creation times (the first-job grace runs from them), one aggregated list
+        migs = self._migs() if grouped else {}
+        for (env, cluster), insts in sorted(grouped.items()):
             try:
-                refs.append(self._ref(env, cluster, insts))
+                refs.append(self._ref(env, cluster, insts, migs))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise MalformedResponse("gcp", f"{self.project} compute.instances."
                                         "aggregatedList", f"an instance lacks what the API "
                                         f"documents ({type(exc).__name__}: {exc})") from None
         return refs
 
-    def _ref(self, env: str, cluster: str, insts: list) -> ClusterRef:
+    def _ref(self, env: str, cluster: str, insts: list, migs: dict) -> ClusterRef:
         nodes, groups = [], set()
         zones = set()
         sizes: dict[str, int] = {}
         floors: dict[str, list] = {}
+        paid: dict[str, list] = {}
+        created: list = []
         for zone, inst in insts:
             zones.add(zone)
             self._known[str(inst.id)] = _Instance(zone, inst.name, dict(inst.labels),
@@ -278,22 +283,31 @@ class GcpReaper:
                 if tags.BASELINE_NODES in inst.labels:
                     floors.setdefault(meta[CREATED_BY], []).append(
                         inst.labels[tags.BASELINE_NODES])
+                if tags.BILLED_UNTIL in inst.labels:
+                    paid.setdefault(meta[CREATED_BY], []).append(inst.labels[tags.BILLED_UNTIL])
+                mig = migs.get(_mig_key(meta[CREATED_BY]))
+                created.append(mig[1] if mig and mig[1] is not None else
+                               (_ts(inst.creation_timestamp) if inst.creation_timestamp
+                                else None))
+            elif inst.creation_timestamp:
+                created.append(_ts(inst.creation_timestamp))
             aff = inst.reservation_affinity
             if aff and aff.consume_reservation_type == "SPECIFIC_RESERVATION":
                 for name in aff.values:
                     self._affinity.setdefault((env, cluster), set()).add((zone, _tail(name)))
         merged = combined_tags([dict(i.labels) for _, i in insts])
         region = sorted(zones)[0].rsplit("-", 1)[0]
+        known = [c for c in created if c is not None]
         return ClusterRef(cloud="gcp", region=region, environment=env, cluster=cluster,
                           groups=tuple(sorted(groups)), nodes=tuple(nodes), tags=merged,
                           capacity=len(nodes), group_nodes=sizes,
-                          baseline_tags={g: tuple(v) for g, v in floors.items()})
+                          baseline_tags={g: tuple(v) for g, v in floors.items()},
+                          billed_tags={g: tuple(v) for g, v in paid.items()},
+                          created_at=min(known) if known else None)
 
-    def members(self, refs: Sequence[ClusterRef]) -> dict:
-        """Each cluster's live instances and its MIGs' target sizes, re-read right before acting
-        (one aggregated instance list and one aggregated MIG list for the whole project)."""
-        now = self._grouped(None)
-        migs: dict[tuple, int] = {}
+    def _migs(self) -> dict:
+        """Every MIG of the project: (scope, where, name) -> (target size, created epoch s)."""
+        migs: dict[tuple, tuple] = {}
 
         def list_migs():
             migs.clear()
@@ -302,9 +316,18 @@ class GcpReaper:
                 for m in scoped.instance_group_managers:
                     scope, where = ("zones", _tail(m.zone)) if m.zone else \
                         ("regions", _tail(m.region))
-                    migs[(scope, where, m.name)] = int(m.target_size)
-        if any(r.groups for r in refs):
-            self._call("compute.instanceGroupManagers.aggregatedList", list_migs)
+                    migs[(scope, where, m.name)] = (
+                        int(m.target_size),
+                        _ts(m.creation_timestamp) if m.creation_timestamp else None)
+        self._call("compute.instanceGroupManagers.aggregatedList", list_migs)
+        return migs
+
+    def members(self, refs: Sequence[ClusterRef]) -> dict:
+        """Each cluster's live instances and its MIGs' target sizes, re-read right before acting
+        (one aggregated instance list and one aggregated MIG list for the whole project)."""
+        now = self._grouped(None)
+        migs = {k: size for k, (size, _) in self._migs().items()} \
+            if any(r.groups for r in refs) else {}
         out = {}
         for r in refs:
             ids = frozenset(str(i.id) for _, i in now.get((r.environment, r.cluster), ()))

@@ -115,7 +115,8 @@ class FakeGcp:
             self.series_labels[iid] = dict(labels)
             members.append(iid)
         self.migs[(zone, name)] = {"targetSize": size, "members": [
-            (zone, f"{name}-{i:04d}") for i in range(size)], "instanceTemplate": template}
+            (zone, f"{name}-{i:04d}") for i in range(size)], "instanceTemplate": template,
+            "creationTimestamp": rfc3339(launched)}
         self.templates.setdefault(template, {"name": template})
         return members
 
@@ -324,6 +325,7 @@ class FakeGcp:
                     "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}"
                             f"/zones/{zone}",
                     "targetSize": mig["targetSize"],
+                    "creationTimestamp": mig.get("creationTimestamp", rfc3339(0)),
                     "instanceTemplate": f"global/instanceTemplates/{mig['instanceTemplate']}",
                     "baseInstanceName": name, "status": {"isStable": True}})
         items[f"zones/{EMPTY_ZONE}"] = {"warning": {
