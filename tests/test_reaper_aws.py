@@ -164,10 +164,14 @@ def test_busy_cluster_untouched(aws):
     aws.util(ids[:1], t0, t0 + 60 * 60, 0.0)
     aws.util(ids[1:], t0, t0 + 60 * 60, 87.0)    # one busy node keeps the whole cluster
     o = by_cluster(reap(aws.reaper(), t0 + 40 * 60, grace=0))["train"]
-    assert (o.state, o.action) == (d.BUSY, d.NONE)
+    # the cluster is not marked or scaled; its idle node is marked on its own (issue 21 item 2)
+    assert (o.state, o.action) == (d.BUSY, d.MARK_NODES)
     assert o.max_gpu_utilization == pytest.approx(87.0)
     assert tags.IDLE_SINCE not in aws.group_tags(asg)
     assert aws.group(asg)["DesiredCapacity"] == 2
+    marks = {t["ResourceId"] for t in aws.ec2.describe_tags(Filters=[
+        {"Name": "key", "Values": [tags.NODE_IDLE_SINCE]}])["Tags"]}
+    assert marks == {ids[0]}
 
 
 def test_cluster_turning_busy_during_grace_is_unmarked(aws):
@@ -197,7 +201,10 @@ def test_recheck_right_before_acting_catches_a_job_that_just_started(aws):
     r.cloudwatch.meta.events.register("after-call.monitoring.GetMetricData", job_starts)
     o = by_cluster(reap(r, now))["sandbox"]
     assert len(reads) == 2
-    assert (o.state, o.action) == (d.BUSY, d.UNMARK)
+    # busy now: the cluster mark goes and nothing is scaled; the idle sibling is marked alone
+    assert (o.state, o.action) == (d.BUSY, d.MARK_NODES)
+    assert [(a["node"], a["action"]) for a in o.as_json()["node_actions"]] == [(ids[1], "mark")]
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)
     assert aws.group(asg)["DesiredCapacity"] == 2
 
 
@@ -469,12 +476,15 @@ def test_a_busy_node_in_either_group_keeps_the_whole_cluster(aws):
     aws.util(block_ids + burst_ids[1:], t0, t0 + 240 * 60, 0.0)
     aws.util(burst_ids[:1], t0, t0 + 240 * 60, 93.0)
     r = aws.reaper()
-    for now in (t0 + 40 * 60, t0 + 120 * 60):
-        report = reap(r, now, grace=0)
-        assert [(o.cluster, o.state, o.action) for o in report.outcomes] == \
-            [("pretrain", d.BUSY, d.NONE)]
+    report = reap(r, t0 + 40 * 60, grace=0)
+    assert [(o.cluster, o.state, o.action) for o in report.outcomes] == \
+        [("pretrain", d.BUSY, d.MARK_NODES)]
     assert aws.group(block)["DesiredCapacity"] == 2 and aws.group(burst)["DesiredCapacity"] == 2
     assert tags.IDLE_SINCE not in aws.group_tags(block)
+    # the whole cluster never goes; its idle nodes go one by one, the busy one stays
+    reap(r, t0 + 120 * 60, grace=0)
+    assert aws.group(block)["DesiredCapacity"] == 0 and aws.group(burst)["DesiredCapacity"] == 1
+    assert [i["InstanceId"] for i in aws.group(burst)["Instances"]] == burst_ids[:1]
 
 
 def test_one_claim_per_cluster_of_two_groups(aws):
@@ -542,3 +552,100 @@ def test_a_prepaid_block_group_is_kept_and_the_rest_goes(aws):
     again = reap(r, t0 + 120 * 60).outcomes[0]
     assert (again.state, again.action) in {(d.SKIPPED, d.NONE), (d.SKIPPED, d.UNMARK)}
     assert "prepaid until 2099-12-31T23:59Z" in again.reason
+
+
+# ---- issue 21 item 2: idle burst nodes above the floor go one by one ---------------------------
+def _team(aws, *, floor="2", nodes=5, min_size=0):
+    """A demand-profile group as the cluster component makes it (MinSize 0: node autostop
+    leaves with a decrement) unless ``min_size`` says otherwise."""
+    asg, ids, t0 = aws.cluster("prod", "team", nodes=nodes, extra={tags.BASELINE_NODES: floor})
+    aws.asg.update_auto_scaling_group(AutoScalingGroupName=asg, MinSize=min_size)
+    ids = sorted(ids)                     # the floor is counted by instance id, as autostop does
+    return asg, ids, t0
+
+
+def test_idle_nodes_above_the_baseline_are_removed_one_by_one(aws, tmp_path):
+    asg, ids, t0 = _team(aws)
+    aws.util(ids[:2], t0, t0 + 200 * 60, 80.0)          # the two first-ranked nodes work
+    aws.util(ids[2:], t0, t0 + 200 * 60, 0.4)
+    r = aws.reaper()
+    log = tmp_path / "audit.jsonl"
+    with AuditLog(str(log)) as audit:
+        first = by_cluster(reap(r, t0 + 40 * 60, envs=("prod",), audit=audit))["team"]
+    assert (first.state, first.action, first.applied) == (d.BUSY, d.MARK_NODES, True)
+    marked = {t["ResourceId"] for t in aws.ec2.describe_tags(Filters=[
+        {"Name": "key", "Values": [tags.NODE_IDLE_SINCE]}])["Tags"]}
+    assert marked == set(ids[2:])
+    assert tags.IDLE_SINCE not in aws.group_tags(asg)          # the cluster itself is not idle
+    o = by_cluster(reap(r, t0 + 75 * 60, envs=("prod",)))["team"]
+    assert (o.state, o.action, o.applied, o.nodes_removed) == (d.REAPED, d.REMOVE_NODES, True, 3)
+    assert "3 nodes removed from its group (desired capacity down with them), 2 nodes kept " \
+           "running" in o.reason
+    g = aws.group(asg)
+    assert g["DesiredCapacity"] == 2 and sorted(i["InstanceId"] for i in g["Instances"]
+                                                if i["LifecycleState"] == "InService") == ids[:2]
+    doc = o.as_json()
+    assert sorted((a["node"], a["action"]) for a in doc["node_actions"]) == \
+        [(i, "remove") for i in ids[2:]]
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    assert any(rec["event"] == "action" and rec["action"] == d.MARK_NODES for rec in recs)
+    # at the floor now: nothing more to do
+    again = by_cluster(reap(r, t0 + 120 * 60, envs=("prod",)))["team"]
+    assert again.action in (d.NONE, d.UNMARK_NODES) and aws.group(asg)["DesiredCapacity"] == 2
+
+
+def test_a_busy_node_is_never_removed_and_the_floor_holds(aws):
+    asg, ids, t0 = _team(aws)
+    aws.util(ids[:2] + ids[3:4], t0, t0 + 200 * 60, 75.0)   # ids[3] busy above the floor
+    aws.util(ids[2:3] + ids[4:], t0, t0 + 200 * 60, 0.2)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60, envs=("prod",))
+    o = by_cluster(reap(r, t0 + 75 * 60, envs=("prod",)))["team"]
+    assert o.action == d.REMOVE_NODES and o.nodes_removed == 2
+    left = sorted(i["InstanceId"] for i in aws.group(asg)["Instances"]
+                  if i["LifecycleState"] == "InService")
+    assert left == ids[:2] + ids[3:4]
+
+
+def test_a_minimum_above_what_stays_is_lowered_to_exactly_that(aws):
+    """Auto Scaling refuses a decrement below MinSize; the reaper lowers it to what stays
+    (never below the floor) before the nodes leave."""
+    asg, ids, t0 = _team(aws, min_size=4)
+    aws.util(ids[:2], t0, t0 + 200 * 60, 80.0)
+    aws.util(ids[2:], t0, t0 + 200 * 60, 0.4)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60, envs=("prod",))
+    o = by_cluster(reap(r, t0 + 75 * 60, envs=("prod",)))["team"]
+    assert o.state == d.REAPED and o.nodes_removed == 3
+    g = aws.group(asg)
+    assert (g["MinSize"], g["DesiredCapacity"]) == (2, 2)
+
+
+def test_strict_moto_refuses_what_auto_scaling_refuses(aws):
+    asg, ids, _ = aws.cluster("dev", "strict", nodes=1)
+    aws.asg.update_auto_scaling_group(AutoScalingGroupName=asg, MinSize=1)
+    with pytest.raises(ClientError, match="desiredSize equals minSize \\(1\\)"):
+        aws.asg.terminate_instance_in_auto_scaling_group(
+            InstanceId=ids[0], ShouldDecrementDesiredCapacity=True)
+    with pytest.raises(ClientError, match="Instance Id not found - No managed instance found"):
+        aws.asg.terminate_instance_in_auto_scaling_group(
+            InstanceId="i-0123456789abcdef0", ShouldDecrementDesiredCapacity=True)
+
+
+def test_a_node_taken_away_meanwhile_stops_the_removal(aws):
+    asg, ids, t0 = _team(aws)
+    aws.util(ids[:2], t0, t0 + 200 * 60, 80.0)
+    aws.util(ids[2:], t0, t0 + 200 * 60, 0.4)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60, envs=("prod",))
+
+    def someone_else(**_):        # after the claim, before the membership re-read
+        if not getattr(someone_else, "done", False):
+            someone_else.done = True
+            aws.asg.terminate_instance_in_auto_scaling_group(
+                InstanceId=ids[4], ShouldDecrementDesiredCapacity=True)
+    r.autoscaling.meta.events.register("after-call.autoscaling.CreateOrUpdateTags",
+                                       someone_else)
+    o = by_cluster(reap(r, t0 + 75 * 60, envs=("prod",)))["team"]
+    assert o.state == d.SKIPPED and f"node {ids[4]} left" in o.reason and not o.applied, o.reason
+    assert aws.group(asg)["DesiredCapacity"] == 4

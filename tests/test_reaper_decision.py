@@ -434,3 +434,101 @@ def test_an_unreadable_billed_until_scales_nothing(raw):
     v = d.decide(r, idle(2), now=NOW, policy=P)
     assert (v.state, v.action) == (d.SKIPPED, d.NONE)
     assert "gpulease-billed-until tag on asg" in v.reason and "nothing is scaled" in v.reason
+
+
+# ---- issue 21 item 2: idle nodes above the floor go one by one ---------------------------------
+def team(busy=("i-0", "i-1"), floor="2", marks=None, nodes=5, protected=(), **tagkv):
+    """A demand-profile group: ``nodes`` nodes in one ASG, baseline ``floor``; ``busy`` work."""
+    r = ref(nodes=nodes, **tagkv)
+    return d.ClusterRef(**{**r.__dict__,
+                           "nodes": tuple(d.Node(n.id, n.launched_at, group="asg",
+                                                 protected=n.id in protected) for n in r.nodes),
+                           "group_nodes": {"asg": nodes},
+                           "baseline_tags": {"asg": (floor,)} if floor is not None else {},
+                           "node_marks": dict(marks or {})}), {
+        f"i-{k}": series(80 if f"i-{k}" in busy else 0.5) for k in range(nodes)}
+
+
+def test_idle_nodes_above_the_floor_are_marked_one_by_one():
+    r, samples = team()
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert (v.state, v.action) == (d.BUSY, d.MARK_NODES)
+    # i-0 and i-1 rank first (the floor of 2): busy or not, never marked; i-2..i-4 are idle
+    assert [(a.node, a.action) for a in v.node_actions] == [
+        ("i-2", "mark"), ("i-3", "mark"), ("i-4", "mark")]
+    assert "removed after a 30-min grace if still idle" in v.node_actions[0].reason
+
+
+def test_after_the_grace_marked_idle_nodes_are_removed_and_busy_ones_unmarked():
+    r, samples = team(busy=("i-0", "i-1", "i-3"),
+                      marks={"i-2": mark(45), "i-3": mark(45), "i-4": mark(20)})
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert v.action == d.REMOVE_NODES and v.nodes_removed == 1
+    assert [(a.node, a.action) for a in v.node_actions] == [("i-2", "remove"),
+                                                            ("i-3", "unmark")]
+    # i-4: marked 20 min ago, still in its grace: nothing this run
+    assert d.REMOVE_NODES in d.TEARDOWN_ACTIONS
+
+
+def test_the_floor_counts_nodes_by_rank_never_by_business():
+    """Floor 2, the two first-ranked nodes idle, the others busy: nothing can go (the node
+    autostop ranks the same way, so the two together never cross the floor)."""
+    r, samples = team(busy=("i-2", "i-3", "i-4"))
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert (v.state, v.action, v.node_actions) == (d.BUSY, d.NONE, ())
+
+
+def test_a_group_without_a_floor_loses_every_idle_node():
+    r, samples = team(busy=("i-3",), floor=None)
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert [a.node for a in v.node_actions if a.action == "mark"] == ["i-0", "i-1", "i-2", "i-4"]
+
+
+def test_a_node_without_complete_data_is_never_marked_and_loses_its_mark():
+    r, samples = team(marks={"i-2": mark(45)})
+    samples["i-2"] = series(0.5, end=NOW - 20 * 60)          # its data stops: not idle
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert ("i-2", "unmark") in [(a.node, a.action) for a in v.node_actions]
+    assert "i-2" not in [a.node for a in v.node_actions if a.action in ("mark", "remove")]
+
+
+def test_a_node_busy_since_its_mark_is_unmarked_not_removed():
+    r, samples = team(marks={"i-2": mark(50)})
+    samples["i-2"] = series(0.5, end=NOW - 45 * 60) + series(60, start=NOW - 45 * 60,
+                                                               end=NOW - 42 * 60) + \
+        series(0.5, start=NOW - 42 * 60)
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert ("i-2", "unmark") in [(a.node, a.action) for a in v.node_actions]
+
+
+def test_protected_from_scale_in_is_never_removed():
+    r, samples = team(protected=("i-4",), marks={"i-4": mark(45)})
+    v = d.decide(r, samples, now=NOW, policy=P)
+    acts = {a.node: a.action for a in v.node_actions}
+    assert acts["i-4"] == "unmark" and acts["i-2"] == "mark"
+
+
+def test_a_hold_blocks_node_marks_and_removals_not_unmarks():
+    r, samples = team(marks={"i-2": mark(45)}, busy=("i-0", "i-1", "i-2"),
+                      **{tags.schedule_key(0): "30_8_x_x_x_60"})
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert [(a.node, a.action) for a in v.node_actions] == [("i-2", "unmark")]
+    r2, samples2 = team(marks={"i-3": mark(45)}, **{tags.schedule_key(0): "30_8_x_x_x_60"})
+    assert d.decide(r2, samples2, now=NOW, policy=P).node_actions == ()
+
+
+def test_a_prepaid_group_keeps_every_node():
+    r, samples = team(floor=None)
+    r = d.ClusterRef(**{**r.__dict__, "billed_tags": {"asg": (tags.timestamp_label(NOW + H),)}})
+    assert d.decide(r, samples, now=NOW, policy=P).node_actions == ()
+
+
+def test_the_cluster_mark_goes_when_nodes_are_handled_one_by_one():
+    r, samples = team(**{tags.IDLE_SINCE: mark(40)})
+    v = d.decide(r, samples, now=NOW, policy=P)
+    assert v.action == d.MARK_NODES and v.unmark_cluster
+
+
+def test_lookback_covers_the_oldest_node_mark():
+    r, _ = team(marks={"i-2": mark(90)})
+    assert d.lookback_minutes(r, now=NOW, policy=P) == 90

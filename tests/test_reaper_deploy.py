@@ -64,17 +64,25 @@ def test_lambda_on_schedule_with_least_privilege_role():
     policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     scale = by_sid["ScaleOwnEnvironmentOnly"]
-    assert scale["Action"] == ["autoscaling:UpdateAutoScalingGroup"]
+    assert scale["Action"] == ["autoscaling:UpdateAutoScalingGroup",
+                               "autoscaling:TerminateInstanceInAutoScalingGroup"]
     assert scale["Condition"]["StringEquals"] == {
         f"autoscaling:ResourceTag/{tags.ENVIRONMENT}": "dev"}
+    nodes = by_sid["MarkNodesOwnEnvironmentOnly"]
+    assert nodes["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    assert nodes["Condition"] == {
+        "StringEquals": {f"aws:ResourceTag/{tags.ENVIRONMENT}": "dev"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": [tags.NODE_IDLE_SINCE]}}
     assert by_sid["MarkOwnEnvironmentOnly"]["Condition"]["ForAllValues:StringLike"] == {
         "aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*"]}
     # nothing beyond what it needs: no wildcard actions, no write outside autoscaling/logs
     actions = [a for s in policy["Statement"] for a in s["Action"]]
     assert not any(a.endswith("*") for a in actions)
     assert {a.split(":")[0] for a in actions} == {"autoscaling", "ec2", "cloudwatch", "logs"}
-    assert all(a.split(":")[1].startswith(("Describe", "Get")) for a in actions
-               if a.split(":")[0] in ("ec2", "cloudwatch"))
+    # ec2/cloudwatch: reads, and the node mark's one tag key on instances (above)
+    assert all(a.split(":")[1].startswith(("Describe", "Get")) for s in policy["Statement"]
+               for a in s["Action"] if a.split(":")[0] in ("ec2", "cloudwatch")
+               and s["Sid"] != "MarkNodesOwnEnvironmentOnly")
     assert by_sid["Logs"]["Resource"].endswith(":*") and by_sid["Logs"]["Resource"] != "*:*"
 
 

@@ -114,7 +114,7 @@ def test_reaper_identity_is_least_privilege(gcp_run):
                                    "compute.instances.list", "compute.reservations.get",
                                    "monitoring.timeSeries.list"]
     assert act["permissions"] == ["compute.instanceGroupManagers.update",
-                                  "compute.instances.setLabels"]
+                                  "compute.instances.delete", "compute.instances.setLabels"]
     assert not any(p.endswith("*") for p in read["permissions"] + act["permissions"])
     members = {r.name: r.inputs for r in run.by_type("gcp:projects/iAMMember:IAMMember")}
     sa = "serviceAccount:gpulease-reaper-dev@plan.iam.gserviceaccount.com"

@@ -65,7 +65,8 @@ def site():
     s = Site("acme-ml")
     yield s
     # only labels and MIG sizes are ever changed
-    assert all(p.endswith(("/setLabels", "/resize")) for _, p in s.fake.mutations)
+    assert all(p.endswith(("/setLabels", "/resize", "/deleteInstances"))
+               for _, p in s.fake.mutations)
     s.stop()
 
 
@@ -205,6 +206,8 @@ def test_every_call_the_reaper_makes_is_granted_to_the_scheduled_function(site):
             needed.add("compute.instances.setLabels")
         elif path.endswith("/resize"):
             needed.add("compute.instanceGroupManagers.update")
+        elif path.endswith("/deleteInstances"):
+            needed |= {"compute.instanceGroupManagers.update", "compute.instances.delete"}
         elif "/instances/" in path and method == "GET":
             needed.add("compute.instances.get")
         elif path.endswith("/timeSeries"):

@@ -12,6 +12,7 @@ from infra.reaper import engine
 from infra.reaper.gcp import GcpReaper
 from infra.reaper.retry import Backoff
 from tests.fakes.gcp_compute_monitoring import FakeGcp
+from tests.timeouts import HANG_S
 
 ZONE = "europe-west4-a"
 T0 = time.time() - 6 * 3600   # instances launched six hours ago; `now` is simulated from there
@@ -30,8 +31,10 @@ def gcp():
     FAKES.append(fake)
     yield fake
     FAKES.remove(fake)
-    # Nothing but labels and MIG sizes was ever changed; templates are all still there.
-    assert all(p.endswith("/setLabels") or p.endswith("/resize") for _, p in fake.mutations)
+    # Nothing but labels and MIG sizes (resize, or deleteInstances of idle nodes) was ever
+    # changed; templates are all still there.
+    assert all(p.endswith(("/setLabels", "/resize", "/deleteInstances"))
+               for _, p in fake.mutations)
     assert set(fake.templates) == {m["instanceTemplate"] for m in fake.migs.values()}
     fake.stop()
 
@@ -78,7 +81,9 @@ def test_idle_mig_marked_then_resized_to_zero_after_grace(gcp):
     assert mig_size(gcp, "sandbox-mig") == 0
 
 
-def test_busy_untouched_and_busy_during_grace_unmarked(gcp):
+def test_busy_node_untouched_and_busy_during_grace_unmarked(gcp):
+    """A busy node keeps its cluster (no scale to zero); its idle sibling goes on its own
+    (issue 21 item 2: marked, then removed with deleteInstances after the grace)."""
     busy = gcp.add_mig(ZONE, "train-mig", 2, labels=labels("dev", "train"), launched=T0)
     turn = gcp.add_mig(ZONE, "tune-mig", 1, labels=labels("dev", "tune"), launched=T0)
     gcp.put_points(busy[0], T0, T0 + 3 * 3600, 0.0)
@@ -88,10 +93,16 @@ def test_busy_untouched_and_busy_during_grace_unmarked(gcp):
     r = reaper(gcp)
     first = reap(r, T0 + 40 * 60)
     assert first["train"].state == d.BUSY and first["tune"].state == d.MARKED
+    assert first["train"].action == d.MARK_NODES
+    assert tags.NODE_IDLE_SINCE in gcp.labels_of(ZONE, "train-mig-0000")
+    assert tags.NODE_IDLE_SINCE not in gcp.labels_of(ZONE, "train-mig-0001")
     second = reap(reaper(gcp), T0 + 80 * 60)
     assert (second["tune"].state, second["tune"].action) == (d.BUSY, d.UNMARK)
     assert tags.IDLE_SINCE not in gcp.labels_of(ZONE, "tune-mig-0000")
-    assert mig_size(gcp, "train-mig") == 2 and mig_size(gcp, "tune-mig") == 1
+    assert (second["train"].state, second["train"].action, second["train"].nodes_removed) == \
+        (d.REAPED, d.REMOVE_NODES, 1)
+    assert mig_size(gcp, "train-mig") == 1 and mig_size(gcp, "tune-mig") == 1
+    assert set(gcp.migs[(ZONE, "train-mig")]["members"]) == {(ZONE, "train-mig-0001")}
 
 
 def test_unlabelled_and_other_environment_untouched(gcp):
@@ -277,3 +288,53 @@ def test_a_prepaid_mig_is_never_resized_before_its_time(gcp):
                                      f"{ZONE}/instanceGroupManagers/block-mig are prepaid until "
                                      "2099-12-31T23:59Z (gpulease-billed-until): never scaled "
                                      "before"}]
+
+
+# ---- issue 21 item 2 on GCP: deleteInstances, zonal and regional ---------------------------------
+@pytest.mark.parametrize("regional", [False, True], ids=["zonal", "regional"])
+def test_idle_nodes_above_the_baseline_leave_their_mig(gcp, regional):
+    ids = gcp.add_mig(ZONE, "team-mig", 4, launched=T0, regional=regional,
+                      labels={**labels("dev", "team"), tags.BASELINE_NODES: "1"})
+    # ranks by instance name: team-mig-0000 is the floor; -0001 works; -0002/-0003 idle
+    gcp.put_points(ids[0], T0, T0 + 4 * 3600, 0.3)
+    gcp.put_points(ids[1], T0, T0 + 4 * 3600, 66.0)
+    for i in ids[2:]:
+        gcp.put_points(i, T0, T0 + 4 * 3600, 0.3)
+    r = reaper(gcp)
+    first = reap(r, T0 + 40 * 60)["team"]
+    assert first.action == d.MARK_NODES
+    assert sorted(a["node"] for a in first.as_json()["node_actions"]) == sorted(ids[2:])
+    o = reap(r, T0 + 75 * 60)["team"]
+    assert (o.state, o.action, o.nodes_removed) == (d.REAPED, d.REMOVE_NODES, 2)
+    key = (ZONE.rsplit("-", 1)[0] if regional else ZONE, "team-mig")
+    assert gcp.migs[key]["targetSize"] == 2
+    assert [n for _, n in gcp.migs[key]["members"]] == ["team-mig-0000", "team-mig-0001"]
+    scope = "regions" if regional else "zones"
+    assert any(p.endswith("/deleteInstances") and f"/{scope}/" in p for _, p in gcp.mutations)
+
+
+def _delete(fake, scope, where, name, body):
+    import requests
+    return requests.post(f"{fake.url}/compute/v1/projects/{fake.project}/{scope}/{where}/"
+                         f"instanceGroupManagers/{name}/deleteInstances", json=body, timeout=HANG_S)
+
+
+def test_the_fakes_delete_instances_is_as_strict_as_the_api(gcp):
+    gcp.add_mig(ZONE, "m", 2, launched=T0, labels=labels("dev", "m"))
+    gcp.add_mig("europe-west4-b", "other", 1, launched=T0, labels=labels("dev", "o"))
+    url = f"zones/{ZONE}/instances/m-0001"
+    # not a member: fails unless skipInstancesOnValidationError
+    r = _delete(gcp, "zones", ZONE, "m", {"instances": [url, f"zones/{ZONE}/instances/nope"]})
+    assert r.status_code == 400 and "not a member" in r.json()["error"]["message"]
+    assert gcp.migs[(ZONE, "m")]["targetSize"] == 2
+    r = _delete(gcp, "zones", ZONE, "m", {"instances": [url, f"zones/{ZONE}/instances/nope"],
+                                          "skipInstancesOnValidationError": True})
+    assert r.status_code == 200 and gcp.migs[(ZONE, "m")]["targetSize"] == 1
+    # malformed, or in another zone: always fails
+    for bad in ("m-0000", "zones/europe-west4-b/instances/other-0000"):
+        r = _delete(gcp, "zones", ZONE, "m", {"instances": [bad],
+                                              "skipInstancesOnValidationError": True})
+        assert r.status_code == 400, bad
+    assert _delete(gcp, "zones", ZONE, "m", {"instances": [url] * 1001}).status_code == 400
+    assert _delete(gcp, "zones", ZONE, "absent", {"instances": [url]}).status_code == 404
+    assert _delete(gcp, "regions", "europe-west4", "m", {"instances": [url]}).status_code == 404

@@ -22,8 +22,11 @@ every node stayed below the GPU-utilization threshold for the cluster's idle win
 their compute to zero. Dry run by default. With --apply: the first idle detection marks the
 cluster (gpulease-idle-since), a marked cluster that turns busy is unmarked, and after the
 grace period utilization is re-checked right before compute is scaled to zero (ASG min/desired
-0, MIG size 0). Launch/instance templates and storage are never touched; the opt-out tag
-gpulease-keep always wins. No stack file needed."""
+0, MIG size 0) or, with a baseline, down to it. In a cluster that is not idle as a whole, idle
+nodes above their group's floor are marked and removed one by one the same way. Declared
+schedules, a new cluster's first-job grace and prepaid groups hold the reaper back. Metrics
+are judged up to 5 minutes back (they arrive late). Launch/instance templates and storage are
+never touched; the opt-out tag gpulease-keep always wins. No stack file needed."""
 
 EPILOG = """\
 examples:

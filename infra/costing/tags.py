@@ -23,6 +23,9 @@ MONTHLY_CENTS = "gpulease-monthly-cents"
 IDLE_MINUTES = "gpulease-idle-minutes"
 #: set by the reaper when it first sees the cluster idle (UTC, label-safe timestamp).
 IDLE_SINCE = "gpulease-idle-since"
+#: set by the reaper on one node (AWS: an EC2 instance tag; GCP: an instance label) it sees
+#: idle above its group's floor while the cluster as a whole is not idle (same value format).
+NODE_IDLE_SINCE = "gpulease-node-idle-since"
 #: opt-out: any value keeps the reaper's hands off the cluster, always.
 KEEP = "gpulease-keep"
 #: prefix of the claim a reaper run sets on a cluster it is about to tear down: key

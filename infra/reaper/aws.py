@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Callable, Optional, Sequence
 
 from infra.costing import tags
@@ -186,6 +187,7 @@ class AwsReaper:
             token = page.get("NextToken")
             if not token:
                 break
+        marks = self._node_marks() if groups else {}
         per_cluster: dict[tuple, list[ClusterRef]] = {}
         for g in groups:
             try:
@@ -195,10 +197,32 @@ class AwsReaper:
                                         "describe_auto_scaling_groups", f"a group entry lacks "
                                         f"{exc} (truncated, or not from AWS)") from None
             if ref is not None:
+                ref = replace(ref, node_marks={n.id: marks[n.id] for n in ref.nodes
+                                               if n.id in marks})
                 per_cluster.setdefault(ref.key, []).append(ref)
         # A Capacity Block cluster runs its reserved nodes in `<c>-block-asg` beside `<c>-asg`:
         # one cluster, whose nodes are read, marked, claimed and scaled together.
         return [_merged(parts) for parts in per_cluster.values()]
+
+    def _node_marks(self) -> dict[str, str]:
+        """Per-node idle marks: the instance tag tags.NODE_IDLE_SINCE of every instance in the
+        region that carries it (EC2 DescribeTags, one paged call)."""
+        out: dict[str, str] = {}
+        token = None
+        while True:
+            page = self._call(self.ec2, "describe_tags", Filters=[
+                {"Name": "key", "Values": [tags.NODE_IDLE_SINCE]},
+                {"Name": "resource-type", "Values": ["instance"]}], MaxResults=1000,
+                expect=("Tags",), **({"NextToken": token} if token else {}))
+            try:
+                for t in page["Tags"]:
+                    out[str(t["ResourceId"])] = str(t.get("Value", ""))
+            except (KeyError, TypeError) as exc:
+                raise MalformedResponse("aws", f"{self.region} ec2.describe_tags",
+                                        f"a tag entry lacks {exc}") from None
+            token = page.get("NextToken")
+            if not token:
+                return out
 
     def _ref(self, g: dict, environments: Optional[frozenset]) -> Optional[ClusterRef]:
         gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
@@ -211,9 +235,10 @@ class AwsReaper:
         # No launch times: a DescribeInstances sweep of every node costs more than it adds —
         # a node launched inside the window has no data for its start, which the decision's
         # coverage rule already treats as insufficient data.
-        nodes = tuple(Node(id=str(i["InstanceId"]), location=self.region)
-                      for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
         name = str(g["AutoScalingGroupName"])
+        nodes = tuple(Node(id=str(i["InstanceId"]), location=self.region, group=name,
+                           protected=bool(i.get("ProtectedFromScaleIn", False)))
+                      for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
         floor = {name: (gtags[tags.BASELINE_NODES],)} if tags.BASELINE_NODES in gtags else {}
         paid = {name: (gtags[tags.BILLED_UNTIL],)} if tags.BILLED_UNTIL in gtags else {}
         created = g.get("CreatedTime")
@@ -254,9 +279,12 @@ class AwsReaper:
         out = {}
         for r in refs:
             here = [g for g in r.groups if g in found]
-            out[r.key] = Membership(node_ids=frozenset().union(*(found[g][0] for g in here)),
+            ids = frozenset().union(*(found[g][0] for g in here))
+            out[r.key] = Membership(node_ids=ids,
                                     capacity=sum(found[g][1] for g in here),
-                                    gone=tuple(g for g in r.groups if g not in found))
+                                    gone=tuple(g for g in r.groups if g not in found),
+                                    members={g: tuple(sorted(found[g][0])) for g in here},
+                                    ranks={i: i for i in ids})
         return out
 
     # ---- utilization --------------------------------------------------------------------
@@ -427,6 +455,55 @@ class AwsReaper:
                 notes.append(f"the idle mark on {asg} could not be cleared ({exc})")
         return notes
 
+    def mark_nodes(self, ref: ClusterRef, node_ids: Sequence[str], value: str) -> None:
+        """Per-node idle mark: an EC2 instance tag (one CreateTags call for the nodes)."""
+        if node_ids:
+            self._call(self.ec2, "create_tags", Resources=sorted(node_ids),
+                       Tags=[{"Key": tags.NODE_IDLE_SINCE, "Value": value}])
+
+    def unmark_nodes(self, ref: ClusterRef, node_ids: Sequence[str]) -> None:
+        if node_ids:
+            self._call(self.ec2, "delete_tags", Resources=sorted(node_ids),
+                       Tags=[{"Key": tags.NODE_IDLE_SINCE}])
+
+    def remove_nodes(self, ref: ClusterRef, nodes: Sequence[Node]) -> list[str]:
+        """TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity for each node,
+        so the group does not launch a replacement. A group refuses to decrement below its
+        MinSize ("Currently, desiredSize equals minSize …"), so where the minimum is above what
+        stays, it is lowered first to exactly what stays (never below the floor: the decision
+        never removes a floor node). A node already gone is a note, not an error."""
+        notes: list[str] = []
+        by_group: dict[str, list[Node]] = {}
+        for n in nodes:
+            by_group.setdefault(n.group, []).append(n)
+        page = self._call(self.autoscaling, "describe_auto_scaling_groups",
+                          AutoScalingGroupNames=sorted(by_group), expect=("AutoScalingGroups",))
+        sizes = {str(g["AutoScalingGroupName"]): (int(g.get("MinSize", 0)),
+                                                  int(g.get("DesiredCapacity", 0)))
+                 for g in page["AutoScalingGroups"] if g.get("Status") != _DELETING}
+        removed = 0
+        for asg, members in sorted(by_group.items()):
+            if asg not in sizes:
+                notes.append(f"group {asg} was already deleted")
+                continue
+            low, desired = sizes[asg]
+            stays = max(desired - len(members), 0)
+            if low > stays:
+                self._call(self.autoscaling, "update_auto_scaling_group",
+                           AutoScalingGroupName=asg, MinSize=stays)
+            for n in members:
+                try:
+                    self._call(self.autoscaling, "terminate_instance_in_auto_scaling_group",
+                               InstanceId=n.id, ShouldDecrementDesiredCapacity=True,
+                               expect=("Activity",))
+                    removed += 1
+                except GroupGone:   # "Instance Id not found": someone else took it away
+                    notes.append(f"node {n.id} was already gone")
+        if not removed and not notes:
+            raise GroupGone("aws", f"{self.region} autoscaling.terminate_instance_in_auto_"
+                            "scaling_group", "nothing to remove")
+        return notes
+
     def reservations(self, ref: ClusterRef) -> list[Reservation]:
         """Active On-Demand Capacity Reservations tagged with the cluster (billed while unused).
 
@@ -525,4 +602,5 @@ def _merged(parts: list[ClusterRef]) -> ClusterRef:
                       baseline_tags={g: v for r in parts for g, v in r.baseline_tags.items()},
                       billed_tags={g: v for r in parts for g, v in r.billed_tags.items()},
                       created_at=min((r.created_at for r in parts if r.created_at is not None),
-                                     default=None))
+                                     default=None),
+                      node_marks={k: v for r in parts for k, v in r.node_marks.items()})

@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Sequence
 
 from infra.costing import tags
@@ -81,8 +81,14 @@ SCALE_TO_ZERO = "scale-to-zero"
 #: baseline keeps running (committed/reserved capacity is paid for either way).
 SCALE_TO_BASELINE = "scale-to-baseline"
 DESTROY = "destroy"
+#: a cluster that is not idle as a whole but runs idle nodes above its floor (issue 21 item
+#: 2): those nodes are marked one by one, and removed one by one after the grace
+#: (NodeAction), never a busy one, never below the floor.
+MARK_NODES = "mark-nodes"
+UNMARK_NODES = "unmark-nodes"
+REMOVE_NODES = "remove-idle-nodes"
 #: actions that stop paying for compute; the per-run cap counts these.
-TEARDOWN_ACTIONS = (SCALE_TO_ZERO, SCALE_TO_BASELINE, DESTROY)
+TEARDOWN_ACTIONS = (SCALE_TO_ZERO, SCALE_TO_BASELINE, DESTROY, REMOVE_NODES)
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,32 @@ class Node:
     launched_at: Optional[float] = None
     #: where its metrics live (AWS region / GCP zone), for the adaptor.
     location: str = ""
+    #: the node group it belongs to (ASG name / MIG path); "" = none (never removed alone).
+    group: str = ""
+    #: what orders the nodes of a group for the floor (AWS: instance id; GCP: instance name),
+    #: the order the node autostop ranks by too; "" = the id.
+    name: str = ""
+    #: the cloud protects it from scale-in (AWS ProtectedFromScaleIn): never removed alone.
+    protected: bool = False
+
+    @property
+    def rank(self) -> str:
+        return self.name or self.id
+
+
+@dataclass(frozen=True)
+class NodeAction:
+    """What the reaper does with one node of a cluster that is not idle as a whole."""
+
+    node: str
+    group: str
+    #: "mark" | "unmark" | "remove"
+    action: str
+    reason: str
+
+    def as_json(self) -> dict:
+        return {"node": self.node, "group": self.group, "action": self.action,
+                "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -126,6 +158,8 @@ class ClusterRef:
     #: when the cluster's node groups were created (the earliest; epoch s), None = unknown: the
     #: first-job grace runs from it.
     created_at: Optional[float] = None
+    #: raw per-node idle marks (tags.NODE_IDLE_SINCE on the instance), by node id. Untrusted.
+    node_marks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -163,6 +197,10 @@ class Membership:
     capacity: int = 0
     #: groups of the cluster that no longer exist (or are being deleted).
     gone: tuple[str, ...] = ()
+    #: live node ids per group (ASG name / MIG path), for per-node removals.
+    members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: each live node's rank key (AWS: its id; GCP: its name), the floor's order.
+    ranks: Mapping[str, str] = field(default_factory=dict)
 
 
 def membership_change(ref: ClusterRef, now: Membership) -> Optional[tuple[str, str]]:
@@ -186,6 +224,30 @@ def membership_change(ref: ClusterRef, now: Membership) -> Optional[tuple[str, s
     if now.capacity > len(measured):
         return INSUFFICIENT, (f"capacity was raised to {now.capacity} after the utilization "
                               f"read ({plural(len(measured), 'node')} measured): nothing scaled this run")
+    return None
+
+
+def node_membership_change(ref: ClusterRef, v: Verdict,
+                           now: Membership) -> Optional[tuple[str, str]]:
+    """(state, reason) when the nodes ``v`` removes can no longer go, else None: each must
+    still be a live member of its group, and not among the group's floor as the group is now
+    (a group that shrank meanwhile moves the floor). Nodes that joined do not matter here:
+    only measured nodes are removed, and more nodes keep the floor."""
+    gone = [a.group for a in v.removals() if a.group in now.gone]
+    if gone:
+        return SKIPPED, (f"{_groups(set(gone))} deleted during the run by someone else: "
+                         "nothing removed")
+    floor = dict(v.floors)
+    for a in v.removals():
+        live = now.members.get(a.group, ())
+        if a.node not in live:
+            return SKIPPED, (f"node {a.node} left {a.group} during the run (someone else "
+                             "removed it): nothing removed this run")
+        ranked = sorted(live, key=lambda n: now.ranks.get(n, n))
+        if a.node in ranked[:floor.get(a.group, 0)]:
+            return INSUFFICIENT, (f"{a.group} shrank during the run: node {a.node} is now one "
+                                  f"of its floor of {_n_nodes(floor.get(a.group, 0))}: nothing "
+                                  "removed this run")
     return None
 
 
@@ -231,6 +293,16 @@ class Verdict:
     #: what keeps the reaper from acting now (declared schedule, first-job grace, prepaid
     #: groups), whether or not it would have acted.
     holds: tuple[rs.Hold, ...] = ()
+    #: per-node marks, unmarks and removals of a cluster that is not idle as a whole.
+    node_actions: tuple[NodeAction, ...] = ()
+    #: the cluster-wide mark must go as well (set with a per-node action as ``action``).
+    unmark_cluster: bool = False
+    #: the floor of every group the per-node actions respect ((group, nodes) pairs; a prepaid
+    #: group's floor is its size), re-checked against the membership right before removing.
+    floors: tuple[tuple[str, int], ...] = ()
+
+    def removals(self) -> tuple[NodeAction, ...]:
+        return tuple(a for a in self.node_actions if a.action == "remove")
 
 
 Samples = Mapping[str, tuple[tuple[float, float], ...]]
@@ -370,10 +442,18 @@ def idle_since(ref: ClusterRef) -> Optional[float]:
 
 def mark(ref: ClusterRef, *, now: float, policy: Policy) -> tuple[Optional[float], Optional[str]]:
     """(valid mark time or None, why the mark present on the cluster is not valid, or None)."""
-    raw = ref.tags.get(tags.IDLE_SINCE)
+    return parse_mark(ref.tags.get(tags.IDLE_SINCE), now=now, policy=policy)
+
+
+def parse_mark(raw: object, *, now: float, policy: Policy) -> tuple[Optional[float],
+                                                                       Optional[str]]:
+    """A mark's value (cluster or node) -> (valid time or None, why it is not valid, or None)."""
     if raw is None or raw == "":
         return None, None
-    since = idle_since(ref)
+    try:
+        since: Optional[float] = tags.parse_timestamp_label(str(raw))
+    except (ValueError, OverflowError):
+        since = None
     if since is None:
         return None, f"its idle mark {_shown(raw)} is unreadable"
     if since > now + CLOCK_SKEW_S:
@@ -402,11 +482,17 @@ def evidence_start(ref: ClusterRef, *, now: float, policy: Policy, window: int) 
 
 
 def lookback_minutes(ref: ClusterRef, *, now: float, policy: Policy) -> int:
-    """How many minutes of utilization the decision for ``ref`` needs (0 = none)."""
+    """How many minutes of utilization the decision for ``ref`` needs (0 = none): the cluster's
+    evidence, and each node's since its own mark."""
     window = window_minutes(ref, policy)
     if window is None or tags.KEEP in ref.tags or not ref.nodes:
         return 0
-    return int(math.ceil((now - evidence_start(ref, now=now, policy=policy, window=window)) / 60))
+    start = evidence_start(ref, now=now, policy=policy, window=window)
+    for raw in ref.node_marks.values():
+        since, _ = parse_mark(raw, now=now, policy=policy)
+        if since is not None:
+            start = min(start, since)
+    return int(math.ceil((now - start) / 60))
 
 
 def coverage(samples: tuple[tuple[float, float], ...], start: float,
@@ -514,6 +600,83 @@ def assess(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy,
             f"stayed below {policy.threshold_pct:g}% GPU for {window} min (max {top:.1f}%)", top)
 
 
+def protected_nodes(ref: ClusterRef, keep_floor: Mapping[str, int]) -> set:
+    """Node ids never removed one by one: in each group the first ``floor`` live nodes by rank
+    (instance id / name, the order the node autostop uses, so the two together can never go
+    below the floor), nodes the cloud protects from scale-in, and nodes in no group."""
+    out = {n.id for n in ref.nodes if n.protected or not n.group}
+    by_group: dict[str, list[Node]] = {}
+    for n in ref.nodes:
+        if n.group:
+            by_group.setdefault(n.group, []).append(n)
+    for g, members in by_group.items():
+        ranked = sorted(members, key=lambda n: n.rank)
+        out |= {n.id for n in ranked[:keep_floor.get(g, 0)]}
+    return out
+
+
+def node_plan(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy, window: int,
+              keep_floor: Mapping[str, int], blocked: bool) -> list[NodeAction]:
+    """Per-node marks, removals and unmarks for a cluster that is not idle as a whole: a node
+    idle over its own window (or since its own mark) and not protected is marked; after the
+    grace, idle ever since its mark, it is removed; a marked node that is busy, lacks data or
+    is protected is unmarked. ``blocked`` (a hold): nothing is marked or removed."""
+    protected = protected_nodes(ref, keep_floor)
+    end = evidence_end(now, policy)
+    out: list[NodeAction] = []
+    for n in ref.nodes:
+        raw = ref.node_marks.get(n.id)
+        since, problem = parse_mark(raw, now=now, policy=policy)
+        start = end - window * 60 if since is None else min(end - window * 60, since)
+        span = (f"{window}-min window" if since is None or since >= end - window * 60 - 1 else
+                f"{int(math.ceil((end - start) / 60))} min since its idle mark")
+        v = assess_nodes([n], samples, now=now, policy=policy, start=start, span=span)[0]
+        if v.state != IDLE or n.id in protected:
+            if raw:
+                why = (v.reason if v.state != IDLE else
+                       f"node {n.id} is one of its group's floor" + (" (protected from scale-in)"
+                                                                     if n.protected else ""))
+                out.append(NodeAction(n.id, n.group, "unmark", f"{why}: clears its idle mark"))
+            continue
+        if blocked:
+            continue
+        top = "" if v.top is None else f" (max {v.top:.1f}%)"
+        if since is None:
+            redo = f"{problem}: re-marks it" if problem else "marks it"
+            out.append(NodeAction(n.id, n.group, "mark", (
+                f"node {n.id} stayed below {policy.threshold_pct:g}% GPU for {window} min{top}, "
+                f"above its group's floor: {redo}; removed after a {policy.grace_minutes}-min "
+                "grace if still idle")))
+        elif now >= since + 60 + policy.grace_minutes * 60:
+            out.append(NodeAction(n.id, n.group, "remove", (
+                f"node {n.id} marked idle {_iso(since)} and idle ever since{top}, grace period "
+                "over: removed from its group")))
+    return out
+
+
+def _with_nodes(v: Verdict, acts: list[NodeAction], *, marked: bool) -> Verdict:
+    """``v`` (a cluster that is not idle as a whole) with its per-node actions folded in."""
+    if not acts:
+        return v
+    kinds = {a.action for a in acts}
+    removes = [a for a in acts if a.action == "remove"]
+    action = (REMOVE_NODES if removes else MARK_NODES if "mark" in kinds else
+              v.action if v.action == UNMARK else UNMARK_NODES)
+    parts = []
+    for kind, verb in (("remove", "removes idle"), ("mark", "marks idle"), ("unmark", "unmarks")):
+        ids = [a.node for a in acts if a.action == kind]
+        if ids:
+            more = f" (+{len(ids) - 3} more)" if len(ids) > 3 else ""
+            parts.append(f"{verb} node{'s' if len(ids) > 1 else ''} {', '.join(ids[:3])}{more}")
+    return replace(v, action=action, reason=f"{v.reason}; " + "; ".join(parts),
+                   node_actions=tuple(acts), unmark_cluster=marked and action != UNMARK,
+                   nodes_removed=len(removes) if removes else None)
+
+
+def _floored(v: Verdict, keep_floor: Mapping[str, int]) -> Verdict:
+    return replace(v, floors=tuple(sorted(keep_floor.items()))) if v.node_actions else v
+
+
 def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> Verdict:
     """What to do with one cluster now (the dry-run answer; applying it is the adaptor's job)."""
     keep = ref.tags.get(tags.KEEP)
@@ -554,12 +717,19 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
     start = evidence_start(ref, now=now, policy=policy, window=window)
     state, reason, top = assess(ref, samples, now=now, policy=policy, window=window, start=start)
     if state != IDLE:
+        # Not idle as a whole: idle nodes above the floor go one by one (issue 21 item 2).
+        acts = node_plan(ref, samples, now=now, policy=policy, window=window,
+                         keep_floor=keep_floor,
+                         blocked=any(h.kind != "billed-until" for h in holding))
         if marked:
             reason += (f"; clears the idle mark set {_iso(since)}" if since is not None
                        else f"; clears the idle mark ({problem})")
-            return Verdict(state, reason, UNMARK, top, window, baseline_nodes=baseline,
-                           holds=holding)
-        return Verdict(state, reason, NONE, top, window, baseline_nodes=baseline, holds=holding)
+            return _floored(_with_nodes(Verdict(state, reason, UNMARK, top, window,
+                                                baseline_nodes=baseline, holds=holding), acts,
+                                        marked=True), keep_floor)
+        return _floored(_with_nodes(Verdict(state, reason, NONE, top, window,
+                                            baseline_nodes=baseline, holds=holding), acts,
+                                    marked=False), keep_floor)
     goal, removed = scale_targets(ref, keep_floor)
     if keep_floor and not removed:
         # Committed/reserved capacity bills whether it runs or not, and the reaper already

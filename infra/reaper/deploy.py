@@ -59,12 +59,20 @@ def role_policy(environment: str, log_group_arn: str) -> dict:
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "Discover", "Effect": "Allow", "Resource": "*",  # Describe* take no resource ARNs
          "Action": ["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeTags",
-                    "ec2:DescribeCapacityReservations",
+                    "ec2:DescribeCapacityReservations", "ec2:DescribeTags",
                     "cloudwatch:GetMetricData"]},
+        # Scale a group down, or take idle nodes above its floor out of it (decrementing).
         {"Sid": "ScaleOwnEnvironmentOnly", "Effect": "Allow", "Resource": "*",
-         "Action": ["autoscaling:UpdateAutoScalingGroup"],
+         "Action": ["autoscaling:UpdateAutoScalingGroup",
+                    "autoscaling:TerminateInstanceInAutoScalingGroup"],
          "Condition": {"StringEquals": {
              f"autoscaling:ResourceTag/{tags.ENVIRONMENT}": environment}}},
+        # The per-node idle mark: one tag key, on the environment's instances only.
+        {"Sid": "MarkNodesOwnEnvironmentOnly", "Effect": "Allow",
+         "Resource": "arn:aws:ec2:*:*:instance/*",
+         "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+         "Condition": {"StringEquals": {f"aws:ResourceTag/{tags.ENVIRONMENT}": environment},
+                       "ForAllValues:StringEquals": {"aws:TagKeys": [tags.NODE_IDLE_SINCE]}}},
         # The idle mark, and the claim that shares --max-actions with concurrent reapers.
         {"Sid": "MarkOwnEnvironmentOnly", "Effect": "Allow", "Resource": "*",
          "Action": ["autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags"],
@@ -267,11 +275,12 @@ REQUIREMENTS_FILE = ROOT.parent / "requirements.txt"
 GCP_READ_PERMISSIONS = ("compute.instanceGroupManagers.list", "compute.instances.get",
                         "compute.instances.list", "compute.reservations.get",
                         "monitoring.timeSeries.list")
-#: instances.setLabels (idle mark, reaper claim); instanceGroupManagers.resize and
-#: regionInstanceGroupManagers.resize
-#: both need compute.instanceGroupManagers.update on the MIG. The operations they return are
-#: not polled, so no zoneOperations.get.
-GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instances.setLabels")
+#: instances.setLabels (idle marks, reaper claim); instanceGroupManagers.resize /
+#: .deleteInstances and their regional forms need compute.instanceGroupManagers.update on the
+#: MIG, deleteInstances also compute.instances.delete on the instances (idle nodes above the
+#: floor). The operations they return are not polled, so no zoneOperations.get.
+GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instances.delete",
+                       "compute.instances.setLabels")
 _MIG_MODELS = ("reserved", "on_demand", "spot")
 
 
@@ -400,7 +409,7 @@ class ScheduledGcpReaper(pulumi.ComponentResource):
         self.act_role = gcp.projects.IAMCustomRole(
             f"{name}-act-role", project=project, role_id=custom_role_id("act", environment),
             title=f"gpulease reaper {environment} (act)",
-            description="Set the idle label on VMs, resize MIGs to zero",
+            description="Set the idle labels on VMs, resize MIGs, remove idle VMs from MIGs",
             permissions=list(GCP_ACT_PERMISSIONS), stage="GA", opts=child)
         # Listing is checked against the project, so the read grant cannot carry a
         # resource.name condition; the write grant does.

@@ -57,6 +57,15 @@ class Adaptor(Protocol):
     #: resize each group named in ``targets`` to its size (the baseline); others untouched.
     def scale_to_baseline(self, ref: d.ClusterRef, targets: dict) -> Optional[list]: ...
 
+    #: per-node idle marks (issue 21 item 2): set ``value`` on / clear it from these nodes.
+    def mark_nodes(self, ref: d.ClusterRef, node_ids: Sequence[str], value: str) -> None: ...
+
+    def unmark_nodes(self, ref: d.ClusterRef, node_ids: Sequence[str]) -> None: ...
+
+    #: take these nodes out of their groups, each group's desired size going down with them
+    #: (AWS TerminateInstanceInAutoScalingGroup with decrement; GCP MIG deleteInstances).
+    def remove_nodes(self, ref: d.ClusterRef, nodes: Sequence[d.Node]) -> Optional[list]: ...
+
     def reservations(self, ref: d.ClusterRef) -> list[Reservation]: ...
 
     #: each cluster's compute right now (node ids, capacity, deleted groups), by ref.key.
@@ -100,6 +109,8 @@ class Outcome:
     #: what held the reaper back (declared schedule, first-job grace, prepaid groups), as
     #: ``{"kind", "until", "detail"}`` (schedule.Hold.as_json).
     holds: tuple = ()
+    #: per-node marks / unmarks / removals, as ``{"node", "group", "action", "reason"}``.
+    node_actions: tuple = ()
 
     def as_json(self) -> dict:
         out = {k: getattr(self, k) for k in (
@@ -111,7 +122,8 @@ class Outcome:
                    groups=list(self.groups),
                    reservations=[asdict(r) for r in self.reservations],
                    baseline_nodes=self.baseline_nodes, nodes_removed=self.nodes_removed,
-                   holds=[dict(h) for h in self.holds])
+                   holds=[dict(h) for h in self.holds],
+                   node_actions=[dict(a) for a in self.node_actions])
         return out
 
 
@@ -153,7 +165,8 @@ def _outcome(ref: d.ClusterRef, v: d.Verdict, **kw) -> Outcome:
                    nodes=len(ref.nodes), max_gpu_utilization=v.max_gpu_utilization,
                    window_minutes=v.window_minutes, groups=ref.groups,
                    baseline_nodes=v.baseline_nodes, nodes_removed=removed,
-                   holds=tuple(h.as_json() for h in v.holds), **kw)
+                   holds=tuple(h.as_json() for h in v.holds),
+                   node_actions=tuple(a.as_json() for a in v.node_actions), **kw)
 
 
 def _internal(cloud: str, what: str, exc: BaseException) -> CloudError:
@@ -348,10 +361,11 @@ def _destroy_blockers(planned) -> dict[str, str]:
 def _mark_or_unmark(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
     if v.action == d.NONE or not r.apply:
         return _outcome(ref, v)
-    if v.action == d.MARK:
+    exc = _node_marks(ad, ref, v, r)
+    if exc is None and v.action == d.MARK:
         _, exc = _safely(ad.cloud, "mark", ad.mark, ref, tags.timestamp_label(r.now()))
         v = replace(v, state=d.MARKED) if exc is None else v
-    else:
+    elif exc is None and (v.action == d.UNMARK or v.unmark_cluster):
         _, exc = _safely(ad.cloud, "unmark", ad.unmark, ref)
     if isinstance(exc, GroupGone):
         o = _outcome(ref, replace(v, state=d.SKIPPED, action=d.NONE, reason=(
@@ -365,6 +379,22 @@ def _mark_or_unmark(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Ou
     o = _outcome(ref, v, applied=True)
     r.audit.write("action", ok=True, **o.as_json())
     return o
+
+
+def _node_marks(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Optional[CloudError]:
+    """Set and clear the per-node idle marks of ``v`` (removals are a teardown, not here)."""
+    marks = [a.node for a in v.node_actions if a.action == "mark"]
+    unmarks = [a.node for a in v.node_actions if a.action == "unmark"]
+    if marks:
+        _, exc = _safely(ad.cloud, "mark nodes", ad.mark_nodes, ref, marks,
+                         tags.timestamp_label(r.now()))
+        if exc is not None:
+            return exc
+    if unmarks:
+        _, exc = _safely(ad.cloud, "unmark nodes", ad.unmark_nodes, ref, unmarks)
+        if exc is not None:
+            return exc
+    return None
 
 
 def _reservations(ad: Adaptor, ref: d.ClusterRef, r: _Run) -> tuple:
@@ -401,7 +431,23 @@ def _recheck(teardowns, adaptors, r: _Run) -> list:
                                  policy=r.policy)
             if err is not None:
                 r.put(idx, _error(ref, err, v.action), "action", ok=False)
-            elif again.action != v.action:
+            elif again.action != v.action or (
+                    v.action == d.REMOVE_NODES and
+                    {a.node for a in again.removals()} != {a.node for a in v.removals()}):
+                # (removals: act only on the nodes both reads found idle since their mark)
+                if again.action == d.REMOVE_NODES:
+                    keep = {a.node for a in v.removals()}
+                    again = replace(again, node_actions=tuple(
+                        a for a in again.node_actions if a.action != "remove"
+                        or a.node in keep))
+                    if again.removals():
+                        r.audit.write("recheck", changed=True, **_outcome(ref, again).as_json())
+                        due.append((idx, ad, ref, replace(again, nodes_removed=len(
+                            again.removals()))))
+                        continue
+                    again = replace(again, action=d.MARK_NODES if any(
+                        a.action == "mark" for a in again.node_actions) else d.UNMARK_NODES
+                        if again.node_actions else d.NONE, nodes_removed=None)
                 r.audit.write("recheck", changed=True, **_outcome(ref, again).as_json())
                 r.report.outcomes[idx] = _mark_or_unmark(ad, ref, again, r)
             else:
@@ -494,8 +540,10 @@ def _act(due, adaptors, r: _Run, *, destroy_sets: dict) -> None:
             if exc is not None:
                 r.put(idx, _error(ref, exc, v.action), "action", ok=False)
                 continue
-            change = d.membership_change(ref, members.get(ref.key, d.Membership(
-                gone=ref.groups)))
+            now_members = members.get(ref.key, d.Membership(gone=ref.groups))
+            change = (d.node_membership_change(ref, v, now_members)
+                      if v.action == d.REMOVE_NODES else
+                      d.membership_change(ref, now_members))
             if change is not None:
                 state, why = change
                 # nothing done: the claim must not hold the shared cap for nothing
@@ -525,6 +573,31 @@ def _act(due, adaptors, r: _Run, *, destroy_sets: dict) -> None:
         r.put(idx, o, "action", ok=o.state != d.ERROR)
 
 
+def _remove_nodes(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
+    """Idle nodes above the floor of a cluster that is not idle as a whole: removed one by one
+    from their groups, then the verdict's other per-node marks and unmarks are applied."""
+    by_id = {n.id: n for n in ref.nodes}
+    nodes = [by_id[a.node] for a in v.removals() if a.node in by_id]
+    notes, exc = _safely(ad.cloud, "remove idle nodes", ad.remove_nodes, ref, nodes)
+    if isinstance(exc, GroupGone):
+        return _skip(ref, v, f"deleted during the run by someone else ({exc}): nothing removed")
+    if exc is not None:
+        return _error(ref, exc, v.action)
+    rest = replace(v, node_actions=tuple(a for a in v.node_actions if a.action != "remove"))
+    mexc = _node_marks(ad, ref, rest, r)
+    if mexc is None and v.unmark_cluster:
+        _, mexc = _safely(ad.cloud, "unmark", ad.unmark, ref)
+    extra = "".join(f"; {n}" for n in (notes or ()))
+    if mexc is not None and not isinstance(mexc, GroupGone):
+        extra += f"; the marks could not all be updated ({mexc})"
+    kept = len(ref.nodes) - len(nodes)
+    where = "their groups" if len({n.group for n in nodes}) > 1 else "its group"
+    what = (f"{d._n_nodes(len(nodes))} removed from {where} (desired capacity down with "
+            f"them), {d._n_nodes(kept)} kept running")
+    return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{extra}"),
+                    applied=True)
+
+
 def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
     reservations = _reservations(ad, ref, r)
     notes: list = []
@@ -537,6 +610,8 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
             if exc is not None:
                 return _error(ref, exc, v.action)
             r.destroyed.add(ref.environment)
+    elif v.action == d.REMOVE_NODES:
+        return _remove_nodes(ad, ref, v, r)
     else:
         if v.action == d.SCALE_TO_BASELINE:
             notes, exc = _safely(ad.cloud, "scale to baseline", ad.scale_to_baseline, ref,

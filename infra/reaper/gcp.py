@@ -267,14 +267,18 @@ class GcpReaper:
         floors: dict[str, list] = {}
         paid: dict[str, list] = {}
         created: list = []
+        marks: dict[str, str] = {}
         for zone, inst in insts:
             zones.add(zone)
             self._known[str(inst.id)] = _Instance(zone, inst.name, dict(inst.labels),
                                                    inst.label_fingerprint)
             started = inst.last_start_timestamp or inst.creation_timestamp
-            nodes.append(Node(id=str(inst.id), launched_at=_ts(started) if started
-                              else None, location=zone))
             meta = {i.key: i.value for i in inst.metadata.items} if inst.metadata else {}
+            nodes.append(Node(id=str(inst.id), launched_at=_ts(started) if started
+                              else None, location=zone, group=meta.get(CREATED_BY, ""),
+                              name=inst.name))
+            if tags.NODE_IDLE_SINCE in inst.labels:
+                marks[str(inst.id)] = inst.labels[tags.NODE_IDLE_SINCE]
             if meta.get(CREATED_BY):
                 groups.add(meta[CREATED_BY])
                 sizes[meta[CREATED_BY]] = sizes.get(meta[CREATED_BY], 0) + 1
@@ -303,7 +307,7 @@ class GcpReaper:
                           capacity=len(nodes), group_nodes=sizes,
                           baseline_tags={g: tuple(v) for g, v in floors.items()},
                           billed_tags={g: tuple(v) for g, v in paid.items()},
-                          created_at=min(known) if known else None)
+                          created_at=min(known) if known else None, node_marks=marks)
 
     def _migs(self) -> dict:
         """Every MIG of the project: (scope, where, name) -> (target size, created epoch s)."""
@@ -330,7 +334,13 @@ class GcpReaper:
             if any(r.groups for r in refs) else {}
         out = {}
         for r in refs:
-            ids = frozenset(str(i.id) for _, i in now.get((r.environment, r.cluster), ()))
+            live = now.get((r.environment, r.cluster), ())
+            ids = frozenset(str(i.id) for _, i in live)
+            by_group: dict[str, list] = {}
+            for _, i in live:
+                meta = {x.key: x.value for x in i.metadata.items} if i.metadata else {}
+                if meta.get(CREATED_BY):
+                    by_group.setdefault(meta[CREATED_BY], []).append(str(i.id))
             sizes, gone = 0, []
             for path in r.groups:
                 key = _mig_key(path)
@@ -339,7 +349,9 @@ class GcpReaper:
                 else:
                     gone.append(path)
             out[r.key] = Membership(node_ids=ids, capacity=sizes if r.groups else len(ids),
-                                    gone=tuple(gone))
+                                    gone=tuple(gone),
+                                    members={g: tuple(sorted(v)) for g, v in by_group.items()},
+                                    ranks={str(i.id): i.name for _, i in live})
         return out
 
     # ---- utilization --------------------------------------------------------------------
@@ -527,6 +539,60 @@ class GcpReaper:
         if not done:
             raise GroupGone("gcp", f"{self.project} resize", f"{', '.join(sorted(targets))} "
                             "deleted during the run")
+        return notes
+
+    def mark_nodes(self, ref: ClusterRef, node_ids: Sequence[str], value: str) -> None:
+        """Per-node idle mark: an instance label (setLabels under the label fingerprint)."""
+        for node in node_ids:
+            self._set_label(node, tags.NODE_IDLE_SINCE, value)
+
+    def unmark_nodes(self, ref: ClusterRef, node_ids: Sequence[str]) -> None:
+        for node in node_ids:
+            self._set_label(node, tags.NODE_IDLE_SINCE, None)
+
+    def remove_nodes(self, ref: ClusterRef, nodes: Sequence[Node]) -> list[str]:
+        """instanceGroupManagers.deleteInstances (regionInstanceGroupManagers for a regional
+        MIG), one call per MIG, which "reduces the targetSize of the managed instance group by
+        the number of instances that you delete" (Compute API reference), so no replacement
+        starts. skipInstancesOnValidationError stays false: a node that is no longer a member
+        fails the call instead of being silently skipped."""
+        from google.cloud import compute_v1
+
+        notes: list[str] = []
+        by_group: dict[str, list[Node]] = {}
+        for n in nodes:
+            by_group.setdefault(n.group, []).append(n)
+        done = 0
+        for path, members in sorted(by_group.items()):
+            scope, where, name = _mig_key(path)
+            urls = [f"zones/{n.location}/instances/{n.name}" for n in members]
+            try:
+                if scope == "zones":
+                    body = {"instance_group_managers_delete_instances_request_resource":
+                            compute_v1.InstanceGroupManagersDeleteInstancesRequest(
+                                instances=urls, skip_instances_on_validation_error=False)}
+                    op = self._call("compute.instanceGroupManagers.deleteInstances",
+                                    lambda: self.migs.delete_instances_unary(
+                                        project=self.project, zone=where,
+                                        instance_group_manager=name, **body, **_NO_RETRY))
+                else:
+                    body = {"region_instance_group_managers_delete_instances_request_resource":
+                            compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
+                                instances=urls, skip_instances_on_validation_error=False)}
+                    op = self._call("compute.regionInstanceGroupManagers.deleteInstances",
+                                    lambda: self.region_migs.delete_instances_unary(
+                                        project=self.project, region=where,
+                                        instance_group_manager=name, **body, **_NO_RETRY))
+            except CloudError as exc:
+                if "404" in str(exc):
+                    notes.append(f"MIG {name} was already deleted")
+                    continue
+                raise
+            self._check(op, "deleteInstances")
+            done += 1
+        if not done:
+            raise GroupGone("gcp", f"{self.project} deleteInstances",
+                            f"{', '.join(sorted(by_group))} deleted during the run")
         return notes
 
     def reservations(self, ref: ClusterRef) -> list[Reservation]:

@@ -13,7 +13,8 @@ retention are gone, and pages hold at most ``pageSize`` points (FULL view; defau
 series that does not fit continuing on the next page. Points are published late, as Cloud
 Monitoring documents per metric ("After sampling, data is not visible for up to N seconds"): a
 point stamped later than the fake's ``clock`` minus ``delay_s`` (default :data:`VISIBLE_AFTER_S`;
-tests set both) is not returned yet.
+tests set both) is not returned yet. MIGs may be zonal or regional; instances leave them by
+resize or deleteInstances (the target size going down with them).
 Faults can be injected per operation (``fake.faults["resize"] = [503]``); HTML pages, non-JSON
 200s and throttling come from ``tests/fakes/fault_proxy.py`` in front of it. Resources can be
 changed mid-run (:meth:`FakeGcp.scale_mig`, :meth:`FakeGcp.delete_mig`). Every request is
@@ -94,7 +95,12 @@ class FakeGcp:
 
     # ---- building state (what a real project would hold) --------------------------------
     def add_mig(self, zone: str, name: str, size: int, *, labels: dict, launched: float,
-                template: str = "tmpl", reservation: Optional[str] = None) -> list[str]:
+                template: str = "tmpl", reservation: Optional[str] = None,
+                regional: bool = False) -> list[str]:
+        """A MIG of ``size`` VMs in ``zone``; ``regional``: a regional MIG of the zone's region
+        (its key in ``migs`` is (region, name), its VMs are in ``zone``)."""
+        where = zone.rsplit("-", 1)[0] if regional else zone
+        scope = "regions" if regional else "zones"
         members = []
         for i in range(size):
             iname = f"{name}-{i:04d}"
@@ -105,7 +111,8 @@ class FakeGcp:
                 "creationTimestamp": rfc3339(launched), "lastStartTimestamp": rfc3339(launched),
                 "labels": dict(labels), "labelFingerprint": fingerprint(labels),
                 "metadata": {"items": [{"key": "created-by", "value":
-                                        f"projects/123456789/zones/{zone}/instanceGroupManagers/{name}"}]},
+                                        f"projects/123456789/{scope}/{where}/"
+                                        f"instanceGroupManagers/{name}"}]},
             }
             if reservation:
                 inst["reservationAffinity"] = {
@@ -114,31 +121,39 @@ class FakeGcp:
             self.instances[(zone, iname)] = inst
             self.series_labels[iid] = dict(labels)
             members.append(iid)
-        self.migs[(zone, name)] = {"targetSize": size, "members": [
+        proto = {k: v for k, v in inst.items() if k in ("kind", "zone", "metadata",
+                                                         "reservationAffinity")} if size else {
+            "kind": "compute#instance", "metadata": {"items": [{"key": "created-by", "value":
+                f"projects/123456789/{scope}/{where}/instanceGroupManagers/{name}"}]},
+            "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/{zone}"}
+        self.migs[(where, name)] = {"targetSize": size, "members": [
             (zone, f"{name}-{i:04d}") for i in range(size)], "instanceTemplate": template,
-            "creationTimestamp": rfc3339(launched)}
+            "creationTimestamp": rfc3339(launched), "regional": regional,
+            # what the instance template gives every VM it creates: its labels and metadata
+            "proto": {**proto, "labels": dict(labels)}, "next": size}
         self.templates.setdefault(template, {"name": template})
         return members
 
     def scale_mig(self, zone: str, name: str, size: int, *, launched: float) -> list[str]:
-        """Someone raises a MIG's target size: new instances from its template (same labels
-        as the existing members, without the reaper's mark or claim)."""
+        """Someone raises a MIG's target size (``zone``: its key, the region for a regional
+        MIG): new instances from its instance template — its labels and metadata, never the
+        reaper's marks or claims, which were set on instances, not on the template."""
         mig = self.migs[(zone, name)]
-        template = next((self.instances[k] for k in mig["members"] if k in self.instances), None)
-        base = {k: v for k, v in (template or {}).get("labels", {}).items()
-                if k not in ("gpulease-idle-since", "gpulease-reaper-claim")}
+        proto = mig["proto"]
+        vm_zone = proto["zone"].rsplit("/", 1)[-1]
         added = []
-        for i in range(len(mig["members"]), size):
-            iname = f"{name}-{i:04d}"
+        for _ in range(len(mig["members"]), size):
+            iname = f"{name}-{mig['next']:04d}"
+            mig["next"] += 1
             iid = str(next(_ids))
-            inst = json.loads(json.dumps(template)) if template else {}
-            inst.update({"id": iid, "name": iname, "status": "PROVISIONING", "labels": dict(base),
-                         "labelFingerprint": fingerprint(base),
+            inst = json.loads(json.dumps(proto))
+            inst.update({"id": iid, "name": iname, "status": "PROVISIONING",
+                         "labelFingerprint": fingerprint(inst["labels"]),
                          "creationTimestamp": rfc3339(launched),
                          "lastStartTimestamp": rfc3339(launched)})
-            self.instances[(zone, iname)] = inst
-            self.series_labels[iid] = dict(base)
-            mig["members"].append((zone, iname))
+            self.instances[(vm_zone, iname)] = inst
+            self.series_labels[iid] = dict(inst["labels"])
+            mig["members"].append((vm_zone, iname))
             added.append(iid)
         mig["targetSize"] = size
         return added
@@ -274,15 +289,19 @@ class FakeGcp:
                 inst["labelFingerprint"] = fingerprint(inst["labels"])
                 self.series_labels[inst["id"]] = dict(inst["labels"])
                 return 200, self._op("setLabels", zone)
-        m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/instanceGroupManagers/([^/]+)/resize",
-                         path)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/(zones|regions)/([^/]+)/instanceGroupManagers/"
+                         r"([^/]+)/deleteInstances", path)
+        if m and method == "POST":
+            return self._fault("deleteInstances") or self._delete_instances(*m.groups(), body)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/(zones|regions)/([^/]+)/instanceGroupManagers/"
+                         r"([^/]+)/resize", path)
         if m and method == "POST":
             fault = self._fault("resize")
             if fault:
                 return fault
-            zone, name = m.groups()
+            scope, zone, name = m.groups()
             mig = self.migs.get((zone, name))
-            if mig is None:
+            if mig is None or bool(mig.get("regional")) != (scope == "regions"):
                 return 404, {"error": {"code": 404, "message": f"MIG {name} not found"}}
             if not re.fullmatch(r"[0-9]+", str(q.get("size", ""))):
                 return 400, {"error": {"code": 400, "message": "Invalid value for field 'size': "
@@ -316,14 +335,61 @@ class FakeGcp:
                 return f"Invalid value for field 'labels': label value '{v}' violates format"
         return None
 
+    def _delete_instances(self, scope: str, where: str, name: str,
+                          body: dict) -> tuple[int, dict]:
+        """instanceGroupManagers.deleteInstances / regionInstanceGroupManagers.deleteInstances
+        as the API reference describes them: at most 1000 instance URLs (full or
+        ``zones/Z/instances/NAME``); a malformed URL or an instance outside the group's zone
+        (region) always fails the request; an instance that is not a member fails it unless
+        skipInstancesOnValidationError; the target size goes down by the instances deleted."""
+        mig = self.migs.get((where, name))
+        if mig is None or bool(mig.get("regional")) != (scope == "regions"):
+            return 404, {"error": {"code": 404, "message": f"The resource 'projects/"
+                                   f"{self.project}/{scope}/{where}/instanceGroupManagers/{name}'"
+                                   " was not found"}}
+        urls = body.get("instances")
+        skip = bool(body.get("skipInstancesOnValidationError", False))
+
+        def bad(msg: str) -> tuple[int, dict]:
+            return 400, {"error": {"code": 400, "message": msg, "errors": [
+                {"reason": "invalid", "message": msg}]}}
+        if not isinstance(urls, list) or not urls:
+            return bad("Invalid value for field 'resource.instances': the list of instances "
+                       "to delete is empty")
+        if len(urls) > 1000:
+            return bad("Invalid value for field 'resource.instances': at most 1000 instances")
+        picked = []
+        for url in urls:
+            m = re.search(r"(?:^|/)zones/([a-z0-9-]+)/instances/([a-z0-9-]+)$", str(url))
+            if not m:
+                return bad(f"Invalid value for field 'resource.instances': '{url}'. The URL is "
+                           "malformed.")
+            zone, iname = m.groups()
+            inside = zone == where if scope == "zones" else zone.rsplit("-", 1)[0] == where
+            if not inside:
+                return bad(f"Invalid value for field 'resource.instances': '{url}'. Instance is "
+                           f"not in the {scope[:-1]} of the instance group manager.")
+            if (zone, iname) not in mig["members"]:
+                if skip:
+                    continue
+                return bad(f"Invalid value for field 'resource.instances': '{url}'. The "
+                           f"instance is not a member of the instance group manager {name}.")
+            picked.append((zone, iname))
+        for key in picked:
+            self.instances.pop(key, None)
+        mig["members"] = [k for k in mig["members"] if k not in picked]
+        mig["targetSize"] = max(0, mig["targetSize"] - len(picked))
+        return 200, self._op("deleteInstances", where)
+
     def _mig_list(self, q: dict) -> tuple[int, dict]:
         items: dict = {}
         for (zone, name), mig in sorted(self.migs.items()):
-            items.setdefault(f"zones/{zone}", {"instanceGroupManagers": []})[
+            scope = "regions" if mig.get("regional") else "zones"
+            items.setdefault(f"{scope}/{zone}", {"instanceGroupManagers": []})[
                 "instanceGroupManagers"].append({
                     "kind": "compute#instanceGroupManager", "name": name,
-                    "zone": f"https://www.googleapis.com/compute/v1/projects/{self.project}"
-                            f"/zones/{zone}",
+                    scope[:-1]: f"https://www.googleapis.com/compute/v1/projects/"
+                                f"{self.project}/{scope}/{zone}",
                     "targetSize": mig["targetSize"],
                     "creationTimestamp": mig.get("creationTimestamp", rfc3339(0)),
                     "instanceTemplate": f"global/instanceTemplates/{mig['instanceTemplate']}",

@@ -1,4 +1,5 @@
-"""Make moto's Auto Scaling as strict as the real API where the reaper depends on it.
+"""Make moto's Auto Scaling as strict as the real API where the reaper depends on it
+(TerminateInstanceInAutoScalingGroup included: :func:`terminate_instance`).
 
 moto 5.2 answers CreateOrUpdateTags / DeleteTags on a group that does not exist with an HTML
 500 (a KeyError inside moto), and DeleteTags removes a tag whatever value is given. Real Auto
@@ -52,8 +53,31 @@ def delete_tags(self, tags):
             t["Key"] == tag["Key"] and (want is None or t.get("Value") == want))]
 
 
+def terminate_instance(self, instance_id, should_decrement):
+    """TerminateInstanceInAutoScalingGroup as Auto Scaling answers it where moto is laxer: an
+    instance in no group is ValidationError "Instance Id not found - No managed instance found
+    for instance ID i-..." (moto: an HTML 500 from a StopIteration), and a decrement below the
+    group's MinSize is refused with "Currently, desiredSize equals minSize (N). Terminating
+    instance without replacement will violate group's min size constraint. Either set
+    shouldDecrementDesiredCapacity flag to false or lower group's min size." (moto: allowed).
+    Both messages as AWS answers them (quoted in aws/aws-cli#47, hashicorp/nomad-autoscaler
+    #1290, yaybu/touchdown#51)."""
+    group = next((g for g in self.autoscaling_groups.values()
+                  for st in g.instance_states if st.instance.id == instance_id), None)
+    if group is None:
+        raise ValidationError("Instance Id not found - No managed instance found for instance "
+                              f"ID {instance_id}")
+    if should_decrement and group.desired_capacity <= group.min_size:
+        raise ValidationError(
+            f"Currently, desiredSize equals minSize ({group.min_size}). Terminating instance "
+            "without replacement will violate group's min size constraint. Either set "
+            "shouldDecrementDesiredCapacity flag to false or lower group's min size.")
+    return _ORIGINAL["terminate_instance"](self, instance_id, should_decrement)
+
+
 _ORIGINAL = {"create_or_update_tags": AutoScalingBackend.create_or_update_tags,
-             "delete_tags": AutoScalingBackend.delete_tags}
+             "delete_tags": AutoScalingBackend.delete_tags,
+             "terminate_instance": AutoScalingBackend.terminate_instance}
 
 
 def describe_capacity_reservations(self):
@@ -141,6 +165,7 @@ def install(monkeypatch) -> None:
 
     monkeypatch.setattr(AutoScalingBackend, "create_or_update_tags", create_or_update_tags)
     monkeypatch.setattr(AutoScalingBackend, "delete_tags", delete_tags)
+    monkeypatch.setattr(AutoScalingBackend, "terminate_instance", terminate_instance)
     monkeypatch.setattr(EC2Response, "describe_capacity_reservations",
                         describe_capacity_reservations, raising=False)
     monkeypatch.setattr(CloudWatchResponse, "get_metric_data", get_metric_data_response)
