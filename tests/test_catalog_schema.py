@@ -65,7 +65,8 @@ def test_spot_must_be_the_cheapest_zone():
     (lambda b: b.replace(b'"format"', b'"fo\xffrmat"', 1), "not UTF-8 text (byte 0xff"),
     (lambda b: b.replace(b'"offerings": [', b'"offerings": [[', 1), "not valid JSON"),
     (lambda b: b.replace(b'"as_of": "', b'"as_of": NaN, "x": "', 1), "not valid JSON"),
-    (lambda b: b.replace(b'"version": "2026.12.03.1"', b'"version": 20261203', 1), "version"),
+    (lambda b: b.replace(f'"version": "{NEW.version}"'.encode(), b'"version": 20261203', 1),
+     "version"),
 ])
 def test_damaged_files_exit_2_without_traceback(tmp_path, capsys, damage, expect):
     bad = tmp_path / "bad.json"

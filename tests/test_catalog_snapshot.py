@@ -1,4 +1,4 @@
-"""The default snapshot, 2026.12.03.1 (format /2): coverage, zones, storage/egress everywhere,
+"""The default snapshot, 2026.12.03.2 (format /2): coverage, zones, storage/egress everywhere,
 provenance, prices built from SKUs, purchase options."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ISO = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def test_is_the_default_format_2_and_loads_with_only_the_estimates_warning():
-    assert CAT.version == "2026.12.03.1" and CAT.format == "gpulease-catalog/2"
+    assert CAT.version == "2026.12.03.2" and CAT.format == "gpulease-catalog/2"
     assert [w.path for w in CAT.warnings] == ["storage/egress"], [str(w) for w in CAT.warnings]
     assert CAT.data_dates and all(CAT.data_dates.values())
 
@@ -107,5 +107,5 @@ def test_commitments_and_spot_are_consistent_with_on_demand():
 
 
 def test_older_versions_still_load():
-    for v in ("2026.12.02", "2026.12.03"):
+    for v in ("2026.12.02", "2026.12.03", "2026.12.03.1"):
         assert load_catalog(version=v).version == v

@@ -1,7 +1,8 @@
 """Build the shipped catalog snapshot (format /2) from public price datasets; re-runnable.
 
     python -m infra.catalog.build.snapshot --peer ../shared/peer-catalog \
-        --cyclenerd pricing.yml --vantage gpu_instances_raw.json --out infra/catalog/data/
+        --cyclenerd pricing.yml --vantage gpu_instances_raw.json \
+        --vantage-2026 all_gpu_instances.js --out infra/catalog/data/
 
 Inputs (none is committed; each is named with the commit it was read at, see docs/catalog.md):
 - ``--peer``: SkyPilot catalog v8 (GCP as published 2026-05-20; AWS GPU families, date unknown):
@@ -14,6 +15,9 @@ Inputs (none is committed; each is named with the commit it was read at, see doc
 - ``--vantage``: instances.vantage.sh raw export in tsaol/aws-gpu ``data/gpu_instances_raw.json``
   at commit 2d0108c7bd261c8e40493fbd35135437bd6c9099 (2025-11-30): AWS on-demand, 1-/3-year
   Standard No Upfront RI prices per region, g6e rows (SkyPilot's AWS file has no g6e);
+- ``--vantage-2026`` (2026.12.03.2 only): tsaol/aws-gpu ``data/all_gpu_instances.js`` at commit
+  77fcd9fe1d0652fd07b830e5ed030d61da87923e (instances.vantage.sh, 2026-01-21): the 1-year
+  Standard No Upfront RI where the 2025-11-30 export lists none;
 - ``--base``: the previous snapshot (2026.12.02): specs, its cited AWS prices (kept where it
   has them: they are the freshest), S3 prices, NAT, spot interruption assumptions.
 
@@ -34,7 +38,12 @@ from infra.catalog.importers.skypilot import build_rows, offering_ident, read_aw
 from infra.catalog.invariants import INVARIANTS, enforce
 from infra.catalog.refresh import checksum
 
-VERSION, AS_OF = "2026.12.03.1", "2026-12-03"
+VERSION, AS_OF = "2026.12.03.2", "2026-12-03"
+#: the snapshots this builder writes: 2026.12.03.1 (byte for byte, without ``--vantage-2026``)
+#: and 2026.12.03.2 (+ the 2026-01-21 vantage export's 1-year RIs where the 2025-11-30 raw
+#: export has none, and every commitment left null says which sources were read for it)
+VERSIONS = ("2026.12.03.1", "2026.12.03.2")
+TSAOL_2026 = "vantage-tsaol-2026-01"
 HOURS = 730.0
 #: AWS types gpulease plans for (the previous snapshot's, plus B200). p5.4xlarge and gr6 are
 #: left out: no source here states their EFA / network-card layout.
@@ -72,6 +81,16 @@ NEW_SOURCES = {
                  "(730 h/month), storage.bucket.<class>.cost.<region>.month, "
                  "compute.network.traffic.egress.internet.cost.0-1.<region>.month",
         "retrieved": AS_OF, "published": "2026-07-30"},
+    TSAOL_2026: {
+        "url": "https://github.com/tsaol/aws-gpu/blob/"
+               "77fcd9fe1d0652fd07b830e5ed030d61da87923e/data/all_gpu_instances.js",
+        "title": "instances.vantage.sh EC2 data as exported to tsaol/aws-gpu "
+                 "data/all_gpu_instances.js at commit 77fcd9f ('Last updated: 2026-01-21'): "
+                 "Linux on-demand and 'reserved' per region; 'reserved' = the 1-year Standard "
+                 "No Upfront Reserved Instance (equal to the 2025-11-30 raw export's "
+                 "yrTerm1Standard.noUpfront in all 785 (region, type) pairs both list, checked "
+                 "2026-12-03); no 3-year figure",
+        "retrieved": AS_OF, "published": "2026-01-21"},
     "s3-pricing": {
         "url": "https://aws.amazon.com/s3/pricing/",
         "title": "Amazon S3 pricing: retrieval per GB (S3 Standard-IA $0.01, Glacier Instant "
@@ -97,6 +116,61 @@ def _pct(a: float, b: float) -> float:
 
 def _r(v: Optional[float], nd: int = 4) -> Optional[float]:
     return None if v is None else round(float(v), nd)
+
+
+def tsaol_table(path: Path) -> dict:
+    """(region, type) -> {"od", "c1"} from tsaol/aws-gpu ``data/all_gpu_instances.js`` (a JS
+    file holding one JSON array; "reserved" = the 1-year Standard No Upfront RI)."""
+    text = path.read_text(encoding="utf-8")
+    out = {}
+    for it in json.loads(text[text.index("["):text.rindex("]") + 1]):
+        for region, p in (it.get("pricing") or {}).items():
+            out[(region, it["name"])] = {"od": p.get("onDemand"), "c1": p.get("reserved")}
+    return out
+
+
+#: what was searched for a commitment price that is still missing (one wording, every row)
+SEARCHED = ("searched 2026-12-03: the docs, pages, code and issues corpora and public GitHub "
+            "mirrors, for a published rate")
+
+
+def _gap_note(row: dict, missing: list[str], van: dict, ts: dict, cyc_inst: dict) -> str:
+    """Why a commitment the cloud sells has no price in this snapshot, naming the sources read."""
+    cols, it, region = "/".join(missing), row["instance_type"], row["region"]
+    if row["cloud"] == "aws":
+        key = (region, it)
+        have = ("the 2025-11-30 raw export has no row for this region" if key not in van else
+                "the 2025-11-30 raw export lists no Reserved Instance here")
+        t = ts.get(key)
+        have += (", nor has the 2026-01-21 export one" if t is None else
+                 "; the 2026-01-21 export gives the 1-year Standard RI only (no 3-year figure)"
+                 if t.get("c1") else "; the 2026-01-21 export lists on-demand only")
+        return (f"{cols}: sold (Compute Savings Plans cover every EC2 family: "
+                f"aws-purchase-options) but no citable price: in AWS's price list as mirrored by "
+                f"instances.vantage.sh, {have}; Savings Plans rates are published only in AWS's "
+                f"Savings Plans price list, and no copy of it was found ({SEARCHED})")
+    if row.get("accelerator_type"):
+        return (f"{cols}: sold (a GENERAL_PURPOSE commitment for the N1 host plus a commitment "
+                f"for the GPUs with an attached reservation: gcp-cud) but no citable price: the "
+                f"host's commitment SKUs are in the Cyclenerd export, the GPU's ('Commitment v1: "
+                f"Nvidia Tesla {row['gpu']} GPU running in <region> for 1 Year / 3 Years') are in "
+                f"no source read here (Cyclenerd's pricing.yml has no GPU rows, SkyPilot lists "
+                f"on-demand and spot only; {SEARCHED})")
+    costs = (cyc_inst.get(it) or {}).get("cost") or {}
+    if not cyc_inst.get(it):
+        have = (f"the Cyclenerd export (fd66b26) has no {it} machine type, SkyPilot lists "
+                f"on-demand and spot only")
+    elif region not in costs:
+        have = (f"the Cyclenerd export prices {it} with 1-/3-year commitments in "
+                f"{len(costs)} other regions ({', '.join(sorted(costs))}), not in {region}")
+    else:
+        have = (f"the Cyclenerd export prices {it} on demand but with no commitment in any "
+                f"region (its SKU mapping, build/mapping.csv, names the 'Commitment v1: Nvidia "
+                f"Tesla A100 80GB ... 1 Year / 3 Year' SKUs, which the Billing Catalog export "
+                f"did not price)" if it.startswith("a2-ultragpu") else
+                f"the Cyclenerd export lists {it} here without a commitment price")
+    return (f"{cols}: sold (resource-based commitment: gcp-cud) but no citable price: {have} "
+            f"({SEARCHED})")
 
 
 def vantage_table(path: Path) -> dict:
@@ -146,11 +220,20 @@ def _cheapest_zone_parts(hosts: dict, accs: dict, region: str, host: str, acc_ke
     return (z, h, g) if h and g else None
 
 
-def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
-          ) -> tuple[dict, dict]:
+def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str],
+          version: str = VERSION, tsaol: Optional[Path] = None) -> tuple[dict, dict]:
     """The snapshot document and the build report (rows each invariant rejected, the
-    importer's rules applied)."""
+    importer's rules applied). ``version`` is one of VERSIONS; 2026.12.03.2 needs ``tsaol``
+    (the 2026-01-21 export), 2026.12.03.1 does not read it."""
     import yaml
+
+    if version not in VERSIONS:
+        raise SystemExit(f"--version must be one of {', '.join(VERSIONS)}")
+    v2 = version != "2026.12.03.1"
+    if v2 and tsaol is None:
+        raise SystemExit(f"{version} needs --vantage-2026 (tsaol/aws-gpu "
+                         "data/all_gpu_instances.js at commit 77fcd9f)")
+    ts = tsaol_table(tsaol) if v2 and tsaol is not None else {}
 
     base = load_catalog(base_path)
     aws, f1, w1 = read_aws(peer / "v8" / "aws" / "vms.csv")
@@ -214,6 +297,11 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
                     c1, ps["commit_1y"] = v["c1conv"], "vantage-raw-2025-11"
                     notes.append("commit_1y = 1-year Convertible Reserved Instance, No Upfront "
                                  "(AWS publishes no 1-year Standard RI for this type here)")
+                elif (ts.get((row["region"], itype)) or {}).get("c1"):
+                    c1, ps["commit_1y"] = ts[(row["region"], itype)]["c1"], TSAOL_2026
+                    notes.append("commit_1y = 1-year Standard Reserved Instance, No Upfront, "
+                                 "from the 2026-01-21 export (the 2025-11-30 raw export has no "
+                                 "Reserved Instance for this region)")
                 if old is not None and old.commit_3y_usd is not None:
                     c3, ps["commit_3y"] = old.commit_3y_usd, "vantage-raw-2025-11"
                 elif v.get("c3"):
@@ -255,9 +343,10 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
                     if parts:
                         od = sum(p["usd"] for p in parts)
                         comps["on_demand"] = parts
-                notes.append("commit_1y/commit_3y: no citable price (an N1 + GPU commitment "
-                             "is the host's CUD plus the GPU's; the sources read here publish "
-                             "the host's, not the GPU's)")
+                if not v2:
+                    notes.append("commit_1y/commit_3y: no citable price (an N1 + GPU commitment "
+                                 "is the host's CUD plus the GPU's; the sources read here "
+                                 "publish the host's, not the GPU's)")
             else:
                 cost = _cyc_cost(cyc_inst, itype, row["region"])
                 if sells("on_demand") and cost.get("hour"):
@@ -287,7 +376,7 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
                     comps["commit_3y"] = [_component(
                         f"machine type {itype}: 3-year resource-based commitment SKUs "
                         "(month_3y / 730)", c3, CYC, CYC_DATE)]
-                if sells("commitment") and not cost.get("month_1y"):
+                if sells("commitment") and not cost.get("month_1y") and not v2:
                     notes.append("commit_1y/commit_3y: no citable commitment price for this "
                                  "machine type here (not in the Cyclenerd export)")
                 if cost.get("hour_spot") and row.get("spot_usd"):
@@ -301,6 +390,10 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
         # a commitment not below on-demand (or 3y above 1y): the invariant pass drops it
         row["commit_1y_usd"] = _r(c1) if c1 else None
         row["commit_3y_usd"] = _r(c3) if c3 else None
+        missing = [k for col, k in (("commit_1y_usd", "commit_1y"), ("commit_3y_usd", "commit_3y"))
+                   if row[col] is None]
+        if v2 and missing and sells("commitment"):
+            notes.append(_gap_note(row, missing, van, ts, cyc_inst))
         for col, k in (("commit_1y_usd", "commit_1y"), ("commit_3y_usd", "commit_3y")):
             if row[col] is None:
                 ps[k] = None
@@ -486,10 +579,10 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
                 egress.append(row)
 
     sources = dict(base.sources)
-    sources.update(NEW_SOURCES)
+    sources.update({k: v for k, v in NEW_SOURCES.items() if v2 or k != TSAOL_2026})
     sources.update(family_sources())
     doc = {
-        "format": "gpulease-catalog/2", "version": VERSION, "as_of": AS_OF,
+        "format": "gpulease-catalog/2", "version": version, "as_of": AS_OF,
         "description": "gpulease shipped price snapshot, format /2: every AWS and GCP region "
                        "where a GPU gpulease plans for is offered (per SkyPilot's catalog), zones "
                        "on every row, per-zone spot prices, storage with retrieval and minimum "
@@ -497,7 +590,8 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str]
                        "infra/catalog/build/snapshot.py; precedence and cross-checks in "
                        "docs/catalog.md.",
         "data_dates": {
-            "aws_on_demand_commitments": "2025-11-30..2026-08-26 (vantage exports)",
+            "aws_on_demand_commitments": "2025-11-30..2026-08-26 (vantage exports)" if not v2
+            else "2025-11-30..2026-08-26 (vantage exports of 2025-11-30, 2026-01-21, 2026-08-26)",
             "aws_zones_spot": "unknown (SkyPilot AWS GPU families)",
             "gcp_on_demand_commitments": "2026-07-30 (Cloud Billing Catalog via Cyclenerd)",
             "gcp_zones_spot": "2026-05-20 (SkyPilot GCP)",
@@ -526,15 +620,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--cyclenerd", required=True, help="Cyclenerd pricing.yml (commit fd66b26)")
     ap.add_argument("--vantage", required=True, help="tsaol/aws-gpu gpu_instances_raw.json "
                     "(commit 2d0108c)")
+    ap.add_argument("--vantage-2026", help="tsaol/aws-gpu data/all_gpu_instances.js (commit "
+                    "77fcd9f, 2026-01-21); needed for 2026.12.03.2")
+    ap.add_argument("--version", default=VERSION, choices=VERSIONS,
+                    help=f"snapshot to build (default {VERSION})")
     ap.add_argument("--base", default=str(Path(__file__).resolve().parents[1] / "data"
                                           / "2026.12.02.json"))
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "data"))
     args = ap.parse_args(argv)
-    doc, report = build(Path(args.peer), Path(args.cyclenerd), Path(args.vantage), args.base)
+    doc, report = build(Path(args.peer), Path(args.cyclenerd), Path(args.vantage), args.base,
+                        args.version, Path(args.vantage_2026) if args.vantage_2026 else None)
     from infra.catalog import parse_catalog
     cat = parse_catalog(doc, source="<built>")
     out = Path(args.out)
-    path = out / f"{VERSION}.json" if out.is_dir() else out
+    path = out / f"{args.version}.json" if out.is_dir() else out
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path}: {len(cat.offerings)} offerings, "
           f"{len({(o.cloud, o.region) for o in cat.offerings})} regions, "
