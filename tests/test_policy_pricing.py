@@ -1,7 +1,7 @@
 """Price first, explain later (issue 23 item 1): the one-pass pricing of every (cluster,
 offering) pair (infra/policy/pricing.py) gives, bit for bit, what ``candidates.evaluate`` — the
 full candidate, the old path — gives for the same pair: the objective the solve minimises, the
-monthly bill, the purchase mix, the GPUs and feasibility. Checked on thousands of random
+monthly bill, the purchase mix, the GPUs and feasibility. Checked on 3,000 random
 clusters on the shipped catalog and on random small catalogs under random rules (terms, RDMA,
 quotas, residency, datasets, forced templates, demand profiles, purchase options,
 AWS Local Zones allowed or not)."""
@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from infra.catalog import load_catalog
 from infra.model import CloudSpec, ClusterSpec, DemandStep, PurchaseMix, StackSpec
+from infra.errors import PolicyError
 from infra.policy import decide
+from infra.policy.decide import _infeasible
 from infra.policy.candidates import Context, candidates_for, evaluate
 from infra.policy.pricing import price_clusters
 from infra.policy.rules import PolicyRules
@@ -87,6 +89,10 @@ def _shipped_stack(cat, clusters, rules: PolicyRules, local_zones: bool = False)
                      clusters=tuple(clusters), policy=rules, source="t")
 
 
+#: random clusters per rule set (x3: 3,000 clusters, ~250,000 pairs, ~10 CPU-s in all)
+CLUSTERS_PER_RUN = 1000
+
+
 @pytest.mark.parametrize("seed,rules,local_zones", [
     (1, PolicyRules(), False),
     (2, PolicyRules(commitment_term="auto", commitment_horizon_months=18), False),
@@ -98,7 +104,7 @@ def test_one_pass_pricing_equals_evaluate_on_random_clusters_of_the_shipped_cata
     """(``local_zones``: every AWS region's Local Zones allowed, so the shipped rows with
     Local Zone spot prices are priced with them.)"""
     cat = load_catalog()
-    stk = _shipped_stack(cat, _random_clusters(cat, 700, seed), rules, local_zones)
+    stk = _shipped_stack(cat, _random_clusters(cat, CLUSTERS_PER_RUN, seed), rules, local_zones)
     diffs = _differences(stk, cat)
     assert not diffs, f"{len(diffs)} pairs differ, e.g.:\n" + "\n".join(diffs[:5])
 
@@ -233,3 +239,29 @@ def test_the_decision_chooses_the_cheapest_feasible_candidate_and_explains_it():
                 assert a.rejected_because == c.rejected
             else:
                 assert a.rejected_because.startswith("cost (+")
+
+
+def test_an_infeasible_cluster_is_explained_as_the_full_candidates_explain_it():
+    """A cluster with no feasible offering: the error lists each offering's first broken rule
+    in the order and words every pair's full candidate gives (the decision no longer builds
+    them: a rule's reason comes from ``rule_rejection``, a price's from ``evaluate``)."""
+    cat = load_catalog()
+    regions = {"aws": ("us-east-1", "us-west-2"), "gcp": ("us-central1", "europe-west4")}
+    rules = PolicyRules(require_rdma_for_distributed=True)
+    probe = _shipped_stack(cat, _random_clusters(cat, 400, 21), rules)
+    quotas = {"aws": {"us-east-1": 16}, "gcp": {"us-central1": 8}}
+    probe = dataclasses.replace(probe, clouds={cl: dataclasses.replace(
+        cs, regions=regions[cl], quota_gpus=quotas[cl]) for cl, cs in probe.clouds.items()})
+    ctx = Context.build(probe, cat, probe.policy)
+    full = [candidates_for(s, ctx) for s in probe.clusters]
+    stuck = [i for i, cands in enumerate(full) if not any(c.feasible for c in cands)]
+    assert len(stuck) > 40
+    stk = dataclasses.replace(probe, clusters=tuple(probe.clusters[i] for i in stuck))
+    with pytest.raises(PolicyError) as e:
+        decide(stk, cat)
+    want = [_infeasible(probe.clusters[i], [(c.offering, c.rejected) for c in full[i]], stk)
+            for i in stuck]
+    assert e.value.findings == want
+    reasons = " ".join(f.message for f in want)
+    for why in ("regions not enabled", "no RDMA", "quota", "residency", "no price", "not sold"):
+        assert why in reasons   # rules and prices: reasons from rule_rejection and evaluate

@@ -673,7 +673,11 @@ def lock_in(offering: Offering, term: str, costs: CostBreakdown) -> tuple[int, f
 
 
 def candidates_for(spec: ClusterSpec, ctx: Context) -> list[Candidate]:
-    """Every offering of the cluster's GPU on the stack's clouds, ranked (cheapest first)."""
+    """Every offering of the cluster's GPU on the stack's clouds as a full candidate, ranked
+    (cheapest first): the reference, not a path of the decision. ``decide`` prices every pair
+    with ``infra.policy.pricing`` and calls ``evaluate`` only for what it shows or chooses;
+    tests compare it with this (tests/test_policy_pricing.py, the brute-force tests) and
+    bench/policy.py times it as the path ``decide`` took before issue 23."""
     forced = get_template(spec.template) if spec.template else None
     out = [evaluate(spec, o, ctx, forced) for o in ctx.by_gpu.get(spec.gpu, ())]
     out.sort(key=lambda c: c.sort_key)

@@ -10,8 +10,8 @@ from infra.catalog import Catalog
 from infra.errors import Finding, PolicyError
 from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
                          EnvironmentDecision, PurchaseMix, StackSpec)
-from infra.policy.candidates import (Candidate, Context, candidates_for, evaluate, lock_in,
-                                     rule_rejection, term_options)
+from infra.policy.candidates import (Candidate, Context, evaluate, lock_in, rule_rejection,
+                                     term_options)
 from infra.policy.costmodel import blend_costs, break_even_utilization, rates_of
 from infra.policy.pricing import Quotes, price_clusters
 from infra.policy.rules import PolicyRules
@@ -88,8 +88,10 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
     for spec, q in zip(stack.clusters, quotes):
         order = q.order()
         ok = order[q.feasible[order]].tolist()
-        if not ok:
-            findings.append(_infeasible(spec, candidates_for(spec, ctx), stack))
+        if not ok:   # every pair rejected: the first rule each breaks, cheapest first
+            findings.append(_infeasible(
+                spec, [(q.offerings[j], _rejected(spec, q, j, ctx)) for j in order.tolist()],
+                stack))
         orders.append(order)
         ranked.append(ok)
     if findings:
@@ -228,26 +230,29 @@ _HINTS = (
 )
 
 
-def _infeasible(spec: ClusterSpec, cands: list[Candidate], stack: StackSpec) -> Finding:
+def _infeasible(spec: ClusterSpec, rejected: list[tuple], stack: StackSpec) -> Finding:
+    """``rejected``: (offering, why) of every offering of the cluster's GPU, in candidate order
+    (``Quotes.order``: what ``candidates_for`` ranks, without building a candidate per pair)."""
     path = spec.config_path
     head = f'no feasible offering for cluster "{spec.name}" ({spec.gpus} x {spec.gpu})'
-    if not cands:
+    if not rejected:
         clouds = ", ".join(sorted(stack.clouds)) or "none"
         return Finding(path, f"{head}: the catalog has no {spec.gpu} offering on the configured "
                        f"clouds ({clouds}); configure a cloud that offers it or change "
                        f"{path}.gpu", source=stack.source)
     # Offerings in regions the stack does not enable are summarised, not itemised: the
     # actionable reasons are the ones that stop candidates the user did allow.
-    enabled = [c for c in cands if not c.rejected.startswith("region not enabled")]
-    off = [c for c in cands if c.rejected.startswith("region not enabled")]
-    listed = [f"{_where(c)}: {c.rejected}" for c in enabled[:_MAX_LISTED]]
+    enabled = [(o, why) for o, why in rejected if not why.startswith("region not enabled")]
+    off = [(o, why) for o, why in rejected if why.startswith("region not enabled")]
+    listed = [f"{o.cloud}:{o.region} {o.instance_type}: {why}"
+              for o, why in enabled[:_MAX_LISTED]]
     if len(enabled) > _MAX_LISTED:
         listed.append(f"and {len(enabled) - _MAX_LISTED} more")
     if off:
         listed.append(f"{len(off)} more in regions not enabled under gpulease:clouds")
     hints = []
     for key, hint in _HINTS:
-        if any(c.rejected.startswith(key) for c in (enabled or off)):
+        if any(why.startswith(key) for _, why in (enabled or off)):
             hints.append(hint.format(path=path))
     return Finding(path, f"{head}: " + "; ".join(listed) + ". Fix: " + " or ".join(hints),
                    source=stack.source)
