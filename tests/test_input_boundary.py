@@ -247,3 +247,54 @@ def test_catalog_cases_of_the_issue_exit_2_naming_file_and_field(case, tmp_path,
         code, out, err = run([*argv, "--catalog", str(path)])
         assert code == 2 and out == "" and "Traceback" not in err, (argv, err)
         assert str(path) in err and expected in err, err
+
+
+# ---- the walk's fast path ---------------------------------------------------------------------
+class _Dict(dict):
+    pass
+
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=3),
+    st.integers(min_value=-10**16, max_value=10**16),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e15, -1e15, 1e15 + 1, 10**15, 10**15 + 1, float("nan"), math.inf]))
+_documents = st.recursive(
+    _scalars, lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.text(max_size=2), inner, max_size=4),
+        st.dictionaries(st.text(max_size=2), inner, max_size=2).map(_Dict)),
+    max_leaves=30)
+
+
+def _walked(doc, numbers, max_depth, max_values) -> bool:
+    """What the locating walk says: True = nothing found."""
+    try:
+        return not any(numbers and inputs.number_problem(v) for _, v in
+                       inputs.walk(doc, max_depth=max_depth, max_values=max_values))
+    except inputs._Refused:
+        return False
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_documents, st.booleans(), st.integers(1, 6), st.integers(1, 40))
+def test_the_fast_check_passes_exactly_the_documents_the_walk_passes(doc, numbers, depth,
+                                                                     values):
+    """tree_findings skips the locating walk when ``_clean`` says the document is clean: it
+    must never say so of a document the walk refuses (depth, count, NaN, infinity, beyond
+    MAX_MAGNITUDE; a subclass of dict is left to the walk)."""
+    clean = inputs._clean(doc, numbers, max_depth=depth, max_values=values)
+    walked = _walked(doc, numbers, depth, values)
+    assert clean <= walked   # never clean where the walk finds something
+    if not any(isinstance(x, _Dict) for _, x in inputs.walk(doc, max_depth=10**6)):
+        assert clean == walked
+
+
+def test_the_shipped_catalog_is_clean_without_the_walk():
+    from infra.catalog import default_catalog_path
+
+    doc = json.loads(default_catalog_path().read_text())
+    assert inputs._clean(doc, True) and _walked(doc, True, inputs.MAX_DEPTH, inputs.MAX_VALUES)
+    doc["offerings"][3]["spot_usd"] = float("nan")
+    assert not inputs._clean(doc, True)
+    assert [f.path for f in inputs.tree_findings(doc, source="c")] == ["offerings[3].spot_usd"]
