@@ -405,3 +405,34 @@ def test_command_every_call_failing_exits_1(capsys, tmp_path, monkeypatch):
     assert code == 1
     err = capsys.readouterr().err
     assert "AccessDenied" in err and "every live call failed" in err
+
+
+def test_the_shipped_books_cached_fingerprint_is_the_one_of_its_records():
+    """shipped_book hands out the fingerprint computed once per data file (the policy's caches
+    are keyed on it); it must be what the records give, and change when records are added."""
+    from infra.quotes.model import SpotRisk
+
+    book = shipped_book()
+    cached = book.fingerprint()
+    book._fingerprint = None
+    assert book.fingerprint() == cached
+    r = book.risks[0]
+    book.add(risks=[SpotRisk(**{**r.__dict__, "band_max_percent": 99.0, "band": ">20%",
+                                "zone": "elsewhere-1z"})])
+    assert book.fingerprint() != cached
+    assert shipped_book().fingerprint() == cached   # the shipped data itself is untouched
+
+
+def test_a_data_file_added_to_the_quote_directory_is_seen(tmp_path, monkeypatch):
+    import os
+
+    from infra.quotes import store
+
+    src = store.data_path()
+    monkeypatch.setattr(store, "DATA_DIR", tmp_path)
+    (tmp_path / "2026.01.01.json").write_bytes(src.read_bytes())
+    assert store.available_versions() == ["2026.01.01"]
+    (tmp_path / "2026.02.01.json").write_bytes(src.read_bytes())
+    os.utime(tmp_path, ns=(1, tmp_path.stat().st_mtime_ns + 10**9))  # a coarse clock
+    assert store.available_versions() == ["2026.01.01", "2026.02.01"]
+    assert store.data_path() == tmp_path / "2026.02.01.json"

@@ -215,7 +215,21 @@ def read_json(path: Path) -> Any:
 
 
 def available_versions() -> list[str]:
-    return sorted(p.stem for p in DATA_DIR.glob("*.json"))
+    return list(_versions(str(DATA_DIR), _mtime(DATA_DIR)))
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
+@lru_cache(maxsize=8)
+def _versions(directory: str, _mtime: int) -> tuple[str, ...]:
+    """The data files of ``directory`` (kept until the directory changes: every decision
+    without a quote book asks)."""
+    return tuple(sorted(p.stem for p in Path(directory).glob("*.json")))
 
 
 def data_path(version: Optional[str] = None) -> Path:
@@ -228,7 +242,8 @@ def data_path(version: Optional[str] = None) -> Path:
 @lru_cache(maxsize=8)
 def _shipped(path: str, _mtime: int) -> tuple:
     book = parse_document(read_json(Path(path)), source=_display(Path(path)))
-    return tuple(book.quotes), tuple(book.risks), dict(book.sources), book.origins, book.version
+    return (tuple(book.quotes), tuple(book.risks), dict(book.sources), book.origins,
+            book.version, book.fingerprint())
 
 
 def _display(path: Path) -> str:
@@ -241,17 +256,19 @@ def _display(path: Path) -> str:
 def shipped_book(version: Optional[str] = None) -> QuoteBook:
     """The dated data file (the offline answer), as a fresh QuoteBook."""
     p = data_path(version)
-    quotes, risks, sources, origins, ver = _shipped(str(p), p.stat().st_mtime_ns)
+    quotes, risks, sources, origins, ver, fp = _shipped(str(p), p.stat().st_mtime_ns)
+    # the fingerprint of the same records (computed once: the policy's caches are keyed on it;
+    # adding records to the book resets it)
     return QuoteBook(quotes=list(quotes), risks=list(risks), sources=dict(sources),
-                     origins=origins, version=ver)
+                     origins=origins, version=ver, _fingerprint=fp)
 
 
 def cache_path() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpulease" / "quotes.json"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(str(Path.home()), ".cache")
+    return Path(os.path.join(base, "gpulease", "quotes.json"))
 
 
 def load_book(*, cache: bool = True, path: Optional[Path] = None) -> QuoteBook:
