@@ -34,6 +34,20 @@ def header(title: str) -> None:
     print(f"{title}\n{machine()}", flush=True)
 
 
+def compiled(root) -> str:
+    """Compile gpulease's modules under ``root`` to bytecode (``__pycache__``, ignored by git),
+    as an installed package has them (pip compiles what it installs), so that a command's
+    time does not include compiling gpulease from source: with PYTHONDONTWRITEBYTECODE set, as
+    on this build machine, a checkout never gets them and every command recompiles what it
+    imports (~0.04 s of `catalog list`). Returns a line for the output."""
+    import compileall
+    from pathlib import Path
+
+    ok = compileall.compile_dir(str(Path(root) / "infra"), quiet=1)
+    return (f"bytecode: gpulease's modules compiled under {root} (as installed)" if ok else
+            f"bytecode: compiling {root}/infra failed: imports compile from source")
+
+
 def footer() -> None:
     print(f"\nend: {load()}", flush=True)
 

@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     benchlib.header(f"bench/cli_help.py: fresh interpreters (median of {args.repeat})")
+    print(benchlib.compiled(args.root), flush=True)
     base, base_cpu = baseline(args.repeat)
     print(f"{'command':<34} {'median s':>9} {'worst s':>8} {'CPU s':>6} {'modules':>8}  "
           "heavy packages")

@@ -164,6 +164,7 @@ def fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
 
 def cli(args) -> int:
     benchlib.header(f"bench/plan.py: `gpulease plan` as a command (median of {args.repeat})")
+    print(benchlib.compiled(ROOT), flush=True)
     base_wall, base_cpu = benchlib.median_run([sys.executable, "-c", "pass"], args.repeat)
     imp_wall, imp_cpu = benchlib.median_run([sys.executable, "-c", IMPORTS], args.repeat,
                                             cwd=ROOT, capture_output=True, text=True)
