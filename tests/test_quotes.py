@@ -436,3 +436,17 @@ def test_a_data_file_added_to_the_quote_directory_is_seen(tmp_path, monkeypatch)
     os.utime(tmp_path, ns=(1, tmp_path.stat().st_mtime_ns + 10**9))  # a coarse clock
     assert store.available_versions() == ["2026.01.01", "2026.02.01"]
     assert store.data_path() == tmp_path / "2026.02.01.json"
+
+
+def test_the_cache_path_follows_the_environment_it_is_read_from(monkeypatch, tmp_path):
+    """cache_path is memoised on the variables it reads: a change of any of them is seen."""
+    from infra.quotes.store import cache_path
+
+    monkeypatch.setenv("GPULEASE_QUOTES_CACHE", str(tmp_path / "a.json"))
+    assert cache_path() == tmp_path / "a.json"
+    monkeypatch.delenv("GPULEASE_QUOTES_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_path() == tmp_path / "xdg" / "gpulease" / "quotes.json"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_path() == tmp_path / "home" / ".cache" / "gpulease" / "quotes.json"

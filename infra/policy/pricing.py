@@ -178,7 +178,8 @@ def _strictly_better(a, b):
 class _Best:
     """A sequential "cheapest so far" over blends, element-wise (``Blend.beats``)."""
 
-    __slots__ = ("has", "val", "monthly", "r", "o", "s", "first_spot")
+    __slots__ = ("has", "val", "monthly", "r", "o", "s", "first_spot", "empty")
+    _FIELDS = ("has", "val", "monthly", "r", "o", "s", "first_spot")
 
     def __init__(self, shape):
         self.has = np.zeros(shape, dtype=bool)
@@ -188,14 +189,19 @@ class _Best:
         self.o = np.zeros(shape)
         self.s = np.zeros(shape)
         self.first_spot = np.zeros(shape, dtype=bool)
+        #: nothing offered has won yet (``has`` all False): the first offer wins where valid
+        self.empty = True
 
     def offer(self, valid, val, monthly, r, o, s, first_spot, *, tie_break: bool = True):
-        if tie_break:
+        if self.empty:   # ~has everywhere: no comparison to make
+            wins = valid
+        elif tie_break:
             wins = valid & (~self.has | _better(val, self.val, r, o, self.r, self.o))
         else:
             wins = valid & (~self.has | _strictly_better(val, self.val))
         if not wins.any():
             return
+        self.empty = False
         self.val = np.where(wins, val, self.val)
         self.monthly = np.where(wins, monthly, self.monthly)
         self.r = np.where(wins, r, self.r)
@@ -206,8 +212,11 @@ class _Best:
 
     def take(self, other: "_Best", where) -> None:
         """Element-wise: where ``where``, this becomes ``other``."""
-        for k in self.__slots__:
+        if not where.any():
+            return
+        for k in self._FIELDS:
             setattr(self, k, np.where(where, getattr(other, k), getattr(self, k)))
+        self.empty = self.empty and other.empty
 
 
 def _totals(seq, n, h, rates, lam, lost, gang):

@@ -264,10 +264,16 @@ def shipped_book(version: Optional[str] = None) -> QuoteBook:
 
 
 def cache_path() -> Path:
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(str(Path.home()), ".cache")
+    env = os.environ
+    return _cache_path(env.get(CACHE_ENV), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+
+
+@lru_cache(maxsize=8)
+def _cache_path(explicit: Optional[str], xdg: Optional[str], _home: Optional[str]) -> Path:
+    """(keyed on the variables it reads: every decision without a quote book asks)"""
+    if explicit:
+        return Path(explicit)
+    base = xdg or os.path.join(str(Path.home()), ".cache")
     return Path(os.path.join(base, "gpulease", "quotes.json"))
 
 
