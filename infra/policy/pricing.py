@@ -282,6 +282,13 @@ def _template_effects(ctx, key: tuple) -> dict:
     return effects
 
 
+def _feeds(seq) -> tuple:
+    """The scans of ``_price_block`` an assignment is offered to (its allowed_models)."""
+    if _S in seq:
+        return ("spot",)
+    return ("guar", "steady") if seq[0] == _R else ("steady",)
+
+
 class _Block(NamedTuple):
     """Clusters x offerings priced together: per step (clusters, 1) or (clusters, offerings)
     node counts ``n`` and hours ``h``, the nodes per pair, gang (a bool, or per pair),
@@ -323,6 +330,9 @@ def _price_block(ctx, idx: GpuIndex, b: _Block):
     zero = np.zeros((C, 1))
     best: Optional[_Best] = None
     seqs = _assignments(tuple([_ALL] * m))
+    # which of the three scans below has a cluster to offer to (``_feeds``)
+    feeds = {"guar": bool(guaranteed.any()), "spot": bool((~guaranteed & spot_band).any()),
+             "steady": not bool(guaranteed.all())}
     for term in ctx.terms:
         r_rate = idx.reserved[term][cols][None, :]
         lf = idx.lock_in[term][cols][None, :]
@@ -330,6 +340,8 @@ def _price_block(ctx, idx: GpuIndex, b: _Block):
         rates = {_R: r_rate, _O: od_rate, _S: sp_rate}
         steady, with_spot, guar = _Best(shape), _Best(shape), _Best(shape)
         for seq in seqs:
+            if not any(feeds[k] for k in _feeds(seq)):
+                continue   # every offer would be invalid: nothing to price
             res, od, sp, rework = _totals(seq, n, h, rates, lam, b.lost, gang)
             comm = 0.0
             if tcp is not None:
@@ -371,15 +383,17 @@ def _price_block(ctx, idx: GpuIndex, b: _Block):
     # blocks (1 node on-demand, the rest of step 1 on spot, the other steps on spot). A step
     # of no node adds nothing, and equal hours as separate gang levels add the same (the first
     # level has no spot node yet).
-    cn = [np.ones_like(n[0]), n[0] - 1.0] + n[1:]
-    ch = [h[0], h[0]] + h[1:]
-    cseq = (_O,) + (_S,) * m
-    res, od, sp, rework = _totals(cseq, cn, ch, {_O: od_rate, _S: sp_rate}, lam, b.lost, gang)
-    comm = 0.0
-    if tcp is not None:
-        comm = np.where(tcp, (od + sp + rework) * share / (1.0 - share), 0.0)
-    cache_monthly = res + od + sp + rework + b.egress + comm
-    return best, np.broadcast_to(cache_monthly, shape)
+    def cache_monthly():   # only asked for when a template puts a cache node on a pair
+        cn = [np.ones_like(n[0]), n[0] - 1.0] + n[1:]
+        ch = [h[0], h[0]] + h[1:]
+        cseq = (_O,) + (_S,) * m
+        res, od, sp, rework = _totals(cseq, cn, ch, {_O: od_rate, _S: sp_rate}, lam, b.lost,
+                                      gang)
+        comm = 0.0
+        if tcp is not None:
+            comm = np.where(tcp, (od + sp + rework) * share / (1.0 - share), 0.0)
+        return np.broadcast_to(res + od + sp + rework + b.egress + comm, shape)
+    return best, cache_monthly
 
 
 def _template_effects_on(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: list,
@@ -391,7 +405,7 @@ def _template_effects_on(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: l
     all_spot = best.has & (best.s == nodes)
     cache_case = best.has & best.first_spot & ~np.isnan(idx.on_demand[cols])[None, :] & (
         nodes >= 2)
-    rdma = idx.has_rdma[cols]
+    rdma = idx.has_rdma[cols].astype(np.int64)
     changed = np.zeros(best.has.shape, dtype=bool)
     cached = np.zeros(best.has.shape, dtype=bool)
     for i, by_g in enumerate(keys):
@@ -400,13 +414,22 @@ def _template_effects_on(ctx, idx: GpuIndex, cols, best: "_Best", nodes, keys: l
             if not any(a or c for a, c in eff.values()):
                 continue
             pos = gpn_cols[g]
-            for (with_rdma, spot), (spot_rule, cache) in eff.items():
-                here = (rdma[pos] == with_rdma) & (all_spot[i, pos] == spot)
-                if spot_rule:
-                    changed[i, pos] |= here & (~all_spot[i, pos] | cache)
-                elif cache:
-                    cached[i, pos] |= here & cache_case[i, pos]
+            # per pair its (rdma, all spot) cell of the template's effects: a spot purchase
+            # rule changes the pair unless it is all spot already (and has no cache node); an
+            # on-demand cache node alone caches it where the blend starts on spot
+            rule, cache = _effect_tables(eff)
+            spot = all_spot[i, pos]
+            cell = rdma[pos] * 2 + spot
+            changed[i, pos] |= rule[cell] & (~spot | cache[cell])
+            cached[i, pos] |= ~rule[cell] & cache[cell] & cache_case[i, pos]
     return changed, cached & ~changed
+
+
+def _effect_tables(eff: dict) -> tuple[np.ndarray, np.ndarray]:
+    """``_template_effects``' answer as two lookup tables indexed by rdma * 2 + all spot."""
+    cells = [eff[bool(r), bool(sp)] for r in (0, 1) for sp in (0, 1)]
+    return (np.array([a for a, _ in cells], dtype=bool),
+            np.array([c for _, c in cells], dtype=bool))
 
 
 # ---- rules that reject a pair before its price matters ----------------------------------------
@@ -521,8 +544,13 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
     def store(rows, cols, best, ok, changed, cached, cache_monthly, nodes):
         ix = np.ix_(rows, cols)
         # the cache node's blend is all spot: nothing reserved, so its objective is its bill
-        month = np.where(cached, cache_monthly, best.monthly)
-        obj[ix] = np.where(best.has, np.where(cached, cache_monthly, best.val), _NAN)
+        if cached.any():
+            cm = cache_monthly()
+            month = np.where(cached, cm, best.monthly)
+            obj[ix] = np.where(best.has, np.where(cached, cm, best.val), _NAN)
+        else:
+            month = best.monthly
+            obj[ix] = np.where(best.has, best.val, _NAN)
         monthly[ix] = np.where(best.has, month, _NAN)
         cnt[0][ix] = best.r
         cnt[1][ix] = np.where(cached, 1, best.o)
