@@ -274,9 +274,20 @@ def test_notice_signals_the_training_process_and_runs_user_hooks(tmp_path, cloud
 
 
 # ---- autostop and GPU check with a fake nvidia-smi --------------------------------------------
+#: a fake nvidia-smi's first line: no GPU compute process (`--query-compute-apps` prints no
+#: row), so only the utilization the fake prints decides (issue 21 item 4 signals).
+NO_APPS = 'case "$*" in *--query-compute-apps*) exit 0 ;; esac\n'
+
+
+def _quiet_signals(tmp: Path) -> dict:
+    """No dcgmi and no job heartbeat on the simulated node, whatever this machine has."""
+    return {"GPULEASE_DCGMI": str(tmp / "no-dcgmi"),
+            "GPULEASE_HEARTBEAT_FILE": str(tmp / "no-heartbeat")}
+
+
 def _fake_smi(tmp: Path, body: str) -> str:
     p = tmp / "nvidia-smi"
-    p.write_text("#!/bin/sh\n" + body)
+    p.write_text("#!/bin/sh\n" + NO_APPS + body)
     p.chmod(0o755)
     return str(p)
 
@@ -317,7 +328,8 @@ def test_autostop_stops_only_after_the_idle_window(tmp_path):
     state = tmp_path / "state"
     stopped = tmp_path / "stopped"
     env = {"GPULEASE_STATE_DIR": str(state), "GPULEASE_STOP_CMD": f"touch {stopped}",
-           "GPULEASE_AUTOSTOP_MINUTES": "30", "GPULEASE_IDLE_THRESHOLD_PCT": "5"}
+           "GPULEASE_AUTOSTOP_MINUTES": "30", "GPULEASE_IDLE_THRESHOLD_PCT": "5",
+           **_quiet_signals(tmp_path)}
     idle = _fake_smi(tmp_path, 'printf "0\\n3\\n"\n')
     # first run only records the time
     assert _run(script, {**env, "GPULEASE_NVIDIA_SMI": idle}).returncode == 0
@@ -336,7 +348,7 @@ def test_autostop_stops_only_after_the_idle_window(tmp_path):
     # a busy GPU resets the clock too
     (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
     busy = tmp_path / "smi-busy"
-    busy.write_text('#!/bin/sh\nprintf "0\\n87\\n"\n')
+    busy.write_text('#!/bin/sh\n' + NO_APPS + 'printf "0\\n87\\n"\n')
     busy.chmod(0o755)
     assert _run(script, {**env, "GPULEASE_NVIDIA_SMI": str(busy)}).returncode == 0
     assert not stopped.exists() and int((state / "last-busy").read_text()) > time.time() - 60
@@ -359,14 +371,14 @@ def _idle_node(tmp: Path, cloud: str, cli: str, answers: dict) -> tuple[Path, di
     """An autostop script idle for 40 of 30 minutes, with fake nvidia-smi and ``cli`` on PATH."""
     files = _files(cloud, tmp)
     bin_dir = _fake_cli(tmp, cli, answers)
-    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\nprintf "0\\n2\\n"\n')
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\n' + NO_APPS + 'printf "0\\n2\\n"\n')
     (bin_dir / "nvidia-smi").chmod(0o755)
     state, stopped = tmp / "state", tmp / "stopped"
     state.mkdir()
     (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
     env = {"GPULEASE_STATE_DIR": str(state), "GPULEASE_STOP_CMD": f"touch {stopped}",
            "GPULEASE_AUTOSTOP_MINUTES": "30", "GPULEASE_IDLE_THRESHOLD_PCT": "5",
-           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+           "PATH": f"{bin_dir}:{os.environ['PATH']}", **_quiet_signals(tmp)}
     return files[AUTOSTOP], env, stopped
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from infra.costing import tags
-from tests.test_bootstrap_watcher import (AUTOSTOP, GCP_ZONE, INSTANCE_ID, FakeMetadata, _calls,
-                                          _files, _idle_node, _run, asg_doc)
+from tests.test_bootstrap_watcher import (AUTOSTOP, GCP_ZONE, INSTANCE_ID, NO_APPS, FakeMetadata,
+                                          _calls, _files, _idle_node, _quiet_signals, _run,
+                                          asg_doc)
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])
@@ -262,14 +263,14 @@ def _scheduled(tmp_path, cloud, windows):
                 "describe-auto-scaling-groups": asg_doc(ASG)} if cloud == "aws"
                else {"list": (0, json.dumps([_vm("train-a", "train-spot")]))})
     bin_dir = _fake_cli(tmp_path, cli, answers)
-    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\nprintf "0\\n"\n')
+    (bin_dir / "nvidia-smi").write_text('#!/bin/sh\n' + NO_APPS + 'printf "0\\n"\n')
     (bin_dir / "nvidia-smi").chmod(0o755)
     state, stopped = tmp_path / "state", tmp_path / "stopped"
     state.mkdir()
     (state / "last-busy").write_text(str(int(time.time()) - 40 * 60))
     env = {"GPULEASE_STATE_DIR": str(state), "GPULEASE_STOP_CMD": f"touch {stopped}",
            "GPULEASE_AUTOSTOP_MINUTES": "30", "GPULEASE_IDLE_THRESHOLD_PCT": "5",
-           "PATH": f"{bin_dir}:{__import__('os').environ['PATH']}"}
+           "PATH": f"{bin_dir}:{__import__('os').environ['PATH']}", **_quiet_signals(tmp_path)}
     with FakeMetadata(cloud, **({"gcp_name": "train-a"} if cloud == "gcp" else {})) as fake:
         proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
     assert proc.returncode == 0, proc.stderr
@@ -317,3 +318,96 @@ def test_the_node_and_the_reaper_agree_on_every_hold(tmp_path):
                              capture_output=True, text=True, check=True).stdout.strip()
         expect = rs.schedule_hold(parsed, now=now, lead_minutes=60)
         assert out.startswith("held:") == (expect is not None), (now, out, expect)
+
+
+# ---- issue 21 item 4: signals beyond utilization, failing safe ---------------------------------
+def _signals_node(tmp_path, *, apps=None, dcgm=None, beat_age_s=None, beat_raw=False):
+    """An AWS node idle 40 of 30 min by utilization (GPUs at 0 and 2%), with the given extra
+    signals: ``apps`` = what `nvidia-smi --query-compute-apps` prints (None = nothing; an int =
+    exit code of a failing call), ``dcgm`` = what `dcgmi dmon` prints (None = no dcgmi; an int =
+    exit code), ``beat_age_s`` = a heartbeat file that old (None = none; negative = future)."""
+    script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
+        "describe-auto-scaling-instances": (0, ASG),
+        "describe-auto-scaling-groups": asg_doc(ASG)})
+    bin_dir = tmp_path / "bin"
+    smi = "#!/bin/sh\n"
+    if apps is not None:
+        (tmp_path / "apps.out").write_text("" if isinstance(apps, int) else apps)
+        smi += ('case "$*" in *--query-compute-apps*) ' +
+                (f"exit {apps} ;; esac\n" if isinstance(apps, int) else
+                 f"cat {tmp_path / 'apps.out'}; exit 0 ;; esac\n"))
+    (bin_dir / "nvidia-smi").write_text(smi + NO_APPS + 'printf "0\\n2\\n"\n')
+    if dcgm is not None:
+        dcgmi = bin_dir / "dcgmi"
+        (tmp_path / "dmon.out").write_text("" if isinstance(dcgm, int) else dcgm)
+        dcgmi.write_text("#!/bin/sh\n" + (f"exit {dcgm}\n" if isinstance(dcgm, int) else
+                                          f"echo \"$*\" > {tmp_path / 'dmon.args'}\n"
+                                          f"cat {tmp_path / 'dmon.out'}\n"))
+        dcgmi.chmod(0o755)
+        env["GPULEASE_DCGMI"] = str(dcgmi)
+    if beat_age_s is not None:
+        beat = tmp_path / "heartbeat"
+        beat.write_text("")
+        t = time.time() - beat_age_s
+        __import__("os").utime(beat, (t, t))
+        env["GPULEASE_HEARTBEAT_FILE"] = str(beat)
+        if beat_raw:   # a dangling link: the file is there, its time cannot be read
+            beat.unlink()
+            beat.symlink_to(tmp_path / "gone")
+    with FakeMetadata("aws") as fake:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+    assert proc.returncode == 0, proc.stderr
+    return proc, stopped, tmp_path / "state" / "last-busy"
+
+
+def _reset(last_busy) -> bool:
+    """The idle count started again (the node was found busy)."""
+    return abs(int(last_busy.read_text()) - time.time()) < 60
+
+
+DMON_IDLE = ("#Entity   GRACT   SMACT\nID\nGPU 0     0.000   0.000\nGPU 1     0.012   0.010\n")
+DMON_BUSY = ("#Entity   GRACT   SMACT\nID\nGPU 0     0.000   0.000\nGPU 1     0.640   0.410\n")
+
+
+@pytest.mark.parametrize("apps,dcgm,beat,stops,says", [
+    (None, None, None, True, ""),                                    # utilization alone: idle
+    ("4242\n", None, None, False, "busy: 1 GPU process(es) running"),
+    (" 4242\n 4243\n", None, None, False, "busy: 2 GPU process(es) running"),
+    (3, None, None, False, "busy: GPU processes unreadable"),
+    ("No running processes found\n", None, None, False, "busy: GPU processes unreadable"),
+    (None, DMON_IDLE, None, True, ""),                               # DCGM below 5 %: idle
+    (None, DMON_BUSY, None, False, "busy: DCGM activity 64%"),
+    (None, 1, None, False, "busy: DCGM activity unreadable (dcgmi dmon failed)"),
+    (None, "#Entity GRACT SMACT\nGPU 0 N/A N/A\n", None, False, "busy: DCGM activity unreadable"),
+    (None, "Error: unable to connect to host engine\n", None, False,
+     "busy: DCGM activity unreadable"),
+    (None, None, 120, False, "busy: job heartbeat 2 min ago"),
+    (None, None, 3600, True, ""),                                    # stale heartbeat: no signal
+    (None, None, -3600, False, "is dated in the future"),
+], ids=["util-only", "one-process", "two-processes", "smi-apps-fails", "apps-garbage",
+        "dcgm-idle", "dcgm-busy", "dcgmi-fails", "dcgm-na", "dcgm-no-engine", "fresh-beat",
+        "stale-beat", "future-beat"])
+def test_every_signal_the_node_has_must_say_idle(tmp_path, apps, dcgm, beat, stops, says):
+    proc, stopped, last = _signals_node(tmp_path, apps=apps, dcgm=dcgm, beat_age_s=beat)
+    assert stopped.exists() == stops, proc.stdout + proc.stderr
+    if not stops:
+        assert says in proc.stdout and _reset(last), proc.stdout
+    if isinstance(dcgm, str):   # graphics engine active and SM active, one sample
+        assert (tmp_path / "dmon.args").read_text().split() == ["dmon", "-e", "1001,1002",
+                                                               "-c", "1"]
+
+
+def test_an_unreadable_heartbeat_counts_as_busy(tmp_path):
+    proc, stopped, last = _signals_node(tmp_path, beat_age_s=3600, beat_raw=True)
+    assert not stopped.exists() and "heartbeat" in proc.stdout and "unreadable" in proc.stdout
+    assert _reset(last)
+
+
+def test_the_rendered_node_knows_where_the_heartbeat_lives(tmp_path):
+    from infra.bootstrap.render import HEARTBEAT_FILE, HEARTBEAT_MINUTES
+    files = _files("aws", tmp_path)
+    text = files[AUTOSTOP].read_text()
+    assert f"HEARTBEAT_FILE=${{GPULEASE_HEARTBEAT_FILE:-{HEARTBEAT_FILE}}}" in text
+    assert f"HEARTBEAT_MINUTES=${{GPULEASE_HEARTBEAT_MINUTES:-{HEARTBEAT_MINUTES}}}" in text
+    env = files["/etc/gpulease/node.env"].read_text()
+    assert f"GPULEASE_HEARTBEAT_FILE={HEARTBEAT_FILE}" in env

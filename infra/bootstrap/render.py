@@ -48,6 +48,13 @@ TRAIN_PIDFILE = "/run/gpulease/train.pid"
 TRAIN_UNIT = "gpulease-train.service"
 #: file the checkpoint hook writes on a notice (a second, poll-based way for trainers to learn).
 NOTICE_FILE = "/run/gpulease/interruption"
+#: the job heartbeat (issue 21 item 4): a training job that touches this file at least every
+#: HEARTBEAT_MINUTES / 2 keeps its node busy for the node autostop however idle its GPUs look;
+#: absent = the job writes none (no signal); unreadable or dated in the future = busy. In /run
+#: like train.pid: emptied at boot, so a heartbeat never outlives the node's life.
+HEARTBEAT_FILE = "/run/gpulease/heartbeat"
+#: a heartbeat older than this says nothing (the job stopped writing it).
+HEARTBEAT_MINUTES = 15
 USER_HOOK_DIR = "/etc/gpulease/on-interruption.d"
 
 
@@ -214,6 +221,8 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "idle_threshold_pct": float(threshold),
         "autostop_minutes": stop_after,
         "autostop": stop_after > 0,
+        "heartbeat_file": HEARTBEAT_FILE,
+        "heartbeat_minutes": HEARTBEAT_MINUTES,
         "tag_cluster": tags.CLUSTER,
         "tag_environment": tags.ENVIRONMENT,
         "tag_keep": tags.KEEP,
@@ -250,7 +259,8 @@ def _node_env(v: dict) -> dict[str, str]:
             "instance_type", "gpu", "gpus_per_node", "nodes", "purchase_model", "rdma",
             "dataset_uri", "data_dir", "checkpoint_uri", "checkpoint_dir", "scratch_dir",
             "checkpoint_signal", "train_pidfile", "train_unit", "notice_file",
-            "notice_window_seconds", "idle_minutes", "autostop_minutes", "drain_at_epoch")
+            "notice_window_seconds", "idle_minutes", "autostop_minutes", "drain_at_epoch",
+            "heartbeat_file", "heartbeat_minutes")
     return {f"GPULEASE_{k.upper()}": str(v[k]) for k in keys}
 
 
