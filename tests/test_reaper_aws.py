@@ -649,3 +649,33 @@ def test_a_node_taken_away_meanwhile_stops_the_removal(aws):
     o = by_cluster(reap(r, t0 + 75 * 60, envs=("prod",)))["team"]
     assert o.state == d.SKIPPED and f"node {ids[4]} left" in o.reason and not o.applied, o.reason
     assert aws.group(asg)["DesiredCapacity"] == 4
+
+
+def test_a_dry_run_names_the_idle_nodes_and_touches_nothing(aws):
+    asg, ids, t0 = _team(aws)
+    aws.util(ids[:2], t0, t0 + 200 * 60, 80.0)
+    aws.util(ids[2:], t0, t0 + 200 * 60, 0.4)
+    r = aws.reaper()
+    dry = by_cluster(reap(r, t0 + 40 * 60, envs=("prod",), apply=False))["team"]
+    assert (dry.action, dry.applied) == (d.MARK_NODES, False)
+    assert aws.ec2.describe_tags(Filters=[
+        {"Name": "key", "Values": [tags.NODE_IDLE_SINCE]}])["Tags"] == []
+    reap(r, t0 + 40 * 60, envs=("prod",))                        # marked for real
+    dry = by_cluster(reap(r, t0 + 75 * 60, envs=("prod",), apply=False))["team"]
+    assert (dry.action, dry.applied, dry.nodes_removed) == (d.REMOVE_NODES, False, 3)
+    assert sorted(a["node"] for a in dry.as_json()["node_actions"]) == ids[2:]
+    assert aws.group(asg)["DesiredCapacity"] == 5 and len(aws.group(asg)["Instances"]) == 5
+
+
+@pytest.mark.parametrize("late_s", [0, 60, 180, 300])
+def test_idle_nodes_go_whatever_the_publication_delay(aws, late_s):
+    """Issue 21 item 1 for item 2: 0-5 min of delay changes when a node goes, never whether."""
+    asg, ids, t0 = _team(aws)
+    aws.util(ids[:2], t0, t0 + 200 * 60, 80.0)
+    aws.util(ids[2:], t0, t0 + 200 * 60, 0.4)
+    moto_strict.set_metric_delay(late_s)
+    r = aws.reaper()
+    reap(r, t0 + 40 * 60, envs=("prod",))
+    o = by_cluster(reap(r, t0 + 80 * 60, envs=("prod",)))["team"]
+    assert (o.state, o.action, o.nodes_removed) == (d.REAPED, d.REMOVE_NODES, 3), o.reason
+    assert aws.group(asg)["DesiredCapacity"] == 2
