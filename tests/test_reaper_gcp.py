@@ -291,8 +291,11 @@ def test_a_prepaid_mig_is_never_resized_before_its_time(gcp):
 
 
 # ---- issue 21 item 2 on GCP: deleteInstances, zonal and regional ---------------------------------
-@pytest.mark.parametrize("regional", [False, True], ids=["zonal", "regional"])
-def test_idle_nodes_above_the_baseline_leave_their_mig(gcp, regional):
+@pytest.mark.parametrize("regional,late_s", [(False, 240), (True, 240), (False, 0),
+                                              (False, 300)],
+                         ids=["zonal", "regional", "zonal-instant", "zonal-5-min-late"])
+def test_idle_nodes_above_the_baseline_leave_their_mig(gcp, regional, late_s):
+    gcp.delay_s = late_s     # 0-5 min of publication delay: when a node goes, never whether
     ids = gcp.add_mig(ZONE, "team-mig", 4, launched=T0, regional=regional,
                       labels={**labels("dev", "team"), tags.BASELINE_NODES: "1"})
     # ranks by instance name: team-mig-0000 is the floor; -0001 works; -0002/-0003 idle
