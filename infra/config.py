@@ -1016,18 +1016,14 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     MAX_STACK_FILE_BYTES, non-string keys, and YAML values that are not plain data (``!!binary``,
     dates, sets): Pulumi passes config to programs as strings and JSON.
     """
-    source = str(path)
+    source = display_path(path)
     raw = inputs.read_bytes(path, error=ConfigError, field="config", what="stack file",
                             limit=MAX_STACK_FILE_BYTES)
     text = inputs.decode(raw, source=source, error=ConfigError, field="config")
     try:
         doc = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError([Finding("config", f"not valid YAML{line}: "
-                                   f"{getattr(exc, 'problem', None) or exc}",
-                                   source=source)]) from None
+        raise ConfigError([yaml_syntax_finding(text, exc, source)]) from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a bad !!timestamp
         raise ConfigError([Finding("config", f"not valid YAML: {exc}", source=source)]) from None
     except RecursionError:
@@ -1046,6 +1042,76 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     if findings:
         raise ConfigError(findings, headline=_headline(source))
     return config
+
+
+def yaml_syntax_finding(text: str, exc: "yaml.YAMLError", source: str) -> Finding:
+    """A YAML syntax error as ``FILE:LINE:COLUMN: KEY: not valid YAML: ...`` — the position is
+    PyYAML's mark (where the parser stopped), the key the one whose value was being read there
+    (``gpulease:clusters[0].gpu``, from the events parsed before the error), and a tab in the
+    indentation gets the fix: YAML indents with spaces only."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    where, hint = source, ""
+    if mark is not None:
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}"
+        lines = text.split("\n")
+        line = lines[mark.line] if mark.line < len(lines) else ""
+        lead = line[:len(line) - len(line.lstrip(" \t"))]
+        if "\t" in lead or "tab" in problem or "'\\t'" in problem:
+            col = (lead.index("\t") if "\t" in lead else mark.column) + 1
+            hint = (f"; line {mark.line + 1} is indented with a tab (column {col}): YAML "
+                    "indents with spaces only, so replace the tab with spaces")
+        problem = problem.replace("'\\t'", "a tab")
+        m = re.match(r"\s*(?:-\s+)?([^\s:#'\"][^#]*?)\s*:(?:\s|$)", line)
+        line_key = m.group(1) if m else ""
+    else:
+        line_key = ""
+    return Finding(_key_before_error(text, line_key, mark.line if mark else -1) or "config",
+                   f"not valid YAML: {problem}{hint}", source=where)
+
+
+def _key_before_error(text: str, line_key: str = "", error_line: int = -1) -> str:
+    """The config path (``gpulease:clusters[1].gpus``) whose value PyYAML was reading when it
+    stopped on a syntax error: replays the event stream up to the error (the parser is lazy, so
+    the events before it are exactly the document read so far)."""
+    frames: list[list] = []   # [kind, key_or_index, awaiting_key, line of the key]
+
+    def consumed() -> None:   # a value (scalar or collection) completed in the top frame
+        if frames and frames[-1][0] == "map":
+            frames[-1][2] = not frames[-1][2]
+
+    try:
+        for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                if frames and frames[-1][0] == "seq":
+                    frames[-1][1] += 1
+                frames.append(["map", None, True, -1] if isinstance(ev, yaml.MappingStartEvent)
+                              else ["seq", -1, False, -1])
+            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                frames.pop()
+                consumed()
+            elif isinstance(ev, (yaml.ScalarEvent, yaml.AliasEvent)):
+                top = frames[-1] if frames else None
+                if top and top[0] == "map" and top[2]:
+                    top[1], top[3] = getattr(ev, "value", None), ev.start_mark.line
+                elif top and top[0] == "seq":
+                    top[1] += 1
+                    continue
+                consumed()
+    except yaml.YAMLError:
+        pass
+    parts: list[str] = []
+    for kind, key, awaiting, _ in frames:
+        if kind == "seq":
+            parts.append(f"[{max(key, 0)}]")
+        elif not awaiting and key is not None:   # a key whose value was being read
+            parts.append(str(key))
+    top = frames[-1] if frames else None
+    if line_key and top and top[0] == "map" and (top[2] or error_line > top[3]):
+        parts.append(line_key)   # stopped at a key of its own line (before its value began)
+    if parts[:1] == ["config"]:  # the stack file's `config:` is not part of config paths
+        parts = parts[1:]
+    return "".join(p if p.startswith("[") or i == 0 else "." + p for i, p in enumerate(parts))
 
 
 #: libyaml's loader when PyYAML has it (a 1 MiB file in ~0.1 s instead of ~1 s), else pure Python.

@@ -79,6 +79,13 @@ class CloudError(GpuleaseError):
         super().__init__(f"{cloud}: {operation}: {message}")
 
 
+class CredentialsError(GpuleaseError):
+    """A command that calls a cloud found no credentials for it (exit 2: nothing was called).
+    The message says what to set (``infra.credentials``)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """' (did you mean "x"?)' for the closest valid choice, or '' when nothing is close."""
     import difflib

@@ -123,7 +123,7 @@ def test_refresh_nothing_refreshed_exit_1(fake, catalog_file, tmp_path, capsys):
     assert not out.exists()
 
 
-def test_refresh_aws_without_credentials_exit_1(catalog_file, tmp_path, monkeypatch, capsys):
+def test_refresh_aws_without_credentials_exit_2(catalog_file, tmp_path, monkeypatch, capsys):
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "nope"))
@@ -131,9 +131,11 @@ def test_refresh_aws_without_credentials_exit_1(catalog_file, tmp_path, monkeypa
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
     assert main(["catalog", "refresh", "--cloud", "aws", "--from", str(catalog_file),
-                 "--out", str(tmp_path / "o.json")]) == 1
+                 "--out", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err
-    assert "no AWS credentials found" in err and "Traceback" not in err
+    assert "gpulease catalog refresh: no AWS credentials found" in err
+    assert "AWS_PROFILE" in err and "AWS_ACCESS_KEY_ID" in err and "Traceback" not in err
+    assert not (tmp_path / "o.json").exists()
 
 
 def test_refresh_bad_region_exit_2(catalog_file, capsys):

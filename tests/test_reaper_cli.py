@@ -140,8 +140,9 @@ def test_clients_that_cannot_be_created_are_bad_input(capsys, monkeypatch, tmp_p
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "Invalid endpoint: not a url" in err and "AWS_ENDPOINT_URL" in err
-    assert "--project: cannot create GCP clients for 'acme-ml'" in err
-    assert "gcloud auth application-default login" in err
+    # the key file GOOGLE_APPLICATION_CREDENTIALS names is missing: said with the fix
+    assert "credentials: gpulease reap: no usable Google Cloud credentials" in err
+    assert "missing.json" in err and "gcloud auth application-default login" in err
     assert not (tmp_path / "a.jsonl").exists()
 
 

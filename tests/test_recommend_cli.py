@@ -181,7 +181,9 @@ def test_a_stack_without_its_gcp_project_is_exit_2(tmp_path, capsys, monkeypatch
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
     code = main(["recommend", "--config", str(write_stack(tmp_path, values))])
     err = capsys.readouterr().err
-    assert code == 2 and "cannot create gcp clients for 'acme-ml-prod'" in err
+    # no usable Application Default Credentials: said before any client is made, with the fix
+    assert code == 2 and "gpulease recommend: no usable Google Cloud credentials" in err
+    assert "gcloud auth application-default login" in err and "Cloud Monitoring" in err
     assert "Traceback" not in err
 
 

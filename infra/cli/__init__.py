@@ -147,6 +147,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from infra.cli import ui
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_third_party_warnings()
     parser = build_parser(argv)
     ui.configure()
     args = parser.parse_args(argv)
@@ -170,7 +171,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last resort: one line and a report, never a traceback
+        from infra import credentials
         from infra.cli import crash
+
+        missing = credentials.from_exception(exc, command=_command_words(args))
+        if missing is not None:   # an SDK found no credentials after the command's own check
+            ui.error(str(missing))
+            return missing.exit_code
 
         ui.error(crash.report(exc, argv))
         return EXIT_FAILED
@@ -178,6 +185,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # safety net: a command that forgot to say why still says something
         ui.exit_reason(code, "see the output above")
     return code
+
+
+def _command_words(args: argparse.Namespace) -> str:
+    """'catalog refresh', 'reap', ... (the command as typed, for messages)."""
+    words = [getattr(args, "command", None) or ""]
+    for attr in ("catalog_command", "subcommand"):
+        if getattr(args, attr, None):
+            words.append(getattr(args, attr))
+    return " ".join(w for w in words if w)
+
+
+#: Modules whose warnings reach the terminal: gpulease's own. Third-party libraries warn about
+#: their own future (google.api_core's Python-version FutureWarning on every import of a Google
+#: client, botocore's deprecations): nothing a gpulease user can act on, so the CLI drops them.
+OWN_WARNINGS = r"infra(\.|$)"
+
+
+def quiet_third_party_warnings() -> None:
+    """Ignore warnings raised from modules outside gpulease, unless the user asked for warnings
+    (``python -W ...`` or PYTHONWARNINGS: their filters win). Called before any command module
+    (and so any cloud SDK) is imported."""
+    import warnings
+
+    if sys.warnoptions:
+        return
+    warnings.filterwarnings("ignore", module=r"(?!" + OWN_WARNINGS + ")")
 
 
 def console() -> None:

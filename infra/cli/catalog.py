@@ -44,7 +44,8 @@ GPULEASE_GCP_ENDPOINT=http://host:port point the clients at local fakes.
 
 exit codes: 0 written (possibly with regions kept from the old catalog, listed on stderr) ·
             1 nothing could be refreshed (no file written) · 2 bad arguments / refusing to
-            overwrite an existing or hand-edited file without --force"""
+            overwrite an existing or hand-edited file without --force / no credentials for a
+            cloud to refresh (the message says what to set; nothing called)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -211,6 +212,11 @@ def run_versions(args: argparse.Namespace) -> int:
 
 
 # ---- refresh -----------------------------------------------------------------------------------
+#: What `catalog refresh` reads, per cloud (docs/catalog.md).
+REFRESH_NEEDS = {"aws": "refresh reads the AWS Price List and EC2 instance types",
+                 "gcp": "refresh reads the Cloud Billing Catalog and Compute machine types"}
+
+
 def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
                 now: Optional[dt.datetime] = None) -> int:
     """`catalog refresh`. Tests pass ``aws`` / ``gcp`` clients; otherwise real ones are made."""
@@ -229,6 +235,11 @@ def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
     out_path, version = resolve_out(args.out, now.date(), avoid=(base.version,))
     check_writable(out_path, force=args.force)   # before any API call
 
+    from infra import credentials
+
+    credentials.preflight([c for c, given in (("aws", aws), ("gcp", gcp))
+                           if c in scope and given is None],
+                          command="catalog refresh", needs=REFRESH_NEEDS, only_flag="--cloud")
     errors: dict = {}
     if "aws" in scope and aws is None:
         try:

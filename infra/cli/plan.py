@@ -512,8 +512,8 @@ def _storage_rows(s: dict[str, Any]) -> list[list[str]]:
              f"${t['usd_per_gb_month']}", ui.money(t["monthly_usd"])] for t in s["tiers"]]
     if s.get("retrieval_usd"):
         reads = s.get("reads_per_month") or 0
-        rows.append([s["name"], home, "retrieval", f"{reads:g} read{'s' if reads != 1 else ''}"
-                     "/month", "", "", ui.money(s["retrieval_usd"])])
+        rows.append([s["name"], home, "retrieval", f"{ui.plural(reads, 'read')}/month", "", "",
+                     ui.money(s["retrieval_usd"])])
     if s.get("early_delete_usd"):
         rows.append([s["name"], home, "early deletion", "", "", "",
                      ui.money(s["early_delete_usd"])])

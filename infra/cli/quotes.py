@@ -35,7 +35,8 @@ ec2:GetSpotPlacementScores); GCP from Application Default Credentials (compute.a
 billing catalog read). AWS_ENDPOINT_URL / GPULEASE_GCP_ENDPOINT point them at emulators.
 
 exit codes: 0 ok (also when a cloud answered that it has nothing) · 1 every live call failed ·
-            2 bad arguments (durations, counts and dates outside the APIs' limits)"""
+            2 bad arguments (durations, counts and dates outside the APIs' limits), or
+            --source live without credentials for a cloud (the message says what to set)"""
 
 #: live asks per run above which a filter is required (each GCP machine type is a call).
 MAX_LIVE_TARGETS = 60
@@ -105,6 +106,11 @@ def _check(args: argparse.Namespace, catalog) -> None:
         raise InputError(bad)
 
 
+#: What `catalog quotes --source live` reads, per cloud.
+QUOTES_NEEDS = {"aws": "quotes read Capacity Block offerings and Spot placement scores",
+                "gcp": "quotes read Compute Engine calendar-mode and Spot capacity advice"}
+
+
 def run_quotes(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
                advisor: Any = None, now: Optional[dt.datetime] = None) -> int:
     """The command. Tests inject clients (``aws``: AwsClients, ``gcp``: QuoteClients)."""
@@ -127,11 +133,14 @@ def run_quotes(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
     offerings = collect.targets(catalog, req)
     live_clouds = []
     if args.source != "offline":
-        for cloud in req.clouds:
-            injected = aws if cloud == "aws" else gcp
-            if args.source == "live" or injected is not None or \
-                    collect.credentials_present(cloud):
-                live_clouds.append(cloud)
+        from infra import credentials
+
+        need = [c for c in req.clouds if (aws if c == "aws" else gcp) is None]
+        if args.source == "live":   # asked for live answers: no credentials is bad input
+            credentials.preflight(need, command="catalog quotes --source live",
+                                  needs=QUOTES_NEEDS, only_flag="--cloud")
+        live_clouds = [c for c in req.clouds
+                       if c not in need or args.source == "live" or not credentials.missing(c)]
     got = collect.Collected()
     asked = [o for o in offerings if o.cloud in live_clouds]
     if len(asked) > MAX_LIVE_TARGETS:

@@ -40,7 +40,8 @@ emulators: AWS_ENDPOINT_URL=http://127.0.0.1:5000 (boto3 honours it);
 exit codes: 0 ok · 1 a cloud call failed for some cluster (others still handled; the failed
             clusters are named on stderr, the JSON document and the audit record are still
             written), or the audit log could not be written (nothing is changed after that;
-            the JSON document is still printed) · 2 bad input (nothing done)"""
+            the JSON document is still printed) · 2 bad input or no credentials for a cloud
+            to read (the message says what to set; nothing done)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -158,8 +159,11 @@ def adaptors(args: argparse.Namespace) -> list:
     A client that cannot be created (a malformed AWS_ENDPOINT_URL or region, no Google
     credentials) is bad input: exit 2 before anything runs.
     """
+    from infra import credentials
+
     out: list = []
     bad: list = []
+    clouds = []
     if args.cloud in (None, "aws"):
         from infra.reaper.aws import AwsReaper
 
@@ -169,20 +173,30 @@ def adaptors(args: argparse.Namespace) -> list:
             except Exception as exc:  # noqa: BLE001 - botocore raises ValueError and its own
                 bad.append(Finding("--region", f"cannot create AWS clients for {region!r}: "
                                    f"{exc}; check --region, AWS_REGION and AWS_ENDPOINT_URL"))
+        clouds.append("aws")
     project = _project(args)
     if args.cloud == "gcp" or (args.cloud is None and project):
+        clouds.append("gcp")
         from infra.reaper.gcp import ENDPOINT_ENV, GcpReaper
 
         try:
             out.append(GcpReaper.for_project(project))
         except Exception as exc:  # noqa: BLE001 - google.auth raises its own hierarchy
-            bad.append(Finding("--project", f"cannot create GCP clients for {project!r}: "
-                               f"{type(exc).__name__}: {exc}; run `gcloud auth "
-                               "application-default login` (or set GOOGLE_APPLICATION_"
-                               f"CREDENTIALS), or point {ENDPOINT_ENV} at an emulator"))
+            if not credentials.missing("gcp"):   # else said below, with what to set
+                bad.append(Finding("--project", f"cannot create GCP clients for {project!r}: "
+                                   f"{type(exc).__name__}: {exc}; {credentials.FIX['gcp']}, "
+                                   f"or point {ENDPOINT_ENV} at an emulator"))
     if bad:
+        bad += [Finding("credentials", m) for m in
+                credentials.problems(clouds, command="reap", needs=NEEDS)]
         raise ConfigError(bad, headline="gpulease reap: cannot reach the clouds:")
+    credentials.preflight(clouds, command="reap", needs=NEEDS, only_flag="--cloud")
     return out
+
+
+#: What the reaper calls, per cloud (docs/reaper.md lists the full policies).
+NEEDS = {"aws": "reap reads Auto Scaling groups, CloudWatch metrics and capacity reservations",
+         "gcp": "reap reads instance groups, Cloud Monitoring metrics and reservations"}
 
 
 def _pricer(args: argparse.Namespace):
@@ -248,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
                   for o in report.outcomes if o.state == d.ERROR]
         ui.exit_reason(report.exit_code,
                        f"a cloud call failed for {ui.plural(len(failed), 'cluster')}: "
-                       + ", ".join(failed) + "; the other clusters were handled")
+                       + ", ".join(failed) + ("; the other clusters were handled"
+                                              if len(report.outcomes) > len(failed) else ""))
     return report.exit_code
 
 

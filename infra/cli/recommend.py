@@ -28,7 +28,8 @@ examples:
 
 emulators: AWS_ENDPOINT_URL=http://127.0.0.1:5000; GPULEASE_GCP_ENDPOINT=http://127.0.0.1:8085
 exit codes: 0 ok · 1 a cloud call failed for some cluster (the others are still reported) ·
-            2 bad input: stack, arguments, no plan, clients that cannot be created (nothing read)"""
+            2 bad input: stack, arguments, no plan, no credentials for a cloud the plan uses (the
+            message says what to set), clients that cannot be created (nothing read)"""
 
 
 def max_steps_limit() -> int:
@@ -73,10 +74,13 @@ def _validate(args: argparse.Namespace) -> None:
 def adaptors(spec, decision) -> dict:
     """The reaper adaptors for every place the plan uses (clients created once, here).
     A client that cannot be created is bad input: exit 2 before anything is read."""
+    from infra import credentials
     from infra.recommend.engine import location
 
+    places = sorted({location(d, spec) for d in decision.clusters})
+    credentials.preflight([cloud for cloud, _ in places], command="recommend", needs=NEEDS)
     out, bad = {}, []
-    for place in sorted({location(d, spec) for d in decision.clusters}):
+    for place in places:
         cloud, where = place
         try:
             if cloud == "aws":
@@ -95,6 +99,11 @@ def adaptors(spec, decision) -> dict:
     if bad:
         raise ConfigError(bad, headline="gpulease recommend: cannot reach the clouds:")
     return out
+
+
+#: What recommend reads, per cloud.
+NEEDS = {"aws": "recommend reads the clusters' GPU metrics from CloudWatch",
+         "gcp": "recommend reads the clusters' GPU metrics from Cloud Monitoring"}
 
 
 #: "now" of the command: the window ends at the last full hour before it (tests that wrote a

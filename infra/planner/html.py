@@ -10,6 +10,7 @@ from typing import Any, Mapping, Optional, Sequence
 import jinja2
 
 from infra.errors import ConfigError, Finding
+from infra.text import plural
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
 
 TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "report"
@@ -69,10 +70,6 @@ def axis_money(v: float) -> str:
         if v >= div:
             return f"${v / div:g}{suffix}"
     return f"${v:g}"
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 # ---- charts (pure geometry; the templates only draw what these return) ---------------------

@@ -360,7 +360,7 @@ def _profile_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, rates, bl
     parts = []
     for b in blocks:
         u = b.hours_per_month / HOURS_PER_MONTH
-        what = f"{b.nodes} {b.part} node{'s' if b.nodes != 1 else ''} x {b.hours_per_month:g} h"
+        what = f"{plural(b.nodes, f'{b.part} node')} x {b.hours_per_month:g} h"
         if b.purchase == "reserved":
             why = (f"{u:.0%} utilization beats the {be:.0%} break-even" if be is not None
                    and u > be else "guaranteed capacity" if b.part == "baseline"

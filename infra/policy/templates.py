@@ -9,6 +9,7 @@ from typing import Mapping, Optional
 import yaml
 
 from infra.errors import ConfigError, Finding
+from infra.text import plural
 
 #: templates/ at the repository root (the package is installed editable from the checkout).
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -55,7 +56,7 @@ def _describe_bool(key: str, want: bool) -> str:
 #: condition key -> (test(facts, value), text of what is needed)
 CONDITIONS = {
     "min_nodes": (lambda f, v: f.nodes >= v, lambda v: f"at least {v} nodes"),
-    "max_nodes": (lambda f, v: f.nodes <= v, lambda v: f"at most {v} node{'s' if v != 1 else ''}"),
+    "max_nodes": (lambda f, v: f.nodes <= v, lambda v: f"at most {plural(v, 'node')}"),
     "min_dataset_tb": (lambda f, v: f.dataset_tb >= v,
                        lambda v: f"a dataset of at least {v} TB"),
     "min_priority": (lambda f, v: f.priority >= v, lambda v: f"priority >= {v}"),

@@ -10,7 +10,6 @@ the others go on (``Failure``); nothing here decides anything.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -61,28 +60,6 @@ def targets(catalog, req: QuoteRequest) -> list:
             if o.cloud in req.clouds and (not req.regions or o.region in req.regions)
             and (not req.instance_types or o.instance_type in req.instance_types)
             and (req.gpu is None or o.gpu == req.gpu)]
-
-
-def credentials_present(cloud: str) -> bool:
-    """Whether live calls can be made without asking: AWS credentials in the boto3 chain (an
-    ``AWS_ENDPOINT_URL`` emulator counts), GCP Application Default Credentials or
-    ``GPULEASE_GCP_ENDPOINT``."""
-    if cloud == "aws":
-        try:
-            import boto3
-
-            return boto3.session.Session().get_credentials() is not None
-        except Exception:  # noqa: BLE001 - a broken profile is "no credentials" here
-            return False
-    if os.environ.get("GPULEASE_GCP_ENDPOINT"):
-        return True
-    try:
-        import google.auth
-
-        google.auth.default()
-        return True
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def collect_aws(clients, offerings: list, req: QuoteRequest, now: dt.datetime,

@@ -79,9 +79,10 @@ def make_clients(project: Optional[str], endpoint: Optional[str] = None) -> Quot
             scopes=["https://www.googleapis.com/auth/compute.readonly"])
         advice = compute_v1.AdviceClient()
     except DefaultCredentialsError as exc:
+        from infra.credentials import FIX
+
         raise CloudError("gcp", "credentials", "no Google Cloud credentials found "
-                         f"({str(exc).splitlines()[0]}); run `gcloud auth application-default "
-                         "login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
+                         f"({str(exc).splitlines()[0]}); {FIX['gcp']}") from None
     return QuoteClients(advice=advice, http=AuthorizedSession(creds),
                         base_url="https://compute.googleapis.com", billing=billing,
                         project=project)

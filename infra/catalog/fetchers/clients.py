@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from infra.credentials import FIX
 from infra.errors import CloudError
 
 #: The Price List Query API is served from a few regions only; us-east-1 is the documented one
@@ -103,8 +104,7 @@ def make_gcp_clients(*, project: Optional[str] = None,
         at = compute_v1.AcceleratorTypesClient() if project else None
     except DefaultCredentialsError as exc:
         raise CloudError("gcp", "credentials", "no Google Cloud credentials found "
-                         f"({str(exc).splitlines()[0]}); run `gcloud auth application-default "
-                         "login` or set GOOGLE_APPLICATION_CREDENTIALS") from None
+                         f"({str(exc).splitlines()[0]}); {FIX['gcp']}") from None
     return GcpClients(catalog=catalog, machine_types=mt, accelerator_types=at, project=project)
 
 
@@ -130,9 +130,9 @@ def aws_call(clients: AwsClients, operation: str, fn: Callable[[], Any]) -> Any:
                 f" (still throttled after {RETRY_ATTEMPTS} attempts)" if retryable else ""),
                 retryable=retryable) from None
         except (NoCredentialsError, PartialCredentialsError):
-            raise CloudError("aws", operation, "no AWS credentials found; set AWS_PROFILE or "
-                             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (the Pricing API needs "
-                             "pricing:GetProducts, EC2 needs ec2:Describe*)") from None
+            raise CloudError("aws", operation, f"no AWS credentials found; {FIX['aws']} (the "
+                             "Pricing API needs pricing:GetProducts, EC2 needs ec2:Describe*)"
+                             ) from None
         except EndpointConnectionError as exc:
             raise CloudError("aws", operation, f"cannot reach the endpoint ({exc})",
                              retryable=True) from None
@@ -161,8 +161,8 @@ def gcp_call(clients: GcpClients, operation: str, fn: Callable[[], Any]) -> Any:
         except gexc.GoogleAPICallError as exc:
             raise CloudError("gcp", operation, f"{exc.code} {exc.message}") from None
         except (DefaultCredentialsError, RefreshError) as exc:
-            raise CloudError("gcp", operation, f"no usable Google Cloud credentials ({exc}); run "
-                             "`gcloud auth application-default login`") from None
+            raise CloudError("gcp", operation, f"no usable Google Cloud credentials ({exc}); "
+                             f"{FIX['gcp']}") from None
         except OSError as exc:  # connection refused, DNS, TLS
             raise CloudError("gcp", operation, f"cannot reach the API ({exc})",
                              retryable=True) from None
