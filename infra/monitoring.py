@@ -12,12 +12,13 @@ from typing import Any, Optional
 
 import jinja2
 
+from infra import resources
 from infra.costing import tags
 from infra.errors import ConfigError, Finding
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
 from infra.model import HOURS_PER_MONTH, EnvironmentDecision
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[1] / "templates" / "monitoring"
+TEMPLATE_DIR = resources.templates("monitoring")
 RULES_FILE = "gpulease-alerts.rules.yml"
 DASHBOARD_FILE = "gpulease-dashboard.json"
 

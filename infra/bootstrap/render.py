@@ -6,11 +6,11 @@ import gzip
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Optional
 
 import jinja2
 
+from infra import resources
 from infra import naming
 from infra.bootstrap.fabric import fabric_env, fabric_for
 from infra.bootstrap.settings import BootstrapSettings
@@ -18,7 +18,7 @@ from infra.costing import tags
 from infra.model import ClusterDecision, StackSpec
 from infra.reaper import schedule
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "bootstrap"
+TEMPLATE_DIR = resources.templates("bootstrap")
 
 #: purchase models a node can be rendered for; "mixed" = an AWS ASG blending spot and on-demand.
 NODE_PURCHASE_MODELS = ("spot", "on_demand", "reserved", "mixed")

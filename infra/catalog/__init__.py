@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
+from infra import resources
 from infra.errors import CatalogError, Finding, did_you_mean
 from infra.model import EgressPrice, InfraPrice, Offering, StoragePrice
 
@@ -20,7 +21,7 @@ from infra.model import EgressPrice, InfraPrice, Offering, StoragePrice
 FORMAT = "gpulease-catalog/1"
 #: format written by the build script, `catalog import` and `catalog refresh` from 2026.12.03 on.
 FORMAT_V2 = "gpulease-catalog/2"
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = resources.package_path("catalog", "data")
 
 #: Storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order).
 TIER_CLASSES: dict[str, tuple[str, str, str, str]] = {

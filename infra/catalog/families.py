@@ -12,7 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-FAMILIES_PATH = Path(__file__).resolve().parent / "build" / "families.json"
+from infra import resources
+
+FAMILIES_PATH = resources.package_path("catalog", "build", "families.json")
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Optional
 
-DATA = Path(__file__).with_name("data") / "specs.json"
+from infra import resources
+
+DATA = resources.package_path("conformance", "data", "specs.json")
 FORMAT = 1
 REGENERATE = "python -m infra.conformance.generate > infra/conformance/data/specs.json"
 

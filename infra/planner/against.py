@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Optional
 
+from infra import resources
 from infra.costing import tags
 from infra.errors import ConfigError, Finding
 
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")
-REPLACE_DATA = Path(__file__).resolve().parent / "data" / "replace_on_change.json"
+REPLACE_DATA = resources.package_path("planner", "data", "replace_on_change.json")
 #: Pulumi's secret signature in states (``apitype.SecretV1``)
 SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 SECRET_MASK = "[secret]"

@@ -9,11 +9,12 @@ from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
+from infra import resources
 from infra.errors import ConfigError, Finding
 from infra.text import plural
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "report"
+TEMPLATE_DIR = resources.templates("report")
 PAGE_TEMPLATE = "report.html.j2"
 
 #: colour-blind-safe palette (Okabe-Ito), cycled over the bars of a chart by rank.

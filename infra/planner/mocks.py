@@ -39,6 +39,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.sync_await import _sync_await
 
+from infra import resources
 from infra import oneshot
 from infra.errors import Finding, InputError
 from infra.text import plural
@@ -51,7 +52,7 @@ _RESOURCE_SIG = rpc._special_resource_sig  # type: ignore[attr-defined]
 
 _LOCK = threading.Lock()  # the Pulumi runtime settings are process-global
 
-LOOKUPS_PATH = Path(__file__).resolve().parent / "data" / "lookups.json"
+LOOKUPS_PATH = resources.package_path("planner", "data", "lookups.json")
 #: seed of the auto-name suffixes (any string; the same seed gives the same names).
 DEFAULT_SEED = "gpulease-plan"
 

@@ -8,11 +8,12 @@ from typing import Mapping, Optional
 
 import yaml
 
+from infra import resources
 from infra.errors import ConfigError, Finding
 from infra.text import plural
 
 #: templates/ at the repository root (the package is installed editable from the checkout).
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATES_DIR = resources.templates()
 CLUSTER_TEMPLATES_DIR = TEMPLATES_DIR / "clusters"
 
 #: Purchase rules a template may name (see README "Cluster templates").

@@ -20,12 +20,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_gcp as gcp
 
+from infra import resources
 from infra.costing import tags
 from infra.costing.context import shared
 from infra.errors import ConfigError, Finding
 from infra.model import EnvironmentDecision
 
-ROOT = Path(__file__).resolve().parents[1]  # the `infra` package directory
+ROOT = resources.package_root()  # the `infra` package directory (checkout or wheel)
 #: package files the Lambda imports (relative to ROOT); __init__ files are replaced by empty
 #: ones in the archive so no package-level import can drag pydantic or Pulumi in.
 LAMBDA_FILES = (
@@ -263,9 +264,9 @@ GCP_ENTRY_POINT = "handler"
 #: functions, "Source directory structure").
 GCP_MAIN = ('"""Cloud Functions entry: the gpulease reaper."""\n'
             "from infra.reaper.gcp_function import handler  # noqa: F401\n")
-#: pinned in the repository's requirements.txt (one source of truth for versions).
+#: pinned to the versions installed with gpulease (the ones its reaper code runs and is tested
+#: with here: constraints.txt's pins in a checkout, the resolved ones in a wheel install).
 GCP_REQUIREMENTS = ("google-cloud-compute", "requests")
-REQUIREMENTS_FILE = ROOT.parent / "requirements.txt"
 
 #: What infra/reaper/gcp.py calls, as IAM permissions (Compute/Monitoring REST references):
 #: instances.aggregatedList -> compute.instances.list (project); instances.get (re-read after
@@ -284,18 +285,11 @@ GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instance
 _MIG_MODELS = ("reserved", "on_demand", "spot")
 
 
-def requirement_pins(path: Path = REQUIREMENTS_FILE,
-                     names: tuple = GCP_REQUIREMENTS) -> list[str]:
-    """``name==version`` lines for ``names``, read from the repository's requirements.txt."""
-    pins = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"^([A-Za-z0-9_.\-]+)==(\S+)", line.strip())
-        if m:
-            pins[m.group(1).lower()] = f"{m.group(1)}=={m.group(2)}"
-    missing = [n for n in names if n not in pins]
-    if missing:
-        raise RuntimeError(f"{path}: no pinned version (name==version) for {', '.join(missing)}")
-    return [pins[n] for n in names]
+def requirement_pins(names: tuple = GCP_REQUIREMENTS) -> list[str]:
+    """``name==version`` lines for ``names``: the distributions installed beside gpulease."""
+    from importlib import metadata
+
+    return [f"{n}=={metadata.version(n)}" for n in names]
 
 
 def gcp_source_files() -> dict[str, bytes]:
