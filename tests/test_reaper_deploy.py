@@ -106,7 +106,12 @@ BOOT = textwrap.dedent("""
     for name in ("pydantic", "pulumi", "pulumi_aws", "yaml", "google"):
         sys.modules[name] = None          # any import of these now fails
     sys.path.insert(0, sys.argv[1])
+    # only the bundle's files: no editable install's finder may supply a module it lacks
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if "editable" not in getattr(f, "__module__", type(f).__module__)]
     from infra.reaper.lambda_handler import handler
+    import infra.catalog                  # loaded when a reservation is priced: it must import
+    assert infra.catalog.available_versions(), "the catalog data rides along"
     out = handler({}, None)
     assert "infra.reaper.settings" not in sys.modules
     print("RESULT " + json.dumps(out))
