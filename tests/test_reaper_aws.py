@@ -21,7 +21,7 @@ from infra.reaper import decision as d
 from infra.reaper import engine
 from infra.reaper.audit import AuditLog
 from infra.reaper.aws import METRIC, NAMESPACE, AwsReaper
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 from tests.fakes import moto_strict
 
 REGION = "us-east-1"

@@ -22,7 +22,7 @@ from infra.reaper import decision as d
 from infra.reaper import engine
 from infra.reaper.aws import AwsReaper
 from infra.reaper.gcp import GcpReaper
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 from tests.fakes import moto_strict
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_reaper_aws import REGION, Env

@@ -19,7 +19,7 @@ from infra.reaper import decision as d
 from infra.reaper import engine
 from infra.reaper.audit import AuditLog
 from infra.reaper.aws import AwsReaper
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 from tests.fakes import moto_strict
 from tests.fakes.fault_proxy import FaultProxy
 from tests.test_reaper_aws import BUCKET, OBJECTS, REGION, Env

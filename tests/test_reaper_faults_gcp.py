@@ -16,7 +16,7 @@ from infra.reaper import decision as d
 from infra.reaper import deploy, engine
 from infra.reaper.audit import AuditLog
 from infra.reaper.gcp import GcpReaper
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 from tests.fakes.fault_proxy import FaultProxy
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 

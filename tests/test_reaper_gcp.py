@@ -10,7 +10,7 @@ from infra.costing import tags
 from infra.reaper import decision as d
 from infra.reaper import engine
 from infra.reaper.gcp import GcpReaper
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.timeouts import HANG_S
 

@@ -21,7 +21,7 @@ from infra.costing import tags
 from infra.recommend import profile as pf
 from infra.recommend.engine import window
 from infra.reaper.aws import ASG_DIMENSION, METRIC, NAMESPACE, AwsReaper
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 from tests.fakes import moto_strict
 
 REGION = "us-east-1"

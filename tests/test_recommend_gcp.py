@@ -16,7 +16,7 @@ from infra.errors import CloudError
 from infra.recommend import profile as pf
 from infra.recommend.engine import window
 from infra.reaper.gcp import METRIC, GcpReaper
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 from tests.fakes import gcp_compute_monitoring as fakes
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 

@@ -7,6 +7,8 @@ import json
 
 import boto3
 import pytest
+
+from infra import retry
 from botocore.stub import ANY, Stubber
 
 from infra.catalog import load_catalog, parse_catalog
@@ -169,7 +171,8 @@ def test_pricing_pagination_and_throttling_then_moto_specs(moto_endpoint):
     got = fetch_aws(c, targets={"us-east-1": ["p5.48xlarge", "g6.xlarge"]},
                     reference_on_demand={}, now=NOW, progress=lines.append)
     stub.assert_no_pending_responses()
-    assert sleeps == [0.5]                                     # one backoff, then success
+    # one backoff (infra.retry's full jitter for a first retry), then success
+    assert len(sleeps) == 1 and 0 <= sleeps[0] <= retry.BASE_S
     p5 = got.get("us-east-1", "p5.48xlarge")
     assert p5.prices["on_demand_usd"] == 55.04 and p5.prices["commit_3y_usd"] == 24.16
     # specs and zones from moto's EC2 (DescribeInstanceTypes / ...TypeOfferings)

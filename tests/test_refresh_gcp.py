@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 
+from infra import retry
+
 from infra.catalog import load_catalog, parse_catalog
 from infra.catalog.fetchers.clients import GcpClients, make_gcp_clients
 from infra.catalog.fetchers.gcp import (BILLING_SOURCE, Target, classify_sku, combine,
@@ -202,7 +204,9 @@ def test_throttled_then_success(fake):
     c.sleep = slept.append
     got = fetch_gcp(c, targets={R: [Target("g2-standard-8", 8, 32, 1)]})
     assert not got.failures and got.get(R, "g2-standard-8").prices
-    assert slept == [0.5, 1.0]
+    # two retries, each waiting within infra.retry's full-jitter bound for its attempt
+    assert len(slept) == 2
+    assert all(0 <= s <= min(retry.CAP_S, retry.BASE_S * 2 ** i) for i, s in enumerate(slept))
 
 
 def test_billing_down_keeps_rows_and_reports(fake):

@@ -2,7 +2,7 @@
 
 boto3 clients are created in :func:`clients` (the one place; boto3 honours AWS_ENDPOINT_URL, so
 the same code runs against moto or any emulator) and passed in. botocore's own retries are
-switched off so that every retry goes through :class:`infra.reaper.retry.Backoff` and is counted
+switched off so that every retry goes through :class:`infra.retry.Backoff` and is counted
 once. :meth:`AwsReaper._call` is the one boundary to botocore: every SDK error, and every answer
 that did not come from AWS, becomes an :mod:`infra.reaper.errors` type there and nowhere else.
 """
@@ -20,7 +20,7 @@ from infra.reaper.claims import Claim, expired, token_of
 from infra.reaper.decision import ClusterRef, Membership, Node, combined_tags
 from infra.reaper.engine import Reservation
 from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 
 #: CloudWatch agent `nvidia_gpu` metric (DOMAIN.md; agent config rendered from templates/).
 NAMESPACE = "CWAgent"

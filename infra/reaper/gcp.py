@@ -9,7 +9,7 @@ only. :meth:`GcpReaper._call` is the one boundary: SDK errors, HTML or non-JSON 
 (a 200 from a proxy or captive portal included) become :mod:`infra.reaper.errors` types there
 and nowhere else. google-api-core's own retries are switched off on every call (``retry=None``;
 its defaults retry list/get calls for up to 600 s), so every retry goes through
-:class:`infra.reaper.retry.Backoff` and is counted once.
+:class:`infra.retry.Backoff` and is counted once.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from infra.reaper.claims import Claim, expired, token_of
 from infra.reaper.decision import ClusterRef, Membership, Node, combined_tags
 from infra.reaper.engine import Reservation
 from infra.reaper.errors import GroupGone, MalformedResponse, TransientError
-from infra.reaper.retry import Backoff
+from infra.retry import Backoff
 
 #: Ops Agent NVML metric (percent, per GPU; DOMAIN.md).
 METRIC = "agent.googleapis.com/gpu/utilization"

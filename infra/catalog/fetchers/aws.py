@@ -116,16 +116,22 @@ def specs_from_instance_type(it: dict) -> dict:
 
 
 # ---- API calls ---------------------------------------------------------------------------------
-def _paginate(clients: AwsClients, operation: str, call, key: str, counter: list) -> list:
-    items: list = []
-    token = None
-    while True:
-        resp = aws_call(clients, operation, lambda: call(token))
-        counter[0] += 1
-        items.extend(resp.get(key) or [])
-        token = resp.get("NextToken")
-        if not token:
-            return items
+def _paginate(clients: AwsClients, client: Any, operation: str, key: str, counter: list,
+              page_size: Optional[int] = None, **params: Any) -> list:
+    """Every ``key`` item of ``operation``'s pages, through boto3's paginator for it (which
+    carries the next-page token). A throttled page is retried by ``aws_call`` with the one retry
+    policy, restarting the listing: a paginator's iteration cannot continue after an error."""
+    paginator = client.get_paginator(operation)
+    config = {"PageSize": page_size} if page_size else {}
+
+    def listing() -> list:
+        items: list = []
+        for page in paginator.paginate(**params, PaginationConfig=config):
+            counter[0] += 1
+            items.extend(page.get(key) or [])
+        return items
+
+    return aws_call(clients, f"{client.meta.service_model.service_name}.{operation}", listing)
 
 
 def get_products(clients: AwsClients, region: str, instance_types: list[str],
@@ -133,14 +139,9 @@ def get_products(clients: AwsClients, region: str, instance_types: list[str],
     filters = [{"Type": "TERM_MATCH", "Field": "regionCode", "Value": region}]
     filters += [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in _BASE_FILTERS]
     filters.append({"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(instance_types)})
-
-    def call(token):
-        kw = dict(ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1", MaxResults=100)
-        if token:
-            kw["NextToken"] = token
-        return clients.pricing.get_products(**kw)
-
-    items = _paginate(clients, "pricing.get_products", call, "PriceList", counter)
+    items = _paginate(clients, clients.pricing, "get_products", "PriceList", counter,
+                      page_size=100, ServiceCode="AmazonEC2", Filters=filters,
+                      FormatVersion="aws_v1")
     return [p for p in (parse_price_list_item(i) for i in items) if p and p["region"] == region]
 
 
@@ -193,11 +194,9 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
             counter[0] += 1
             zone_ids.update({z["ZoneName"]: z["ZoneId"] for z in azs.get("AvailabilityZones") or []
                              if z.get("ZoneName") and z.get("ZoneId")})
-            offs = _paginate(clients, "ec2.describe_instance_type_offerings", lambda tok: (
-                ec2.describe_instance_type_offerings(
-                    LocationType="availability-zone",
-                    Filters=[{"Name": "instance-type", "Values": types}],
-                    **({"NextToken": tok} if tok else {}))), "InstanceTypeOfferings", counter)
+            offs = _paginate(clients, ec2, "describe_instance_type_offerings",
+                             "InstanceTypeOfferings", counter, LocationType="availability-zone",
+                             Filters=[{"Name": "instance-type", "Values": types}])
             zones: dict[str, list] = {}
             for o in offs:
                 zid = zone_ids.get(o["Location"])
@@ -208,10 +207,8 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
                 if t in rows:
                     rows[t]["zones"] = tuple(sorted(zs))
             if offered:
-                specs = _paginate(clients, "ec2.describe_instance_types", lambda tok: (
-                    ec2.describe_instance_types(InstanceTypes=sorted(offered),
-                                                **({"NextToken": tok} if tok else {}))),
-                                  "InstanceTypes", counter)
+                specs = _paginate(clients, ec2, "describe_instance_types", "InstanceTypes",
+                                  counter, InstanceTypes=sorted(offered))
                 for it in specs:
                     if it["InstanceType"] in rows:
                         rows[it["InstanceType"]]["specs"] = specs_from_instance_type(it)
@@ -224,11 +221,10 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
         spot_types = sorted(offered) if offered is not None else types
         if ec2 is not None and spot_types:
             try:
-                hist = _paginate(clients, "ec2.describe_spot_price_history", lambda tok: (
-                    ec2.describe_spot_price_history(
-                        InstanceTypes=spot_types, ProductDescriptions=["Linux/UNIX"],
-                        StartTime=now - SPOT_WINDOW, EndTime=now,
-                        **({"NextToken": tok} if tok else {}))), "SpotPriceHistory", counter)
+                hist = _paginate(clients, ec2, "describe_spot_price_history",
+                                 "SpotPriceHistory", counter, InstanceTypes=spot_types,
+                                 ProductDescriptions=["Linux/UNIX"],
+                                 StartTime=now - SPOT_WINDOW, EndTime=now)
                 summary = summarize_spot(hist)
                 rejected = 0
                 for t, s in summary.items():

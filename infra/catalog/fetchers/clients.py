@@ -2,8 +2,9 @@
 
 Fetchers never build a boto3 / google-cloud client themselves: they receive an ``AwsClients`` or
 ``GcpClients`` and call the APIs through ``aws_call`` / ``gcp_call``, which retry throttling with
-a bounded backoff and translate every SDK error into ``infra.errors.CloudError`` (missing
-credentials included), so the refresh can report "this region / this API failed" and go on.
+the one retry policy (``infra.retry``; botocore's own retries are off, so a call is retried once
+over) and translate every SDK error into ``infra.errors.CloudError`` (missing credentials
+included), so the refresh can report "this region / this API failed" and go on.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from infra.credentials import FIX
 from infra.errors import CloudError
+from infra.retry import Backoff
 
 #: The Price List Query API is served from a few regions only; us-east-1 is the documented one
 #: for the "api.pricing" endpoint (AWS Price List Query API, "Endpoints").
@@ -24,7 +26,6 @@ GCE_SERVICE = "services/6F81-5844-456A"
 #: Error codes that mean "slow down" (Pricing API: ThrottlingException; EC2: RequestLimitExceeded).
 AWS_THROTTLE_CODES = frozenset({"ThrottlingException", "Throttling", "RequestLimitExceeded",
                                 "TooManyRequestsException", "RequestThrottled"})
-RETRY_ATTEMPTS = 5
 
 
 @dataclass
@@ -59,10 +60,13 @@ def make_aws_clients(*, session: Any = None) -> AwsClients:
         import boto3
     except ImportError as exc:  # pragma: no cover - boto3 is a pinned requirement
         raise CloudError("aws", "client", f"boto3 is not installed ({exc})") from None
+    from botocore.config import Config
+
     session = session or boto3.session.Session()
-    pricing = session.client("pricing", region_name=AWS_PRICING_REGION)
-    return AwsClients(pricing=pricing,
-                      ec2_factory=lambda region: session.client("ec2", region_name=region))
+    once = Config(retries={"total_max_attempts": 1, "mode": "standard"})   # infra.retry retries
+    pricing = session.client("pricing", region_name=AWS_PRICING_REGION, config=once)
+    return AwsClients(pricing=pricing, ec2_factory=lambda region: session.client(
+        "ec2", region_name=region, config=once))
 
 
 def make_gcp_clients(*, project: Optional[str] = None,
@@ -110,60 +114,53 @@ def make_gcp_clients(*, project: Optional[str] = None,
 
 # ---- calls through the boundary ---------------------------------------------------------------
 def aws_call(clients: AwsClients, operation: str, fn: Callable[[], Any]) -> Any:
-    """Run one AWS call; retry throttling (bounded exponential backoff), translate errors."""
+    """Run one AWS call; retry throttling (the one retry policy, infra.retry), translate errors."""
     from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError,
                                      NoCredentialsError, PartialCredentialsError)
 
-    delay = 0.5
-    for attempt in range(1, RETRY_ATTEMPTS + 1):
-        try:
-            return fn()
-        except ClientError as exc:
-            err = exc.response.get("Error", {})
-            code, msg = err.get("Code", "?"), err.get("Message", "")
-            if code in AWS_THROTTLE_CODES and attempt < RETRY_ATTEMPTS:
-                clients.sleep(delay)
-                delay *= 2
-                continue
-            retryable = code in AWS_THROTTLE_CODES
-            raise CloudError("aws", operation, f"{code}: {msg}" + (
-                f" (still throttled after {RETRY_ATTEMPTS} attempts)" if retryable else ""),
-                retryable=retryable) from None
-        except (NoCredentialsError, PartialCredentialsError):
-            raise CloudError("aws", operation, f"no AWS credentials found; {FIX['aws']} (the "
-                             "Pricing API needs pricing:GetProducts, EC2 needs ec2:Describe*)"
-                             ) from None
-        except EndpointConnectionError as exc:
-            raise CloudError("aws", operation, f"cannot reach the endpoint ({exc})",
-                             retryable=True) from None
-        except BotoCoreError as exc:
-            raise CloudError("aws", operation, str(exc)) from None
-    raise AssertionError("unreachable")  # pragma: no cover
+    def throttled(exc: BaseException) -> bool:
+        return isinstance(exc, ClientError) and \
+            exc.response.get("Error", {}).get("Code") in AWS_THROTTLE_CODES
+
+    backoff = Backoff(sleep=clients.sleep)
+    try:
+        return backoff.call(fn, retryable=throttled)
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        code, msg = err.get("Code", "?"), err.get("Message", "")
+        retryable = code in AWS_THROTTLE_CODES
+        raise CloudError("aws", operation, f"{code}: {msg}" + (
+            f" (still throttled after {backoff.attempts} attempts)" if retryable else ""),
+            retryable=retryable) from None
+    except (NoCredentialsError, PartialCredentialsError):
+        raise CloudError("aws", operation, f"no AWS credentials found; {FIX['aws']} (the "
+                         "Pricing API needs pricing:GetProducts, EC2 needs ec2:Describe*)"
+                         ) from None
+    except EndpointConnectionError as exc:
+        raise CloudError("aws", operation, f"cannot reach the endpoint ({exc})",
+                         retryable=True) from None
+    except BotoCoreError as exc:
+        raise CloudError("aws", operation, str(exc)) from None
 
 
 def gcp_call(clients: GcpClients, operation: str, fn: Callable[[], Any]) -> Any:
-    """Run one GCP call (including iterating its pager); retry 429/503, translate errors."""
+    """Run one GCP call (including iterating its pager); retry 429/503 (infra.retry), translate
+    errors."""
     from google.api_core import exceptions as gexc
     from google.auth.exceptions import DefaultCredentialsError, RefreshError
 
     retry_on = (gexc.TooManyRequests, gexc.ServiceUnavailable)
-    delay = 0.5
-    for attempt in range(1, RETRY_ATTEMPTS + 1):
-        try:
-            return fn()
-        except retry_on as exc:
-            if attempt < RETRY_ATTEMPTS:
-                clients.sleep(delay)
-                delay *= 2
-                continue
-            raise CloudError("gcp", operation, f"{exc.code} {exc.message} (still failing after "
-                             f"{RETRY_ATTEMPTS} attempts)", retryable=True) from None
-        except gexc.GoogleAPICallError as exc:
-            raise CloudError("gcp", operation, f"{exc.code} {exc.message}") from None
-        except (DefaultCredentialsError, RefreshError) as exc:
-            raise CloudError("gcp", operation, f"no usable Google Cloud credentials ({exc}); "
-                             f"{FIX['gcp']}") from None
-        except OSError as exc:  # connection refused, DNS, TLS
-            raise CloudError("gcp", operation, f"cannot reach the API ({exc})",
-                             retryable=True) from None
-    raise AssertionError("unreachable")  # pragma: no cover
+    backoff = Backoff(sleep=clients.sleep)
+    try:
+        return backoff.call(fn, retryable=lambda exc: isinstance(exc, retry_on))
+    except retry_on as exc:
+        raise CloudError("gcp", operation, f"{exc.code} {exc.message} (still failing after "
+                         f"{backoff.attempts} attempts)", retryable=True) from None
+    except gexc.GoogleAPICallError as exc:
+        raise CloudError("gcp", operation, f"{exc.code} {exc.message}") from None
+    except (DefaultCredentialsError, RefreshError) as exc:
+        raise CloudError("gcp", operation, f"no usable Google Cloud credentials ({exc}); "
+                         f"{FIX['gcp']}") from None
+    except OSError as exc:  # connection refused, DNS, TLS
+        raise CloudError("gcp", operation, f"cannot reach the API ({exc})",
+                         retryable=True) from None

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from typing import Any, Optional
 
@@ -57,9 +56,8 @@ REPLACE_KEYS = ("project", "zone", "name", "machine_type", "accelerators", "plac
 INPUT_KEYS = REPLACE_KEYS + ("count",)
 #: Longest wait for one zonal operation (reservations of scarce GPUs can take minutes).
 OPERATION_TIMEOUT_S = 1800
-#: Attempts of one insert / resize / delete call on a transient failure (timeout, 429, 5xx),
-#: all with the same request id, so a repeat never acts twice.
-CALL_ATTEMPTS = 3
+# An insert / resize / delete call is repeated on a transient failure (timeout, 429, 5xx) by
+# infra.retry's policy, always with the same request id, so a repeat never acts twice.
 #: The namespace of the request ids (any fixed UUID: ids are uuid5 of the request's content).
 REQUEST_ID_NAMESPACE = uuid.UUID("6f0b3c52-4bde-4a49-9c2e-2f4f1b1c9a31")
 
@@ -230,7 +228,7 @@ class ReservationProvider(dyn.ResourceProvider):
     serialize_as_secret_always = False
 
     def __init__(self, endpoint: Optional[str] = None, *, poll_s: Optional[float] = None,
-                 retry_s: float = 2.0):
+                 retry_s: Optional[float] = None):
         super().__init__()
         self.endpoint = endpoint
         self.poll_s = poll_s
@@ -258,21 +256,19 @@ class ReservationProvider(dyn.ResourceProvider):
         return compute_v1.ReservationsClient(transport=transport)
 
     def _call(self, what: str, fn):
-        """``fn()`` with up to CALL_ATTEMPTS tries on transient failures (the caller made the
-        request idempotent with a request id); other errors, and the last one, propagate."""
+        """``fn()`` retried on transient failures by the one retry policy (``infra.retry``; the
+        caller made the request idempotent with a request id); other errors, and the last
+        one, propagate. ``retry_s`` (tests) shortens the waits, never the number of tries."""
         from google.api_core import exceptions
+
+        from infra.retry import Backoff
 
         transient = (exceptions.ServiceUnavailable, exceptions.TooManyRequests,
                      exceptions.InternalServerError, exceptions.DeadlineExceeded,
                      exceptions.GatewayTimeout, ConnectionError, TimeoutError)
-        for attempt in range(1, CALL_ATTEMPTS + 1):
-            try:
-                return fn()
-            except transient:
-                if attempt == CALL_ATTEMPTS:
-                    raise
-                time.sleep(self.retry_s * attempt)
-        raise AssertionError(what)  # pragma: no cover - the loop returns or raises
+        backoff = Backoff() if self.retry_s is None else Backoff(base_s=self.retry_s,
+                                                                 cap_s=self.retry_s)
+        return backoff.call(fn, retryable=lambda exc: isinstance(exc, transient))
 
     def _wait(self, operation, what: str) -> None:
         """Wait for a zonal operation; an error list fails it even without an HTTP status

@@ -1,0 +1,87 @@
+"""One retry policy (issue 25 item 7): infra/retry.py's Backoff, with one constant set, is what
+every cloud caller retries with; no module keeps a backoff loop of its own."""
+from __future__ import annotations
+
+import ast
+import random
+from pathlib import Path
+
+import pytest
+
+from infra import retry
+from infra.retry import Backoff
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Throttled(Exception):
+    pass
+
+
+def test_retries_only_what_is_retryable_up_to_the_attempts():
+    slept: list[float] = []
+    calls = []
+
+    def fn():
+        calls.append(1)
+        raise Throttled()
+
+    b = Backoff(sleep=slept.append)
+    with pytest.raises(Throttled):
+        b.call(fn, retryable=lambda e: isinstance(e, Throttled))
+    assert len(calls) == retry.ATTEMPTS and b.retries == retry.ATTEMPTS - 1
+    assert len(slept) == retry.ATTEMPTS - 1
+    calls.clear()
+    with pytest.raises(ValueError):
+        b.call(lambda: calls.append(1) or (_ for _ in ()).throw(ValueError()),
+               retryable=lambda e: isinstance(e, Throttled))
+    assert len(calls) == 1     # not retryable: raised at once
+
+
+def test_waits_are_full_jitter_within_the_bounds():
+    random.seed(7)
+    b = Backoff()
+    for attempt in range(8):
+        bound = min(retry.CAP_S, retry.BASE_S * 2 ** attempt)
+        waits = [b.delay(attempt) for _ in range(200)]
+        assert all(0 <= w <= bound for w in waits)
+        assert max(waits) > bound / 2       # jitter spreads over the whole range
+
+
+def test_success_after_a_throttle_returns_the_answer():
+    answers = iter([Throttled(), "ok"])
+
+    def fn():
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    slept: list[float] = []
+    assert Backoff(sleep=slept.append).call(fn, retryable=lambda e: True) == "ok"
+    assert len(slept) == 1
+
+
+def _calls(tree: ast.AST, name: str) -> list[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and (getattr(n.func, "attr", None) == name or getattr(n.func, "id", None) == name)]
+
+
+def test_no_module_keeps_a_backoff_loop_of_its_own():
+    """A sleep between tries of a cloud call belongs to infra/retry.py. (The reaper engine's
+    settle wait before re-reading a group is a wait, not a retry: listed.)"""
+    allowed = {"infra/retry.py": "the policy", "infra/reaper/engine.py": "settle before re-read"}
+    found = {}
+    for path in (ROOT / "infra").rglob("*.py"):
+        rel = str(path.relative_to(ROOT))
+        lines = _calls(ast.parse(path.read_text(encoding="utf-8")), "sleep")
+        if lines and rel not in allowed:
+            found[rel] = lines
+    assert found == {}, found
+
+
+def test_the_callers_use_the_one_policy():
+    for rel in ("infra/catalog/fetchers/clients.py", "infra/reaper/aws.py", "infra/reaper/gcp.py",
+                "infra/clouds/gcp/reservation.py"):
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        assert "from infra.retry import Backoff" in text, rel
