@@ -12,13 +12,13 @@ from typing import Any, Optional
 
 import jinja2
 
-from infra import resources
 from infra.costing import tags
 from infra.errors import ConfigError, Finding
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
 from infra.model import HOURS_PER_MONTH, EnvironmentDecision
+from infra.resources import templates
 
-TEMPLATE_DIR = resources.templates("monitoring")
+TEMPLATE_DIR = templates("monitoring")
 RULES_FILE = "gpulease-alerts.rules.yml"
 DASHBOARD_FILE = "gpulease-dashboard.json"
 

@@ -27,12 +27,12 @@ import json
 from functools import lru_cache
 from typing import Any, Optional
 
-from infra import resources
 from infra.costing import tags
 from infra.errors import ConfigError, Finding
+from infra.resources import package_path
 
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")
-REPLACE_DATA = resources.package_path("planner", "data", "replace_on_change.json")
+REPLACE_DATA = package_path("planner", "data", "replace_on_change.json")
 #: Pulumi's secret signature in states (``apitype.SecretV1``)
 SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
 SECRET_MASK = "[secret]"

@@ -9,12 +9,12 @@ from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
-from infra import resources
 from infra.errors import ConfigError, Finding
-from infra.text import plural
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
+from infra.resources import templates
+from infra.text import plural
 
-TEMPLATE_DIR = resources.templates("report")
+TEMPLATE_DIR = templates("report")
 PAGE_TEMPLATE = "report.html.j2"
 
 #: colour-blind-safe palette (Okabe-Ito), cycled over the bars of a chart by rank.
