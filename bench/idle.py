@@ -544,9 +544,9 @@ class Sim:
                 out[i.id] = {k: v for k, v in self.ec2b.tags.get(i.id, {}).items()}
         return out
 
-    def run(self, seed: int) -> dict:
+    def run(self, seed: int, minutes: Optional[int] = None) -> dict:
         rng = random.Random(seed * 7919 + self.delay_min)
-        total = self.days * DAY_MIN
+        total = minutes or self.days * DAY_MIN
         last = time.perf_counter()
         for m in range(total):
             for c in self.clusters:
@@ -589,10 +589,11 @@ def _iso(t: float) -> str:
 
 
 # ---- driver ---------------------------------------------------------------------------------
-def one_run(task: tuple) -> dict:
+def one_run(task: tuple, clusters: Optional[list] = None, minutes: Optional[int] = None) -> dict:
     """One simulated month in a fresh moto (``server``: moto's ThreadedMotoServer over HTTP,
     else moto in-process, the same responses without the socket), made strict by
-    tests/fakes/moto_strict.py."""
+    tests/fakes/moto_strict.py. ``clusters`` / ``minutes``: other clusters than :func:`workload`'s, a shorter span
+    (the tests)."""
     seed, days, mode, delay, server = task
     from _pytest.monkeypatch import MonkeyPatch
 
@@ -621,14 +622,14 @@ def one_run(task: tuple) -> dict:
         stop = mock.stop
     try:
         moto_strict.install(patch)
-        clusters = workload(seed, days)
+        clusters = workload(seed, days) if clusters is None else clusters
         facts = price(clusters)
         label = "no reaper" if mode == "none" else f"{mode}, delay {delay} min"
         print(f"{label}: start", file=sys.stderr, flush=True)
         t = time.perf_counter()
         sim = Sim(clusters, delay_min=delay, reaper=mode != "none",
                   autostop=mode == "reaper+autostop", days=days, progress=label)
-        out = sim.run(seed)
+        out = sim.run(seed, minutes)
         out.update(mode=mode, delay_minutes=delay, prices=facts,
                    wall_seconds=round(time.perf_counter() - t, 1))
         print(f"{label}: done in {out['wall_seconds']:.0f} s", file=sys.stderr, flush=True)
