@@ -329,7 +329,7 @@ class Sim:
         self.asb = autoscaling_backends[ACCOUNT][REGION]
         self.ec2b = ec2_backends[ACCOUNT][REGION]
         self.store = Store(cloudwatch_backends[ACCOUNT][REGION])
-        self.ms.METRIC_DELAY_S[0] = delay_min * 60
+        self.ms.set_metric_delay(delay_min * 60)
         self.reaper = None
         if reaper:
             from infra.reaper.aws import AwsReaper
@@ -509,10 +509,10 @@ class Sim:
         from infra.reaper import engine
 
         now = START + m * MIN
-        self.ms.CLOCK[0] = float(now)
+        self.ms.set_clock(now)
         self.store.flush(now, self._horizon(now))
         t = time.perf_counter()
-        report = engine.run([self.reaper], policy=d.Policy(), apply=True,
+        report = engine.run([self.reaper], policy=d.Policy(), apply=True, max_actions=10,
                             environments=[ENV], now=now, settle_s=0, sleep=lambda s: None)
         self.engine_s += time.perf_counter() - t
         self.n["engine_runs"] += 1
