@@ -215,7 +215,8 @@ def _rendered_autostop(c: Cluster) -> str:
         tag_keep=tags.KEEP, tag_baseline=tags.BASELINE_NODES, tag_billed=tags.BILLED_UNTIL,
         tag_cluster=tags.CLUSTER, tag_environment=tags.ENVIRONMENT,
         metadata_url="http://169.254.169.254", region=REGION, project="",
-        schedule_windows=rs.node_data(list(c.schedule)), schedule_lead_minutes=rs.DEFAULT_LEAD_MINUTES,
+        schedule_windows=rs.node_data(list(c.schedule)),
+        schedule_lead_minutes=rs.DEFAULT_LEAD_MINUTES,
         cron_match_source=rs.MATCH_SOURCE.strip(), cluster_filter_value=c.name,
         environment_filter_value=ENV)
 
@@ -572,7 +573,8 @@ class Sim:
                            "false_reaps": self.false_by[c.name],
                            "idle_gpu_hours": round(self.idle_gpu_min[c.name] / 60, 1),
                            "run_gpu_hours": round(self.run_gpu_min[c.name] / 60, 1),
-                           "idle_usd": round(self.idle_gpu_min[c.name] / 60 / c.gpus * c.usd_hour, 2),
+                           "idle_usd": round(self.idle_gpu_min[c.name] / 60 / c.gpus
+                                             * c.usd_hour, 2),
                            "run_usd": round(self.run_gpu_min[c.name] / 60 / c.gpus * c.usd_hour, 2)}
         return {"idle_gpu_hours": round(sum(self.idle_gpu_min.values()) / 60, 1),
                 "idle_usd": round(sum(p["idle_usd"] for p in per.values()), 2),
@@ -592,8 +594,8 @@ def _iso(t: float) -> str:
 def one_run(task: tuple, clusters: Optional[list] = None, minutes: Optional[int] = None) -> dict:
     """One simulated month in a fresh moto (``server``: moto's ThreadedMotoServer over HTTP,
     else moto in-process, the same responses without the socket), made strict by
-    tests/fakes/moto_strict.py. ``clusters`` / ``minutes``: other clusters than :func:`workload`'s, a shorter span
-    (the tests)."""
+    tests/fakes/moto_strict.py. ``clusters`` / ``minutes``: other clusters than
+    :func:`workload`'s, a shorter span (the tests)."""
     seed, days, mode, delay, server = task
     from _pytest.monkeypatch import MonkeyPatch
 
@@ -673,17 +675,20 @@ def simulate(seed: int, days: int, delays: list, modes: list, *, jobs: int = 1,
 
 def table(doc: dict) -> str:
     lines = [f"bench/idle.py: seed {doc['seed']}, {doc['days']} days from {doc['start']} UTC, "
-             f"6 clusters / {doc['gpus']} GPUs (AWS, moto {doc['moto']}), reaper every {REAP_EVERY_MIN} min, "
+             f"6 clusters / {doc['gpus']} GPUs (AWS, moto {doc['moto']}), "
+             f"reaper every {REAP_EVERY_MIN} min, "
              f"idle window {IDLE_MINUTES} min, grace {doc['policy']['grace_minutes']} min, "
              f"autostop after {AUTOSTOP_MINUTES} min",
              f"{'run':<28}{'idle GPU-h':>11}{'cut':>7}{'idle $':>11}{'saved $':>11}"
-             f"{'false reaps':>13}{'<baseline':>10}{'cold starts':>12}{'stops r/a':>11}"]
+             f"{'false reaps':>18}{'<baseline':>10}{'cold starts':>12}{'stops r/a':>11}"]
     for r in doc["runs"]:
-        label = "no reaper" if r["mode"] == "none" else f"{r['mode']}, delay {r['delay_minutes']} min"
+        label = ("no reaper" if r["mode"] == "none" else
+                 f"{r['mode']}, delay {r['delay_minutes']} min")
         cut = f"{r['cut']:.1f}x" if r.get("cut") else "-"
-        false = f"{r['false_reaps']} ({r['false_during']}+{r['false_due']})/{r['false_reap_actions']}"
+        false = (f"{r['false_reaps']} ({r['false_during']}+{r['false_due']})"
+                 f"/{r['false_reap_actions']}")
         lines.append(f"{label:<28}{r['idle_gpu_hours']:>11,.0f}{cut:>7}{r['idle_usd']:>11,.0f}"
-                     f"{r.get('saved_usd', 0):>11,.0f}{false:>13}{r['below_baseline']:>10}"
+                     f"{r.get('saved_usd', 0):>11,.0f}{false:>18}{r['below_baseline']:>10}"
                      f"{r['cold_starts']:>12}{r['stops_reaper']:>6}/{r['stops_autostop']}")
     lines.append("false reaps = nodes (stopped while a job ran + capacity needed again within "
                  "1 h) / actions; idle GPU-hours and false reaps per cluster:")
