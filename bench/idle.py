@@ -208,9 +208,10 @@ def price(clusters: list[Cluster]) -> dict:
 
 # ---- the node autostop: the rendered script's rules -----------------------------------------
 def _rendered_autostop(c: Cluster) -> str:
-    from infra.bootstrap.render import environment
+    from infra.bootstrap.render import HEARTBEAT_FILE, HEARTBEAT_MINUTES, environment
 
     return environment().get_template("autostop.sh.j2").render(
+        heartbeat_file=HEARTBEAT_FILE, heartbeat_minutes=HEARTBEAT_MINUTES,
         cloud="aws", autostop_minutes=AUTOSTOP_MINUTES, idle_threshold_pct=d.Policy().threshold_pct,
         tag_keep=tags.KEEP, tag_baseline=tags.BASELINE_NODES, tag_billed=tags.BILLED_UNTIL,
         tag_cluster=tags.CLUSTER, tag_environment=tags.ENVIRONMENT,
@@ -243,8 +244,13 @@ def run_rule(program: str, argv: list, stdin: str = "") -> str:
 
 class Autostop:
     """One cluster's node autostop. ``threshold``/``minutes`` as the script reads them; the
-    idle count is the script's shell lines (last-busy file in /run: a new node starts
-    afresh); the schedule and group rules are the script's own Python programs."""
+    signals and the idle count are the script's shell lines (last-busy file in /run: a new node
+    starts afresh); the schedule and group rules are the script's own Python programs.
+
+    Signals (issue 21 item 4): GPU utilization, and GPU process presence — a node running a
+    job holds the job's CUDA process from the job's first minute to its last (data loading,
+    checkpoint writes and CPU phases included). DCGM is not installed by the bootstrap
+    (docs/reaper.md) and the simulated jobs write no heartbeat: the script skips both then."""
 
     def __init__(self, c: Cluster):
         script = _rendered_autostop(c)
@@ -258,9 +264,9 @@ class Autostop:
         self.windows = json.dumps(rs.node_data(list(c.schedule)))
         self.last: dict = {}
 
-    def idle_enough(self, node: str, now: int, util: int) -> bool:
+    def idle_enough(self, node: str, now: int, util: int, processes: int = 0) -> bool:
         last = self.last.get(node)
-        if util >= self.threshold or last is None:
+        if util >= self.threshold or processes or last is None:
             self.last[node] = now
             return False
         return (now - last) // 60 >= self.minutes
@@ -476,12 +482,12 @@ class Sim:
                 self.store.add(iid, t, util)
             if self.autostops and (m - self.boot.get(iid, m)) >= AUTOSTOP_BOOT_MIN and \
                     (m - self.boot.get(iid, m) - AUTOSTOP_BOOT_MIN) % AUTOSTOP_EVERY_MIN == 0:
-                self._autostop(c, iid, m, util)
+                self._autostop(c, iid, m, util, 1 if job else 0)
 
-    def _autostop(self, c: Cluster, iid: str, m: int, util: int) -> None:
+    def _autostop(self, c: Cluster, iid: str, m: int, util: int, processes: int) -> None:
         a = self.autostops[c.name]
         now = START + m * MIN
-        if not a.idle_enough(iid, now, util) or a.held(now):
+        if not a.idle_enough(iid, now, util, processes) or a.held(now):
             return
         described = self.described.get(c.name)
         if described is None:

@@ -103,22 +103,26 @@ LOWER = ("i-0000000000000000a", "i-0000000000000000b")
 HIGHER = ("i-fffffffffffffff01", "i-fffffffffffffff02")
 
 
-@pytest.mark.parametrize("util,idle_for,tagkv,members", [
-    (0, 130, {}, (INSTANCE_ID,)),                                  # idle long enough: leaves
-    (0, 100, {}, (INSTANCE_ID,)),                                  # not yet
-    (7, 130, {}, (INSTANCE_ID,)),                                  # busy now
-    (0, 130, {tags.KEEP: ""}, (INSTANCE_ID,)),                     # opt-out
-    (0, 130, {tags.BASELINE_NODES: "2"}, LOWER + (INSTANCE_ID,)),  # above the baseline
-    (0, 130, {tags.BASELINE_NODES: "2"}, HIGHER + (INSTANCE_ID,)),  # one of the baseline
-], ids=["idle", "not-yet", "busy", "keep", "burst", "floor"])
-def test_the_bench_autostop_decides_as_the_rendered_script(tmp_path, util, idle_for, tagkv,
-                                                           members):
+@pytest.mark.parametrize("util,procs,idle_for,tagkv,members", [
+    (0, 0, 130, {}, (INSTANCE_ID,)),                                  # idle long enough: leaves
+    (0, 0, 100, {}, (INSTANCE_ID,)),                                  # not yet
+    (7, 0, 130, {}, (INSTANCE_ID,)),                                  # busy now
+    (0, 1, 130, {}, (INSTANCE_ID,)),                                  # a job's process, GPU 0 %
+    (0, 0, 130, {tags.KEEP: ""}, (INSTANCE_ID,)),                     # opt-out
+    (0, 0, 130, {tags.BASELINE_NODES: "2"}, LOWER + (INSTANCE_ID,)),  # above the baseline
+    (0, 0, 130, {tags.BASELINE_NODES: "2"}, HIGHER + (INSTANCE_ID,)),  # one of the baseline
+], ids=["idle", "not-yet", "busy", "process", "keep", "burst", "floor"])
+def test_the_bench_autostop_decides_as_the_rendered_script(tmp_path, util, procs, idle_for,
+                                                           tagkv, members):
     group = "gpulease-bench-team-asg"
     doc = asg_doc(group, tagkv, members=members)
     script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
         "describe-auto-scaling-instances": (0, group), "describe-auto-scaling-groups": doc})
     smi = Path(env["PATH"].split(":")[0]) / "nvidia-smi"
-    smi.write_text(f'#!/bin/sh\nprintf "{util}\\n"\n')
+    apps = "4242\\n" if procs else ""
+    smi.write_text('#!/bin/sh\ncase "$*" in\n'
+                   f'  *query-compute-apps*) printf "{apps}" ;;\n'
+                   f'  *) printf "{util}\\n" ;;\nesac\n')
     now = int(time.time())
     (tmp_path / "state" / "last-busy").write_text(str(now - idle_for * 60))
     with FakeMetadata("aws") as fake:
@@ -127,7 +131,7 @@ def test_the_bench_autostop_decides_as_the_rendered_script(tmp_path, util, idle_
     assert proc.returncode == 0, proc.stderr
     a = B.Autostop(_cluster("team", []))
     a.last[INSTANCE_ID] = now - idle_for * 60
-    twin = a.idle_enough(INSTANCE_ID, now, util) and not a.held(now) and \
+    twin = a.idle_enough(INSTANCE_ID, now, util, procs) and not a.held(now) and \
         a.verdict(INSTANCE_ID, doc[1]).split(":")[0] == "leave"
     assert twin == stopped.exists(), proc.stdout + proc.stderr
 
