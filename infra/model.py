@@ -8,7 +8,10 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Literal, Optional
+
+from infra import money
 
 Cloud = Literal["aws", "gcp"]
 CLOUDS: tuple[str, ...] = ("aws", "gcp")
@@ -466,7 +469,7 @@ class CapacityBlockPin:
                 "availability_zone": self.availability_zone,
                 "instance_type": self.instance_type, "instance_count": self.instance_count,
                 "start": self.start, "end": self.end,
-                "upfront_fee_usd": round(self.upfront_fee_usd, 2),
+                "upfront_fee_usd": money.json_number(self.upfront_fee_usd),
                 "quoted_at": self.quoted_at, "purchase_approved": self.purchase_approved}
 
 
@@ -628,15 +631,31 @@ class CostBreakdown:
 
     @property
     def monthly_usd(self) -> float:
+        """The policy's float total (comparisons between candidates); views show
+        :attr:`monthly_money`."""
         return (self.reserved_usd + self.on_demand_usd + self.spot_usd + self.spot_rework_usd
                 + self.egress_usd + self.communication_usd + self.window_usd)
 
+    def amount(self, key: str) -> Decimal:
+        """One component (``"reserved_usd"``, ...) as money: converted once at the ledger
+        boundary (``infra.money.usd``)."""
+        return money.usd(getattr(self, key))
+
+    @property
+    def monthly_money(self) -> Decimal:
+        """The total as money: the sum of the converted components (what the resources that
+        carry them add up to in the ledger, to the cent)."""
+        return sum((self.amount(k) for k in COST_KEYS), money.ZERO)
+
     def as_dict(self) -> dict:
-        d = {k: round(getattr(self, k), 2) for k in (
-            "reserved_usd", "on_demand_usd", "spot_usd", "spot_rework_usd", "egress_usd",
-            "communication_usd", "window_usd")}
-        d["monthly_usd"] = round(self.monthly_usd, 2)
+        d = {k: money.json_number(self.amount(k)) for k in COST_KEYS}
+        d["monthly_usd"] = money.json_number(self.monthly_money)
         return d
+
+
+#: the components of a CostBreakdown, in the order views list them.
+COST_KEYS = ("reserved_usd", "on_demand_usd", "spot_usd", "spot_rework_usd", "egress_usd",
+             "communication_usd", "window_usd")
 
 
 @dataclass(frozen=True)
@@ -661,7 +680,7 @@ class NodeBlock:
         return {"first_node": self.first, "nodes": self.nodes,
                 "hours_per_month": self.hours_per_month, "purchase": self.purchase,
                 "part": self.part, "step": self.step,
-                "monthly_usd": round(self.costs.monthly_usd, 2)}
+                "monthly_usd": money.json_number(self.costs.monthly_money)}
 
 
 @dataclass(frozen=True)
@@ -698,7 +717,8 @@ class DemandPart:
         return {"part": self.part, "nodes": self.nodes, "purchase": self.purchase.as_dict(),
                 "node_hours": round(self.node_hours, 2),
                 "blocks": [b.as_dict() for b in self.blocks],
-                "costs": self.costs.as_dict(), "monthly_usd": round(self.costs.monthly_usd, 2)}
+                "costs": self.costs.as_dict(),
+                "monthly_usd": money.json_number(self.costs.monthly_money)}
 
 
 @dataclass(frozen=True)
@@ -723,9 +743,9 @@ class TermOption:
 
     def as_dict(self) -> dict:
         return {"term": self.term, "purchase": self.purchase.as_dict(),
-                "monthly_usd": round(self.monthly_usd, 2),
-                "horizon_monthly_usd": round(self.horizon_monthly_usd, 2),
-                "committed_usd": round(self.committed_usd, 2),
+                "monthly_usd": money.json_number(self.monthly_usd),
+                "horizon_monthly_usd": money.json_number(self.horizon_monthly_usd),
+                "committed_usd": money.json_number(self.committed_usd),
                 "lock_in_months": self.lock_in_months, "unavailable": self.unavailable}
 
 
@@ -766,7 +786,8 @@ class WindowDecision:
                 "%Y-%m-%dT%H:%M:%SZ")
         return {**self.window.as_dict(), "model": self.model, "start": z(self.start),
                 "end": z(self.end), "run_hours": round(self.run_hours, 4),
-                "total_usd": round(self.total_usd, 2), "monthly_usd": round(self.monthly_usd, 2),
+                "total_usd": money.json_number(self.total_usd),
+                "monthly_usd": money.json_number(self.monthly_usd),
                 "months": self.months, "nodes": self.nodes,
                 "billed_node_hours": round(self.billed_node_hours, 4),
                 "estimated": self.estimated, "quote": self.quote,
@@ -891,6 +912,11 @@ class ClusterDecision:
     def monthly_usd(self) -> float:
         return self.costs.monthly_usd
 
+    @property
+    def monthly_money(self) -> Decimal:
+        """What the cluster costs a month as every view shows it (``CostBreakdown``)."""
+        return self.costs.monthly_money
+
 
 @dataclass(frozen=True)
 class TierShare:
@@ -945,6 +971,17 @@ class StorageDecision:
     def monthly_usd(self) -> float:
         return self.storage_usd + self.retrieval_usd + self.early_delete_usd
 
+    @property
+    def storage_money(self) -> Decimal:
+        """The tiers as money: each tier converted once (``infra.money.usd``), then added."""
+        return money.total(t.monthly_usd for t in self.tiers)
+
+    @property
+    def monthly_money(self) -> Decimal:
+        """What the dataset costs a month as every view shows it (its bucket carries it)."""
+        return self.storage_money + money.usd(self.retrieval_usd) + money.usd(
+            self.early_delete_usd)
+
 
 @dataclass(frozen=True)
 class EnvironmentDecision:
@@ -967,3 +1004,10 @@ class EnvironmentDecision:
     @property
     def monthly_usd(self) -> float:
         return sum(c.monthly_usd for c in self.clusters) + sum(s.monthly_usd for s in self.storage)
+
+    @property
+    def monthly_money(self) -> Decimal:
+        """Clusters and storage as money (shared infrastructure such as NAT gateways is priced
+        by the program's cost ledger only: `gpulease plan`'s total includes it)."""
+        return (sum((c.monthly_money for c in self.clusters), money.ZERO)
+                + sum((s.monthly_money for s in self.storage), money.ZERO))

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 
 import pulumi
 
-from infra import oneshot
+from infra import money, oneshot
 from infra.catalog import Catalog
 from infra.config import NAMESPACE, TOP_LEVEL_KEYS, load_stack_catalog, parse_stack_config
 from infra.costing import transform as cost_transform
@@ -124,18 +124,21 @@ def export_outputs(env: EnvironmentDecision, catalog: Catalog,
 
     ``total_monthly_usd`` is the cost ledger's total (every resource the transform priced, NAT
     gateways included), the number `gpulease plan` totals and the CrossGuard budget rule reads
-    from the root stack resource; the transform has seen every resource by the time this runs."""
-    budget = env.stack.budget_monthly_usd
-    total = round(ledger.monthly_usd, 2)
+    from the root stack resource; the transform has seen every resource by the time this runs.
+    Money is exported as JSON numbers with at most two decimals (``infra.money``)."""
+    budget = money.usd(env.stack.budget_monthly_usd)
+    total = ledger.monthly_usd
     pulumi.export("clusters", {
         c.name: {"cloud": c.cloud, "region": c.region, "instance_type": c.offering.instance_type,
                  "nodes": c.nodes, "purchase": c.purchase.as_dict(), "template": c.template,
-                 "hourly_usd": round(c.hourly_usd, 2), "monthly_usd": round(c.monthly_usd, 2)}
+                 "hourly_usd": money.json_number(c.hourly_usd),
+                 "monthly_usd": money.json_number(c.monthly_money)}
         for c in env.clusters})
-    pulumi.export("storage_monthly_usd", {s.name: round(s.monthly_usd, 2) for s in env.storage})
-    pulumi.export("total_hourly_usd", round(env.hourly_usd, 2))
-    pulumi.export("total_monthly_usd", total)
-    pulumi.export("budget_monthly_usd", round(budget, 2))
-    pulumi.export("budget_headroom_usd", round(budget - total, 2))
+    pulumi.export("storage_monthly_usd", {s.name: money.json_number(s.monthly_money)
+                                          for s in env.storage})
+    pulumi.export("total_hourly_usd", money.json_number(ledger.hourly_usd(env)))
+    pulumi.export("total_monthly_usd", money.json_number(total))
+    pulumi.export("budget_monthly_usd", money.json_number(budget))
+    pulumi.export("budget_headroom_usd", money.json_number(budget - total))
     pulumi.export("catalog_version", catalog.version)
     pulumi.export("catalog_as_of", catalog.as_of)

@@ -9,6 +9,7 @@ import pulumi_gcp
 import pytest
 from google.cloud import compute_v1
 
+from infra import money
 from infra.catalog import TIER_CLASSES, parse_catalog
 from infra.clouds import gcp as gcp_adaptor
 from infra.clouds.gcp import cluster as cluster_mod
@@ -435,24 +436,25 @@ def test_cost_context_roles_and_ledger(prod):
     env, r = prod
     ledger = r.result
     pre = env.cluster("pretrain")
-    assert ledger.get(T_MIG, "pretrain-spot").monthly_usd == pytest.approx(
-        pre.costs.spot_usd + pre.costs.spot_rework_usd)
-    assert ledger.get(T_MIG, "pretrain-on_demand").monthly_usd == pytest.approx(
-        pre.costs.on_demand_usd)
-    assert ledger.get(T_DYN_RES, "pretrain-reservation").monthly_usd == pytest.approx(
-        pre.costs.reserved_usd)
+    # money (infra.money): each component converted to cents once, then added
+    assert ledger.get(T_MIG, "pretrain-spot").monthly_usd == \
+        pre.costs.amount("spot_usd") + pre.costs.amount("spot_rework_usd")
+    assert ledger.get(T_MIG, "pretrain-on_demand").monthly_usd == \
+        pre.costs.amount("on_demand_usd")
+    assert ledger.get(T_DYN_RES, "pretrain-reservation").monthly_usd == \
+        pre.costs.amount("reserved_usd")
     # the reservation carries the committed nodes; the first MIG (anchor) the communication
     # cost, and the egress too since pretrain has no work bucket (its dataset is local)
-    assert ledger.get(T_MIG, "pretrain-reserved").monthly_usd == pytest.approx(
-        pre.costs.communication_usd + pre.costs.egress_usd)
+    assert ledger.get(T_MIG, "pretrain-reserved").monthly_usd == \
+        pre.costs.amount("communication_usd") + pre.costs.amount("egress_usd")
     assert ledger.get(T_IT, "pretrain-spot-template").purchase_model == "spot"
     by_cluster = ledger.by_cluster()
     for c in env.clusters:
-        assert by_cluster[c.name] == pytest.approx(c.monthly_usd, abs=0.05), c.name
+        assert by_cluster[c.name] == c.monthly_money, c.name
     assert ledger.get(T_BUCKET, "corpus-bucket").cluster == tags.SHARED
-    assert ledger.get(T_BUCKET, "corpus-bucket").monthly_usd == pytest.approx(150.0)
+    assert ledger.get(T_BUCKET, "corpus-bucket").monthly_usd == money.usd(150)
     # the work bucket carries the data-gravity cost
-    assert ledger.get(T_BUCKET, "mega-work").monthly_usd == pytest.approx(12.0)
+    assert ledger.get(T_BUCKET, "mega-work").monthly_usd == money.usd(12)
 
 
 def test_every_labelable_resource_is_labelled(prod):

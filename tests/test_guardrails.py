@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
+from infra import money
 from infra.costing import tags
 from infra.guardrails import rules as R
 from infra.guardrails.evaluate import evaluate, has_mandatory
@@ -140,7 +141,7 @@ def test_budget_cap_sums_aws_dollars_and_gcp_cents():
                 {"tags": [{"key": tags.MONTHLY_USD, "value": "700.25"}]}),
            _res("urn:2", "gcp:compute/instanceGroupManager:InstanceGroupManager", {}),
            _res("urn:3", "gcp:storage/bucket:Bucket", {"labels": {tags.MONTHLY_CENTS: "40000"}})]
-    assert R.tagged_monthly_usd(res) == pytest.approx(1100.25)
+    assert R.tagged_monthly_usd(res) == money.usd("1100.25")
     over = R.check_budget_cap(res, CTX)
     assert over and over[0][0] == "" and "$1,100.25 exceeds the budget $1,000.00 by $100.25" in over[0][1]
     assert R.check_budget_cap(res, RuleContext(budget_monthly_usd=1200.0)) == []
@@ -722,13 +723,13 @@ def test_prod_ledger_total_is_what_the_budget_rules_see():
     tagged = R.tagged_monthly_usd(R_evaluate_guarded(run))
     # GCP reservations and instance group managers carry no labels: the tags miss most of it.
     assert tagged < ledger / 10
-    assert run.outputs["total_monthly_usd"] == pytest.approx(ledger, abs=0.01)
+    assert money.usd(run.outputs["total_monthly_usd"]) == ledger   # to the cent
     budget = run.result.decision.stack.budget_monthly_usd
     assert ledger <= budget  # the shipped prod stack fits its budget ...
-    tight = round((tagged + ledger) / 2, 2)  # ... a budget between the two does not
-    found = _plan_findings(run, environment="prod", budget=tight, planned=round(ledger, 2))
+    tight = float(money.usd((tagged + ledger) / 2))  # ... a budget between the two does not
+    found = _plan_findings(run, environment="prod", budget=tight, planned=ledger)
     cap = [v for v in found if v["policy"] == "budget-cap"]
-    assert len(cap) == 1 and f"planned monthly cost ${ledger:,.2f}" in cap[0]["message"]
+    assert len(cap) == 1 and f"planned monthly cost {money.fmt(ledger)}" in cap[0]["message"]
     # The pack reads the same total from the root stack resource's outputs.
     pack = [f for f in _pack_findings(run, environment="prod",
                                       stack_outputs={**run.outputs, "budget_monthly_usd": tight})

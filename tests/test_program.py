@@ -8,6 +8,7 @@ import keyword
 
 import pytest
 
+from infra import money
 from infra.costing import tags
 from infra.planner.plan import build_plan
 from tests.conftest import program_run
@@ -77,11 +78,13 @@ def test_resource_costs_add_up_to_the_decision(shipped_run):
     env = run.result.decision
     by_cluster = run.result.ledger.by_cluster()
     for c in env.clusters:
-        assert by_cluster.get(c.name, 0.0) == pytest.approx(c.monthly_usd, abs=0.05 * 10), c.name
+        # to the cent: each resource carries converted components (infra.money)
+        assert by_cluster.get(c.name, money.ZERO) == c.monthly_money, c.name
+        assert abs(float(c.monthly_money) - c.monthly_usd) <= 0.005 * 7, c.name
     storage_total = sum(e.monthly_usd for e in run.result.ledger.entries.values()
                         if e.type.endswith(("s3/bucket:Bucket", "storage/bucket:Bucket"))
                         and e.cluster == tags.SHARED)
-    assert storage_total == pytest.approx(sum(s.monthly_usd for s in env.storage), abs=0.1)
+    assert storage_total == sum((s.monthly_money for s in env.storage), money.ZERO)
 
 
 def test_monthly_cost_tag_matches_ledger(shipped_run):
@@ -94,9 +97,9 @@ def test_monthly_cost_tag_matches_ledger(shipped_run):
         got = tag_dict(r.inputs, kind)
         e = ledger.get(r.type, r.name)
         if kind == "tags":
-            assert float(got[tags.MONTHLY_USD]) == pytest.approx(e.monthly_usd), r.urn
+            assert money.usd(got[tags.MONTHLY_USD]) == e.monthly_usd, r.urn
         else:
-            assert tags.from_cents(got[tags.MONTHLY_CENTS]) == pytest.approx(e.monthly_usd), r.urn
+            assert tags.from_cents(got[tags.MONTHLY_CENTS]) == e.monthly_usd, r.urn
 
 
 def test_stack_outputs_carry_costs_and_catalog(shipped_run):

@@ -94,10 +94,10 @@ def _hostile() -> list[tuple[str, object, str]]:
          "totals.monthly_usd: a 400-digit number is beyond ±1e+15"),
         ("1e9-with-no-resources", edit(lambda d: (d.update(resources=[]),
                                                   d["totals"].update(monthly_usd=1e9))),
-         "totals.monthly_usd: 1,000,000,000.00 is not the sum of the resources' monthly_usd "
-         "(0.00): the file was edited or is damaged"),
+         "totals.monthly_usd: $1,000,000,000.00 is not the sum of the resources' monthly_usd "
+         "($0.00): the file was edited or is damaged"),
         ("total-above-its-resources", edit(lambda d: d["totals"].update(monthly_usd=99999.0)),
-         "totals.monthly_usd: 99,999.00 is not the sum of the resources' monthly_usd ("),
+         "totals.monthly_usd: $99,999.00 is not the sum of the resources' monthly_usd ("),
         ("latin-1", edit(lambda d: d.update(stack="d\u00e9v"), encoding="latin-1"),
          "--diff: not UTF-8 text (byte 0xe9 at line 1); save the file as UTF-8"),
         ("utf-16", lambda: saved_text().encode("utf-16"),

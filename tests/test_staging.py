@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from infra import money
 from infra import naming
 from infra.bootstrap.render import render_user_data
 from infra.catalog import load_catalog
@@ -100,7 +101,7 @@ def cluster_of(r, res) -> str:
 def assert_costs_unchanged(r, env):
     by_cluster = r.ledger.by_cluster()
     for c in env.clusters:
-        assert by_cluster[c.name] == pytest.approx(c.monthly_usd, abs=0.01), c.name
+        assert by_cluster[c.name] == c.monthly_money, c.name
     for t in TRANSFER_TYPES + (T_ROLE, T_POLICY, T_BIAM):
         for res in r.by_type(t):
             e = r.ledger.get(t, res.name)
@@ -430,8 +431,8 @@ def test_gcs_to_s3_declared_reader_costs_nothing(gcs_to_s3):
     # the plan total is the one of the same stack staged with an existing key
     with_key = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
                                                      secret="not-a-real-secret"))
-    assert r.ledger.monthly_usd == pytest.approx(with_key.ledger.monthly_usd, abs=0.001)
-    assert r.ledger.by_cluster() == pytest.approx(with_key.ledger.by_cluster(), abs=0.001)
+    assert r.ledger.monthly_usd == with_key.ledger.monthly_usd
+    assert r.ledger.by_cluster() == with_key.ledger.by_cluster()
 
 
 def test_gcs_to_s3_override_key_declares_no_gcp_reader():
@@ -478,8 +479,7 @@ def test_gcs_to_s3_without_gcp_configured_warns_and_declares_nothing(monkeypatch
     assert "HMAC key" in warned[0] and "gs://gpulease-staging-corpus/data/" in warned[0], warned
     assert "gpulease:clouds.gcp.project is not configured" in warned[0], warned
     r.one("aws:s3/bucket:Bucket", "awsjob-work-bucket")  # the bucket the nodes read is there
-    assert r.ledger.by_cluster()["awsjob"] == pytest.approx(env.clusters[0].monthly_usd,
-                                                            abs=0.01)
+    assert r.ledger.by_cluster()["awsjob"] == env.clusters[0].monthly_money
 
 
 def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():

@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from infra import money
 from infra.catalog import load_catalog
 from infra.clouds.aws import builders, deploy
 from infra.config import parse_stack_config
@@ -114,8 +115,8 @@ def test_an_approved_window_block_is_declared_empty_and_scheduled_around_it(monk
         "tags"]} if r.by_type(ASG) and any(a.name == "train-asg" for a in r.by_type(ASG)) \
         else True
     # the block's price, once, on the block
-    assert r.ledger.by_cluster()["train"] == pytest.approx(d.monthly_usd, abs=0.01)
-    assert r.ledger.get(BLOCK, "train-block").monthly_usd == pytest.approx(39.33 * 2 * 264)
+    assert r.ledger.by_cluster()["train"] == d.monthly_money
+    assert r.ledger.get(BLOCK, "train-block").monthly_usd == money.usd(39.33 * 2 * 264)
     assert d.monthly_usd == pytest.approx(39.33 * 2 * 264 + d.costs.egress_usd)
 
 
@@ -127,7 +128,7 @@ def test_a_window_reservation_ends_with_its_run():
     odcr = r.one(ODCR, "train-odcr")
     assert odcr.inputs["endDateType"] == "limited", odcr.urn
     assert odcr.inputs["endDate"] == builders.reservation_end(d) == "2027-01-14T00:00:00Z"
-    assert r.ledger.by_cluster()["train"] == pytest.approx(d.monthly_usd, abs=0.01)
+    assert r.ledger.by_cluster()["train"] == d.monthly_money
 
 
 def test_block_schedule_times():
@@ -192,8 +193,8 @@ def test_a_flex_start_window_is_an_empty_mig_and_a_resize_request():
     labels = r.one(TEMPLATE, "tune-on-demand-template").inputs["labels"]
     # billed until the run's end: 24 h of queue allowance + 100 h
     assert labels[tags.label_key(tags.BILLED_UNTIL)] == "20270109t0400z"
-    assert r.ledger.by_cluster()["tune"] == pytest.approx(d.monthly_usd, abs=0.01)
-    assert r.ledger.get(MIG, "tune-on_demand").monthly_usd == pytest.approx(2 * 38 * 100)
+    assert r.ledger.by_cluster()["tune"] == d.monthly_money
+    assert r.ledger.get(MIG, "tune-on_demand").monthly_usd == money.usd(2 * 38 * 100)
 
 
 def test_a_calendar_window_is_a_future_reservation_the_reserved_mig_consumes():
@@ -221,7 +222,7 @@ def test_a_calendar_window_is_a_future_reservation_the_reserved_mig_consumes():
     assert aff["specificReservation"]["values"] == [fr["reservationName"]]
     assert not r.by_type("gcp:compute/reservation:Reservation")
     assert r.ledger.get("gcp:compute/futureReservation:FutureReservation",
-                        "tune-reservation").monthly_usd == pytest.approx(2 * 40 * 120)
+                        "tune-reservation").monthly_usd == money.usd(2 * 40 * 120)
 
 
 def test_window_resources_conform_to_the_api_specs(monkeypatch):

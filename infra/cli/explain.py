@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from typing import TYPE_CHECKING
 
+from infra import money
 from infra.cli import COMMANDS, ui
 from infra.cli.common import add_output_args, add_stack_args, load_stack, print_json
 from infra.errors import ConfigError, Finding, did_you_mean
@@ -21,7 +22,10 @@ instance type, nodes, purchase mix, network and template, the monthly cost broke
 cost model (reserved, on-demand, spot, spot rework, data gravity, communication), for a demand
 profile the baseline and burst parts, what each commitment term (none, 1y, 3y) would cost over
 the commitment horizon and the lock-in, the rationale, and the ranked alternatives with the
-reason each lost. Offline: reads the stack file and the price catalog only."""
+reason each lost, then the environment's monthly total - the same as `gpulease plan`'s, to the
+cent (docs/money.md). Offline: reads the stack file and the price catalog, and runs the Pulumi
+program under mocks as `plan` does (shared infrastructure such as NAT gateways is priced
+there)."""
 
 EPILOG = """\
 examples:
@@ -86,10 +90,15 @@ def commitment_doc(c: ClusterDecision, start: dt.date) -> dict[str, Any]:
     for t in c.terms:
         d = t.as_dict()
         d["chosen"] = t.term == c.commitment_term
+        if d["chosen"] and not t.unavailable:   # this plan: its total as every view shows it
+            if abs(t.horizon_monthly_usd - t.monthly_usd) < 1e-6:  # bills just the horizon
+                d["horizon_monthly_usd"] = money.json_number(c.monthly_money)
+            d["monthly_usd"] = money.json_number(c.monthly_money)
         d["ends"] = add_months(start, t.lock_in_months).isoformat() if t.lock_in_months else None
         terms.append(d)
     return {"term": c.commitment_term, "horizon_months": c.commitment_horizon_months,
-            "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
+            "committed_usd": money.json_number(c.committed_usd),
+            "lock_in_months": c.lock_in_months,
             "starts": start.isoformat() if c.lock_in_months else None,
             "ends": add_months(start, c.lock_in_months).isoformat() if c.lock_in_months
             else None, "terms": terms}
@@ -104,8 +113,8 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "instance_type": o.instance_type, "gpu": o.gpu, "gpus_per_node": o.gpus_per_node,
         "nodes": c.nodes, "purchase": c.purchase.as_dict(), "template": c.template,
         "network": c.network, "distributed": c.distributed,
-        "commitment_term": c.commitment_term, "hourly_usd": round(c.hourly_usd, 2),
-        "monthly_usd": round(c.monthly_usd, 2), "costs": c.costs.as_dict(),
+        "commitment_term": c.commitment_term, "hourly_usd": money.json_number(c.hourly_usd),
+        "monthly_usd": money.json_number(c.monthly_money), "costs": c.costs.as_dict(),
         "demand": [st.as_dict() for st in c.spec.steps], "baseline_nodes": c.baseline_nodes,
         "parts": [part.as_dict() for part in c.parts],
         "commitment": commitment_doc(c, start),
@@ -118,7 +127,7 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "alternatives": [{
             "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
             "instance_type": a.instance_type, "purchase": a.purchase.as_dict(),
-            "monthly_usd": None if a.monthly_usd is None else round(a.monthly_usd, 2),
+            "monthly_usd": money.json_number(a.monthly_usd),
             "rejected_because": a.rejected_because} for k, a in enumerate(c.alternatives, 1)],
     }
 
@@ -192,7 +201,7 @@ def render_parts(c: ClusterDecision, o: ui.Out) -> None:
         for b in part.blocks:
             rows.append([part.part, f"{b.first}-{b.first + b.nodes - 1}" if b.nodes > 1
                          else str(b.first), str(b.nodes), b.purchase,
-                         f"{b.hours_per_month:g}", _money(b.costs.monthly_usd)])
+                         f"{b.hours_per_month:g}", _money(b.costs.monthly_money)])
     o.print(o.table([ui.Col("part"), ui.Col("node"), ui.Col("count", right=True),
                      ui.Col("purchase"), ui.Col("h/month", right=True),
                      ui.Col("$/month", right=True)], rows, indent=4))
@@ -305,7 +314,7 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
          ui.Col("$/hour", right=True), ui.Col("$/month", right=True, style="bold")],
         [[c.cloud, c.region, c.zone or "-", o_.instance_type,
           ui.nodes_text(c.nodes, o_.gpus_per_node, o_.gpu), _mix(c.purchase), c.network,
-          c.template, _money(c.hourly_usd), _money(c.monthly_usd)]], indent=2))
+          c.template, _money(c.hourly_usd), _money(c.monthly_money)]], indent=2))
     o.print("Cost breakdown (per month)", indent=2, style="bold")
     costs = c.costs.as_dict()
     o.print(o.table([ui.Col("cost"), ui.Col("$/month", right=True)],
@@ -356,15 +365,15 @@ def storage_doc(s) -> dict[str, Any]:
                           "archive_after_days": lc.archive_after_days},
             "changed_from_config": s.chosen is not None,
             "tiers": [{"storage_class": t.storage_class, "share": round(t.share, 4),
-                       "monthly_usd": round(t.monthly_usd, 2)} for t in s.tiers],
-            "storage_usd": round(s.storage_usd, 2), "retrieval_usd": round(s.retrieval_usd, 2),
-            "early_delete_usd": round(s.early_delete_usd, 2),
-            "monthly_usd": round(s.monthly_usd, 2), "basis": s.basis,
+                       "monthly_usd": money.json_number(t.monthly_usd)} for t in s.tiers],
+            "storage_usd": money.json_number(s.storage_money),
+            "retrieval_usd": money.json_number(s.retrieval_usd),
+            "early_delete_usd": money.json_number(s.early_delete_usd),
+            "monthly_usd": money.json_number(s.monthly_money), "basis": s.basis,
             "configured_lifecycle": {"warm_after_days": s.spec.warm_after_days,
                                      "cold_after_days": s.spec.cold_after_days,
                                      "archive_after_days": s.spec.archive_after_days},
-            "configured_monthly_usd": (None if s.configured_usd is None
-                                       else round(s.configured_usd, 2))}
+            "configured_monthly_usd": money.json_number(s.configured_usd)}
 
 
 def render_storage(s, o: ui.Out) -> None:
@@ -377,21 +386,21 @@ def render_storage(s, o: ui.Out) -> None:
             f"archive {_days(lc.archive_after_days)}"
             + ("  (changed from the stack's)" if s.chosen is not None else "")
             + f"; tiers: {tiers}", indent=2)
-    o.line((f"{_money(s.monthly_usd)}/month", "bold"),
-           f" = storage {_money(s.storage_usd)} + retrieval "
+    o.line((f"{_money(s.monthly_money)}/month", "bold"),
+           f" = storage {_money(s.storage_money)} + retrieval "
            f"{_money(s.retrieval_usd)} + early deletion {_money(s.early_delete_usd)}", indent=2)
     if s.chosen is not None and s.configured_usd is not None:
         c = s.spec
         o.print(f"configured: warm {_days(c.warm_after_days)} / cold {_days(c.cold_after_days)} "
                 f"/ archive {_days(c.archive_after_days)} would cost "
-                f"{_money(s.configured_usd)}/month; chosen {_money(s.monthly_usd)}/month "
-                f"(saves {_money(s.configured_usd - s.monthly_usd)})", indent=2)
+                f"{_money(s.configured_usd)}/month; chosen {_money(s.monthly_money)}/month "
+                f"(saves {_money(money.usd(s.configured_usd) - s.monthly_money)})", indent=2)
     o.line(("Why: ", "bold"), s.basis, indent=2)
 
 
 def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
-                o: Optional[ui.Out] = None) -> None:
-    """The explanation as text on ``o`` (stdout by default)."""
+                o: Optional[ui.Out] = None, totals: Optional[dict] = None) -> None:
+    """The explanation as text on ``o`` (stdout by default); ``totals``: :func:`totals_doc`."""
     o = o or ui.out()
     s = env.stack
     o.line(("gpulease explain", "bold"), f" · stack {s.stack} ({s.source}) · catalog "
@@ -403,13 +412,55 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
         for st in env.storage:
             o.print()
             render_storage(st, o)
-        storage = sum(x.monthly_usd for x in env.storage)
-        headroom = s.budget_monthly_usd - env.monthly_usd
+        t = totals if totals is not None else totals_doc(env, None)
         o.print()
-        o.line(("Environment: ", "bold"), f"clusters {_money(env.monthly_usd - storage)} + storage "
-               f"{_money(storage)} = ", (f"{_money(env.monthly_usd)}/month", "bold"),
-               f"; budget {_money(s.budget_monthly_usd)} (headroom ",
-               (_money(headroom), "green" if headroom >= 0 else "bold red"), ")")
+        shared = (f" + shared infrastructure {_money(t['shared_usd'])}"
+                  if t["shared_usd"] else "")
+        o.line(("Environment: ", "bold"), f"clusters {_money(t['clusters_usd'])} + storage "
+               f"{_money(t['storage_usd'])}{shared} = ",
+               (f"{_money(t['monthly_usd'])}/month", "bold"),
+               f"; budget {_money(t['budget_usd'])} (headroom ",
+               (_money(t["headroom_usd"]), "green" if t["headroom_usd"] >= 0 else "bold red"),
+               ")")
+        if t.get("shared_not_priced"):
+            o.print(f"(shared infrastructure not included: {t['shared_not_priced']})", indent=2)
+
+
+def program_ledger(loaded, args: argparse.Namespace):
+    """The cost ledger of the program's own run under mocks (as `gpulease plan` runs it): the
+    shared infrastructure (NAT gateways) is priced there only. Returns (ledger, None), or
+    (None, why) when the program stops where the decision does not (a Capacity Block quote not
+    yet pinned and approved: `plan` says so with exit 4, explain still explains)."""
+    from infra.errors import InputError
+    from infra.planner.plan import run as run_program
+
+    try:
+        prun = run_program(loaded.values, stack=loaded.spec.stack,
+                           catalog_path=getattr(args, "catalog", None),
+                           catalog_version=getattr(args, "catalog_version", None),
+                           now=getattr(args, "now", None))
+    except InputError as exc:
+        why = (exc.findings[0].message if getattr(exc, "findings", None) else str(exc))
+        return None, f"the program stops: {why.splitlines()[0] if why else type(exc).__name__}"
+    return prun.result.ledger, None
+
+
+def totals_doc(env: EnvironmentDecision, ledger, why: Optional[str] = None) -> dict[str, Any]:
+    """The environment's monthly money as `plan` totals it (``infra.money``): clusters and
+    storage from the decision, shared infrastructure from the program's ledger; their sum is
+    the ledger's total, to the cent (tests/test_money.py)."""
+    from infra.costing.costs import HOURLY_INFRA
+
+    clusters = sum((c.monthly_money for c in env.clusters), money.ZERO)
+    storage = sum((s.monthly_money for s in env.storage), money.ZERO)
+    shared = None if ledger is None else sum(
+        (e.monthly_usd for e in ledger.entries.values() if e.type in HOURLY_INFRA), money.ZERO)
+    monthly = clusters + storage + (shared or money.ZERO)
+    budget = money.usd(env.stack.budget_monthly_usd)
+    hourly = (money.usd(env.hourly_usd) if ledger is None else ledger.hourly_usd(env))
+    return {"clusters_usd": clusters, "storage_usd": storage, "shared_usd": shared,
+            "monthly_usd": monthly, "hourly_usd": hourly, "budget_usd": budget,
+            "headroom_usd": budget - monthly, "shared_not_priced": why}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -420,16 +471,22 @@ def run(args: argparse.Namespace) -> int:
     env = decide(loaded.spec, loaded.catalog, now=None if now is None else
                  dt.datetime.fromtimestamp(now, dt.timezone.utc))
     clusters = select(env, args.cluster)
+    ledger, why = program_ledger(loaded, args)
+    totals = totals_doc(env, ledger, why)
     if args.json:
+        num = money.json_number
         print_json({"stack": env.stack.stack, "source": loaded.source,
                     "catalog": {"version": env.catalog_version, "as_of": env.catalog_as_of},
                     "clusters": [cluster_doc(c, stack=env.stack) for c in clusters],
                     "storage": [storage_doc(x) for x in env.storage],
-                    "totals": {"hourly_usd": round(env.hourly_usd, 2),
-                               "monthly_usd": round(env.monthly_usd, 2)},
-                    "budget": {"monthly_usd": env.stack.budget_monthly_usd,
-                               "headroom_usd": round(env.stack.budget_monthly_usd
-                                                     - env.monthly_usd, 2)}})
+                    "totals": {"hourly_usd": num(totals["hourly_usd"]),
+                               "monthly_usd": num(totals["monthly_usd"]),
+                               "clusters_usd": num(totals["clusters_usd"]),
+                               "storage_usd": num(totals["storage_usd"]),
+                               "shared_usd": num(totals["shared_usd"]),
+                               "shared_not_priced": totals["shared_not_priced"]},
+                    "budget": {"monthly_usd": num(totals["budget_usd"]),
+                               "headroom_usd": num(totals["headroom_usd"])}})
     else:
-        render_text(env, clusters)
+        render_text(env, clusters, totals=totals)
     return 0

@@ -178,7 +178,7 @@ def _violations(prun, spec) -> list[dict]:
     ledger = getattr(prun.result, "ledger", None)
     return evaluate(prun.resources, budget_monthly_usd=spec.budget_monthly_usd,
                     environment=spec.environment,
-                    planned_monthly_usd=round(ledger.monthly_usd, 2) if ledger else None)
+                    planned_monthly_usd=ledger.monthly_usd if ledger else None)
 
 
 def _conformance(prun) -> list[dict]:

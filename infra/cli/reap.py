@@ -298,7 +298,7 @@ def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
         for x in outcomes:
             o.line((f"{x.environment}/{x.cluster}", "cyan"), f": {x.reason}")
             for r in x.reservations:
-                cost = f"${r.usd_per_day:,.2f}/day while unused" if r.usd_per_day is not None \
+                cost = f"{ui.money(r.usd_per_day)}/day while unused" if r.usd_per_day is not None \
                     else r.note
                 o.print(f"keeps billing: reservation {r.id} ({r.count} x "
                         f"{r.instance_type}, {r.zone or r.region}): {cost}", indent=4)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
+from infra.money import fmt as money, signed as signed_money  # noqa: F401 (one formatter)
 from infra.text import plural  # noqa: F401 (re-exported: ui.plural; one plural rule)
 
 # rich is imported inside the functions that draw: `gpulease --help` never pays for it.
@@ -67,14 +68,6 @@ def purchase_mix(mix: Any) -> str:
 def model_word(model: str) -> str:
     """A purchase model key as printed: on_demand -> on-demand."""
     return dict(PURCHASE_WORDS).get(model, model.replace("_", "-"))
-
-
-def money(v: Optional[float]) -> str:
-    return "-" if v is None else f"${v:,.2f}"
-
-
-def signed_money(v: float) -> str:
-    return f"{'+' if v >= 0 else '-'}${abs(v):,.2f}"
 
 
 def nodes_text(nodes: int, gpus_per_node: int, gpu: str) -> str:

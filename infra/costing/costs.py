@@ -8,7 +8,10 @@ catalog. Everything else costs 0 — stated, not missing.
 """
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Optional
+
+from infra import money
 
 from infra.catalog import Catalog
 from infra.costing.context import CostContext
@@ -41,40 +44,45 @@ HOURLY_INFRA = {
 
 
 def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],
-                         catalog: Catalog) -> float:
-    """Monthly USD of one resource (0.0 for free resources)."""
+                         catalog: Catalog) -> Decimal:
+    """Monthly cost of one resource as money (``infra.money``; 0.00 for free resources).
+
+    Each cost component is converted to cents once (``CostBreakdown.amount``,
+    ``StorageDecision.monthly_money``) and the resource carries the sum of the components it
+    holds, so a cluster's resources add up to its ``monthly_money`` to the cent."""
     if type_ in HOURLY_INFRA:
         cloud, item = HOURLY_INFRA[type_]
         price = catalog.infra_price(cloud, item)
-        return price.usd * HOURS_PER_MONTH if price else 0.0
+        return money.usd(price.usd * HOURS_PER_MONTH) if price else money.ZERO
     if ctx is None:
-        return 0.0
+        return money.ZERO
     if type_ in BUCKET_TYPES:
-        total = ctx.storage.monthly_usd if ctx.storage is not None else 0.0
+        total = ctx.storage.monthly_money if ctx.storage is not None else money.ZERO
         if ctx.decision is not None and name == ctx.egress_anchor:
-            total += ctx.decision.costs.egress_usd
+            total += ctx.decision.costs.amount("egress_usd")
         return total
     d = ctx.decision
     if d is None:
-        return 0.0
+        return money.ZERO
     c = d.costs
     if type_ in RESERVATION_TYPES:
         # a window's Capacity Block or calendar-mode reservation carries its purchase
-        return c.reserved_usd + c.window_usd if ctx.reservation_created else 0.0
+        return (c.amount("reserved_usd") + c.amount("window_usd") if ctx.reservation_created
+                else money.ZERO)
     role = ctx.roles.get(name) if type_ in COMPUTE_GROUP_TYPES else None
-    total = 0.0
+    total = money.ZERO
     if role is not None:
         models = {"mixed": ("on_demand", "spot", "reserved")}.get(role, (role,))
         if "on_demand" in models:
-            total += c.on_demand_usd
+            total += c.amount("on_demand_usd")
         if "spot" in models:
-            total += c.spot_usd + c.spot_rework_usd
+            total += c.amount("spot_usd") + c.amount("spot_rework_usd")
         if "reserved" in models and not ctx.reservation_created:
-            total += c.reserved_usd
+            total += c.amount("reserved_usd")
     if name == ctx.anchor:
-        total += c.communication_usd
+        total += c.amount("communication_usd")
         if not ctx.reservation_created:
-            total += c.window_usd   # a flex-start run: on the node group that runs it
+            total += c.amount("window_usd")   # a flex-start run: on the node group that runs it
         if ctx.egress_anchor is None:
-            total += c.egress_usd
+            total += c.amount("egress_usd")
     return total

@@ -8,6 +8,9 @@ them as they are (cost in dollars with cents), GCP labels go through :func:`labe
 from __future__ import annotations
 
 import re
+from decimal import Decimal
+
+from infra import money
 
 CLUSTER = "gpulease-cluster"
 ENVIRONMENT = "gpulease-environment"
@@ -105,18 +108,19 @@ def label_key(key: str) -> str:
     return s
 
 
-def usd(amount: float) -> str:
-    """AWS tag encoding of a monthly cost: dollars with cents."""
-    return f"{amount:.2f}"
+def usd(amount) -> str:
+    """AWS tag encoding of a monthly cost: dollars with cents (``infra.money``)."""
+    return f"{money.usd(amount):f}"
 
 
-def cents(amount: float) -> str:
-    """GCP label encoding of a monthly cost: integer cents."""
-    return str(int(round(amount * 100)))
+def cents(amount) -> str:
+    """GCP label encoding of a monthly cost: integer cents (``infra.money``)."""
+    return str(money.cents(amount))
 
 
-def from_cents(value: str) -> float:
-    return int(value) / 100.0
+def from_cents(value: str) -> Decimal:
+    """A GCP cost label back as money."""
+    return money.usd(int(value)) / 100
 
 
 def timestamp_label(epoch_seconds: float) -> str:

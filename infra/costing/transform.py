@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Optional
 
 import pulumi
 
+from infra import money
 from infra.catalog import Catalog
 from infra.costing import tags
 from infra.costing.context import CostContext
-from infra.costing.costs import resource_monthly_usd
-from infra.model import StackSpec
+from infra.costing.costs import HOURLY_INFRA, resource_monthly_usd
+from infra.model import HOURS_PER_MONTH, StackSpec
 from infra.reaper import schedule
 
 ASG_TYPE = "aws:autoscaling/group:Group"
@@ -31,7 +33,8 @@ class LedgerEntry:
     cluster: str
     purchase_model: str
     template: str
-    monthly_usd: float
+    #: money (``infra.money``): the sum of the cost components the resource carries.
+    monthly_usd: Decimal
     tags: dict
 
 
@@ -46,13 +49,21 @@ class CostLedger:
         return self.entries.get((type_, name))
 
     @property
-    def monthly_usd(self) -> float:
-        return sum(e.monthly_usd for e in self.entries.values())
+    def monthly_usd(self) -> Decimal:
+        """The stack's monthly cost as money: THE total every view shows."""
+        return sum((e.monthly_usd for e in self.entries.values()), money.ZERO)
 
-    def by_cluster(self) -> dict[str, float]:
-        out: dict[str, float] = {}
+    def hourly_usd(self, decision) -> Decimal:
+        """$/hour with every node up: the decision's clusters plus the shared infrastructure
+        priced per hour (NAT gateways), as money (`plan` and the stack outputs show it)."""
+        infra = sum((e.monthly_usd for e in self.entries.values() if e.type in HOURLY_INFRA),
+                    money.ZERO)
+        return money.usd(decision.hourly_usd + float(infra) / HOURS_PER_MONTH)
+
+    def by_cluster(self) -> dict[str, Decimal]:
+        out: dict[str, Decimal] = {}
         for e in self.entries.values():
-            out[e.cluster] = out.get(e.cluster, 0.0) + e.monthly_usd
+            out[e.cluster] = out.get(e.cluster, money.ZERO) + e.monthly_usd
         return out
 
 
@@ -80,7 +91,7 @@ def find_context(resource: Any) -> Optional[CostContext]:
     return None
 
 
-def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: float,
+def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: Decimal,
             cloud: str) -> dict[str, str]:
     values = {
         tags.CLUSTER: ctx.cluster,
@@ -143,7 +154,7 @@ def register(stack: StackSpec, catalog: Catalog) -> CostLedger:
         if isinstance(args.resource, pulumi.ComponentResource):
             return None
         ctx = find_context(args.opts.parent if args.opts else None)
-        cost = round(resource_monthly_usd(args.type_, args.name, ctx, catalog), 2)
+        cost = resource_monthly_usd(args.type_, args.name, ctx, catalog)
         ctx = ctx or CostContext(cluster=tags.SHARED)
         cloud = args.type_.split(":", 1)[0]
         kind = tag_input(type(args.resource))

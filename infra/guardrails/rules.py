@@ -18,8 +18,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Callable, Iterable, Optional
 
+from infra import money
 from infra.costing import tags
 
 MANDATORY = "mandatory"
@@ -715,9 +717,10 @@ def check_bucket_public_access_block_exists(resources: Sequence[GuardedResource]
             if b.type in S3_BUCKET_TYPES and not any(_points_at(p, b) for p in pabs)]
 
 
-def tagged_monthly_usd(resources: Sequence[GuardedResource]) -> float:
-    """Sum of the gpulease cost tags (AWS dollars) and labels (GCP cents) over the stack."""
-    total = 0.0
+def tagged_monthly_usd(resources: Sequence[GuardedResource]) -> Decimal:
+    """Sum of the gpulease cost tags (AWS dollars) and labels (GCP cents) over the stack, as
+    money (``infra.money``)."""
+    total = money.ZERO
     for r in resources:
         kind = "tags" if r.type.startswith("aws:") else "labels" if r.type.startswith("gcp:") else None
         if kind is None:
@@ -725,19 +728,19 @@ def tagged_monthly_usd(resources: Sequence[GuardedResource]) -> float:
         t = tag_dict(r.props, kind)
         try:
             if kind == "tags" and tags.MONTHLY_USD in t:
-                total += float(t[tags.MONTHLY_USD])
+                total += money.usd(str(t[tags.MONTHLY_USD]))
             elif kind == "labels" and tags.MONTHLY_CENTS in t:
                 total += tags.from_cents(t[tags.MONTHLY_CENTS])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, ArithmeticError):
             continue  # an unknown/secret value during preview is not a number yet
     return total
 
 
-def monthly_total(resources: Sequence[GuardedResource], ctx: RuleContext) -> tuple[float, str]:
+def monthly_total(resources: Sequence[GuardedResource], ctx: RuleContext) -> tuple[Decimal, str]:
     """(monthly USD the budget rules judge, what it is): the planned total when visible, else
-    the tagged total (a lower bound)."""
+    the tagged total (a lower bound); money, to the cent as the plan shows it."""
     if ctx.planned_monthly_usd is not None:
-        return float(ctx.planned_monthly_usd), "planned monthly cost"
+        return money.usd(ctx.planned_monthly_usd), "planned monthly cost"
     return tagged_monthly_usd(resources), ("tagged monthly cost (a lower bound: GCP "
                                            "reservations and instance group managers carry no "
                                            "labels)")
@@ -747,24 +750,26 @@ def check_budget_cap(resources: Sequence[GuardedResource], ctx: RuleContext) -> 
     if ctx.budget_monthly_usd is None:
         return []
     total, what = monthly_total(resources, ctx)
-    if total <= ctx.budget_monthly_usd + 0.005:
+    budget = money.usd(ctx.budget_monthly_usd)
+    if total <= budget:   # whole cents: a cent over is over
         return []
-    over = total - ctx.budget_monthly_usd
-    return [("", f"{what} ${total:,.2f} exceeds the budget "
-                 f"${ctx.budget_monthly_usd:,.2f} by ${over:,.2f}: shrink clusters, move work to "
+    return [("", f"{what} {money.fmt(total)} exceeds the budget {money.fmt(budget)} by "
+                 f"{money.fmt(total - budget)}: shrink clusters, move work to "
                  "spot/reserved, or raise gpulease:budget_monthly_usd")]
 
 
 def check_budget_headroom(resources: Sequence[GuardedResource],
                           ctx: RuleContext) -> list[tuple[str, str]]:
-    b = ctx.budget_monthly_usd
-    if b is None or b <= 0:
+    if ctx.budget_monthly_usd is None:
+        return []
+    b = money.usd(ctx.budget_monthly_usd)
+    if b <= 0:
         return []
     total, what = monthly_total(resources, ctx)
-    if total <= b * HEADROOM_WARN_SHARE or total > b + 0.005:
+    if total <= b * Decimal(repr(HEADROOM_WARN_SHARE)) or total > b:
         return []  # comfortably under, or already reported by budget-cap
-    return [("", f"{what} ${total:,.2f} is {total / b:.0%} of the budget "
-                 f"${b:,.2f}: little headroom for peaks")]
+    return [("", f"{what} {money.fmt(total)} is {total / b:.0%} of the budget "
+                 f"{money.fmt(b)}: little headroom for peaks")]
 
 
 def _ingress_target(r: GuardedResource, groups: dict) -> Optional[str]:

@@ -27,6 +27,7 @@ import json
 from functools import lru_cache
 from typing import Any, Optional
 
+from infra import money
 from infra.costing import tags
 from infra.errors import ConfigError, Finding
 from infra.resources import package_path
@@ -171,10 +172,10 @@ def _tagged_cost(inputs: dict) -> Optional[float]:
     t = _tag_map(inputs)
     try:
         if t.get(tags.MONTHLY_USD) is not None:
-            return float(t[tags.MONTHLY_USD])
+            return money.json_number(str(t[tags.MONTHLY_USD]))
         if t.get(tags.MONTHLY_CENTS) is not None:
-            return tags.from_cents(str(t[tags.MONTHLY_CENTS]))
-    except (TypeError, ValueError):
+            return money.json_number(tags.from_cents(str(t[tags.MONTHLY_CENTS])))
+    except (TypeError, ValueError, ArithmeticError):
         return None
     return None
 
@@ -321,18 +322,19 @@ def compare(previous: dict, plan: dict, *, allow: tuple = (), stack: str = "",
     _costs(rows, plan)
     blocked, allowed = _prepaid(rows, previous, plan, allow)
     counts = {a: sum(1 for r in rows if r["action"] == a) for a in ACTIONS}
-    before = sum(r["old_monthly_usd"] or 0.0 for r in rows)
-    after = sum(r["new_monthly_usd"] or 0.0 for r in rows)
-    one_time = sum(r.get("one_time_usd") or 0.0 for r in rows)
+    before = money.total(r["old_monthly_usd"] or 0 for r in rows)
+    after = money.total(r["new_monthly_usd"] or 0 for r in rows)
+    one_time = money.total(r.get("one_time_usd") or 0 for r in rows)
     return {
         "previous": {"kind": previous["kind"], "source": previous["source"],
                      "stack": previous.get("stack")},
         "counts": counts,
         "resources": [r for r in rows if r["action"] != "unchanged"],
         "unchanged": counts["unchanged"],
-        "monthly_usd": {"before": round(before, 2), "after": round(after, 2),
-                        "delta": round(after - before, 2)},
-        "one_time_usd": round(one_time, 2),
+        "monthly_usd": {"before": money.json_number(before),
+                        "after": money.json_number(after),
+                        "delta": money.json_number(after - before)},
+        "one_time_usd": money.json_number(one_time),
         "blocked": blocked, "allowed": allowed,
         "replace_data": {k: {"repository": v["repository"], "commit": v["commit"]}
                          for k, v in replace_data()["sources"].items()},
@@ -349,7 +351,7 @@ def _costs(rows: list[dict], plan: dict) -> None:
         if r["old_monthly_usd"] is None and r["action"] not in ("create", "delete"):
             r["old_monthly_usd"], r["old_cost_assumed"] = r["new_monthly_usd"], True
         o, n = r["old_monthly_usd"], r["new_monthly_usd"]
-        r["delta_usd"] = round((n or 0.0) - (o or 0.0), 2)
+        r["delta_usd"] = money.json_number(money.usd(n or 0) - money.usd(o or 0))
         if r["action"] in ("create", "replace") and \
                 r["type"] == "aws:ec2/capacityBlockReservation:CapacityBlockReservation":
             r["one_time_usd"] = fees.get(r["cluster"])

@@ -8,12 +8,15 @@ plans (or a saved plan and today's) compare resource by resource.
 from __future__ import annotations
 
 from collections import defaultdict
+from decimal import Decimal
 from typing import Any, Optional
 
+from infra import money
 from infra.errors import ConfigError, Finding
 
-#: cost changes smaller than this (USD/month) are rounding, not changes.
-EPSILON_USD = 0.005
+#: cost changes smaller than this (USD/month) are not changes: amounts are whole cents
+#: (infra.money), so a change is at least a cent; half a cent also holds for JSON floats.
+EPSILON_USD = money.CENT / 2
 
 
 def resource_key(urn: str) -> str:
@@ -25,12 +28,12 @@ def resource_key(urn: str) -> str:
     return "::".join(parts)
 
 
-def _pct(old: float, delta: float) -> Optional[float]:
+def _pct(old: Decimal, delta: Decimal) -> Optional[float]:
     if abs(delta) < EPSILON_USD:
         return 0.0
     if abs(old) < EPSILON_USD:
         return None  # from nothing: an increase no percentage describes
-    return round(delta / old * 100.0, 2)
+    return round(float(delta / old) * 100.0, 2)
 
 
 def _check(plan: Any, which: str) -> None:
@@ -40,32 +43,38 @@ def _check(plan: Any, which: str) -> None:
                                    "`gpulease plan --stack NAME --json > plan.json`")])
 
 
-def _total(plan: dict) -> float:
+def _amount(r: Optional[dict]) -> Decimal:
+    """A resource's monthly amount as money (``infra.money``; absent = 0)."""
+    return money.usd((r.get("monthly_usd") or 0) if r else 0)
+
+
+def _total(plan: dict) -> Decimal:
     """The plan's monthly total as the gate counts it: the sum of its resources' amounts, never
     a total the document states (a saved plan is checked by infra.planner.saved, whose
-    totals must agree with this sum)."""
-    return sum(float(r.get("monthly_usd") or 0.0) for r in plan["resources"])
+    totals must agree with this sum to the cent)."""
+    return sum((_amount(r) for r in plan["resources"]), money.ZERO)
 
 
 def _label(plan: dict) -> dict:
     return {"stack": plan.get("stack", "?"),
             "catalog_version": (plan.get("catalog") or {}).get("version"),
-            "monthly_usd": round(_total(plan), 2)}
+            "monthly_usd": money.json_number(_total(plan))}
 
 
 def diff_plans(old: dict, new: dict) -> dict:
-    """Per-resource, per-cluster and total monthly cost change from ``old`` to ``new``."""
+    """Per-resource, per-cluster and total monthly cost change from ``old`` to ``new``, added
+    up in money (``infra.money``): the totals are the plans' own totals to the cent."""
     _check(old, "old")
     _check(new, "new")
+    num = money.json_number
     before = {resource_key(r["urn"]): r for r in old["resources"]}
     after = {resource_key(r["urn"]): r for r in new["resources"]}
     rows: list[dict] = []
     counts = {"added": 0, "removed": 0, "changed": 0, "unchanged": 0}
-    by_cluster: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    by_cluster: dict[str, list[Decimal]] = defaultdict(lambda: [money.ZERO, money.ZERO])
     for key in sorted(set(before) | set(after)):
         o, n = before.get(key), after.get(key)
-        ou = float(o.get("monthly_usd") or 0.0) if o else 0.0
-        nu = float(n.get("monthly_usd") or 0.0) if n else 0.0
+        ou, nu = _amount(o), _amount(n)
         ref = n or o
         cluster = ref.get("cluster") or "shared"
         if o:
@@ -79,12 +88,12 @@ def diff_plans(old: dict, new: dict) -> dict:
             continue
         rows.append({"key": key, "type": ref.get("type", ""), "name": ref.get("name", ""),
                      "cluster": cluster, "change": change,
-                     "old_monthly_usd": None if o is None else round(ou, 2),
-                     "new_monthly_usd": None if n is None else round(nu, 2),
-                     "delta_usd": round(nu - ou, 2)})
+                     "old_monthly_usd": None if o is None else num(ou),
+                     "new_monthly_usd": None if n is None else num(nu),
+                     "delta_usd": num(nu - ou)})
     rows.sort(key=lambda r: (-abs(r["delta_usd"]), r["key"]))
-    clusters = [{"cluster": c, "old_monthly_usd": round(v[0], 2), "new_monthly_usd": round(v[1], 2),
-                 "delta_usd": round(v[1] - v[0], 2), "pct": _pct(v[0], v[1] - v[0])}
+    clusters = [{"cluster": c, "old_monthly_usd": num(v[0]), "new_monthly_usd": num(v[1]),
+                 "delta_usd": num(v[1] - v[0]), "pct": _pct(v[0], v[1] - v[0])}
                 for c, v in sorted(by_cluster.items(), key=lambda kv: (kv[0] == "shared", kv[0]))]
     old_total, new_total = _total(old), _total(new)
     delta = new_total - old_total
@@ -94,8 +103,8 @@ def diff_plans(old: dict, new: dict) -> dict:
         "resources": rows, "counts": counts, "clusters": clusters,
         # added/removed resources that cost nothing: listed in "resources", hidden in the text
         "zero_cost_changes": sum(1 for r in rows if not moves_money(r)),
-        "total": {"old_monthly_usd": round(old_total, 2), "new_monthly_usd": round(new_total, 2),
-                  "delta_usd": round(delta, 2), "pct": _pct(old_total, delta)},
+        "total": {"old_monthly_usd": num(old_total), "new_monthly_usd": num(new_total),
+                  "delta_usd": num(delta), "pct": _pct(old_total, delta)},
     }
 
 

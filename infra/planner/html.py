@@ -9,6 +9,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import jinja2
 
+from infra import money as _money
 from infra.errors import ConfigError, Finding
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
 from infra.resources import templates
@@ -42,17 +43,9 @@ BUDGET_TRACK_X = 10
 
 
 # ---- formatting ----------------------------------------------------------------------------
-def money(v: Optional[float]) -> str:
-    """$1,234.56; '-' when unknown."""
-    return "-" if v is None else f"${float(v):,.2f}"
-
-
-def money_short(v: Optional[float]) -> str:
-    """Whole dollars from $100 up ($455,936), cents below ($0.09): chart labels stay short."""
-    if v is None:
-        return "-"
-    v = float(v)
-    return f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}"
+#: $1,234.56 ('-' when unknown) and the charts' short labels: THE formatter (infra.money).
+money = _money.fmt
+money_short = _money.short
 
 
 def percent(share: Optional[float]) -> str:
@@ -191,7 +184,7 @@ def budget_state(monthly: float, budget: float,
     if budget <= 0:
         return BudgetState("none", monthly, budget, None, -monthly, "no budget set")
     share = monthly / budget
-    headroom = budget - monthly
+    headroom = float(_money.usd(budget) - _money.usd(monthly))   # to the cent, as the plan
     if monthly > budget + 0.005:
         return BudgetState("over", monthly, budget, share, headroom,
                            f"{percent(share)} of the budget: {money(-headroom)} over")
@@ -335,7 +328,8 @@ def storage_views(plan: Mapping[str, Any]) -> tuple[list[dict], dict[str, float]
                 "monthly": money(t.get("monthly_usd")),
             })
             key = f"{cloud} · {t.get('storage_class')}"
-            by_class[key] = round(by_class.get(key, 0.0) + float(t.get("monthly_usd") or 0.0), 2)
+            by_class[key] = float(_money.usd(by_class.get(key, 0.0))
+                                  + _money.usd(t.get("monthly_usd") or 0.0))
     return rows, by_class
 
 
@@ -399,7 +393,7 @@ def by_cloud_of(resources: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         usd = float(r.get("monthly_usd") or 0.0)
         if usd > 0:
             cloud = str(r.get("cloud") or str(r.get("type", "")).split(":", 1)[0] or "other")
-            out[cloud] = round(out.get(cloud, 0.0) + usd, 2)
+            out[cloud] = float(_money.usd(out.get(cloud, 0.0)) + _money.usd(usd))
     return out
 
 
@@ -411,7 +405,7 @@ def _sum_by(resources: list, key: str) -> dict:
     out: dict = {}
     for r in resources:
         k = r.get(key) or "shared"
-        out[k] = out.get(k, 0.0) + float(r.get("monthly_usd") or 0.0)
+        out[k] = float(_money.usd(out.get(k, 0.0)) + _money.usd(r.get("monthly_usd") or 0.0))
     return out
 
 

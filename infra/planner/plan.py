@@ -7,11 +7,12 @@ stack-wide transform filled while resources were declared.
 from __future__ import annotations
 
 from collections import defaultdict
+from decimal import Decimal
 from typing import Any, Optional
 
+from infra import money
 from infra.config import values_for_pulumi
-from infra.costing.costs import HOURLY_INFRA
-from infra.model import HOURS_PER_MONTH, EnvironmentDecision
+from infra.model import EnvironmentDecision
 from infra.planner.mocks import ProgramRun, run_program
 
 PLAN_FORMAT = "gpulease-plan/1"
@@ -58,42 +59,43 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
     catalog = result.catalog
 
     resources = []
-    by_model: dict[str, float] = defaultdict(float)
-    by_cluster: dict[str, float] = defaultdict(float)
-    shared_hourly = 0.0
+    by_model: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
+    by_cluster: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
     cloud_of_cluster = {c.name: c.cloud for c in env.clusters}
     for r in prun.resources:
         if not r.custom:
             continue
         entry = ledger.get(r.type, r.name)
-        cost = entry.monthly_usd if entry else 0.0
+        cost = entry.monthly_usd if entry else money.ZERO
         cluster = entry.cluster if entry else "shared"
         resources.append({
             "urn": r.urn, "type": r.type, "name": r.name,
             "physical_name": getattr(r, "physical_name", None), "cluster": cluster,
             "cloud": resource_cloud(r.type, cloud_of_cluster.get(cluster)),
             "purchase_model": entry.purchase_model if entry else "none",
-            "tags": _tags_of(r.inputs), "monthly_usd": round(cost, 2), "inputs": r.inputs,
-            "protect": r.protect, "retain_on_delete": r.retain_on_delete,
+            "tags": _tags_of(r.inputs), "monthly_usd": money.json_number(cost),
+            "inputs": r.inputs, "protect": r.protect, "retain_on_delete": r.retain_on_delete,
             "ignore_changes": list(r.ignore_changes), "autoname": r.autoname,
         })
         by_cluster[cluster] += cost
-        if r.type in HOURLY_INFRA:
-            shared_hourly += cost / HOURS_PER_MONTH
 
     for c in env.clusters:
         for model in ("reserved", "on_demand", "spot", "window"):
-            v = getattr(c.costs, f"{model}_usd") + (c.costs.spot_rework_usd if model == "spot" else 0)
+            v = c.costs.amount(f"{model}_usd") + (c.costs.amount("spot_rework_usd")
+                                                  if model == "spot" else money.ZERO)
             if v:
                 by_model[model] += v
-    by_tier: dict[str, float] = defaultdict(float)
+    by_tier: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
     for s in env.storage:
         for t in s.tiers:
-            by_tier[t.storage_class] += t.monthly_usd
+            by_tier[t.storage_class] += money.usd(t.monthly_usd)
 
-    monthly = sum(x["monthly_usd"] for x in resources)
-    hourly = env.hourly_usd + shared_hourly
-    budget = env.stack.budget_monthly_usd
+    monthly = money.total(x["monthly_usd"] for x in resources)
+    if monthly != ledger.monthly_usd:   # every priced resource is declared: one total
+        raise AssertionError(f"plan resources total {monthly} != cost ledger "
+                             f"{ledger.monthly_usd}")
+    budget = money.usd(env.stack.budget_monthly_usd)
+    num = money.json_number
     plan = {
         "format": PLAN_FORMAT,
         "stack": stack,
@@ -108,26 +110,25 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             "tiers": [{"storage_class": t.storage_class, "from_day": t.from_day,
                        "to_day": t.to_day, "share": round(t.share, 4),
                        "usd_per_gb_month": t.usd_per_gb_month,
-                       "monthly_usd": round(t.monthly_usd, 2)} for t in s.tiers],
-            "storage_usd": round(s.storage_usd, 2),
+                       "monthly_usd": num(t.monthly_usd)} for t in s.tiers],
+            "storage_usd": num(s.storage_money),
             "reads_per_month": round(s.reads_per_month, 4),
-            "retrieval_usd": round(s.retrieval_usd, 2),
-            "early_delete_usd": round(s.early_delete_usd, 2),
+            "retrieval_usd": num(s.retrieval_usd),
+            "early_delete_usd": num(s.early_delete_usd),
             "lifecycle": {k: getattr(s.lifecycle, k) for k in (
                 "warm_after_days", "cold_after_days", "archive_after_days")},
             "basis": s.basis,
-            "configured_monthly_usd": (None if s.configured_usd is None
-                                       else round(s.configured_usd, 2)),
-            "monthly_usd": round(s.monthly_usd, 2)} for s in env.storage],
+            "configured_monthly_usd": num(s.configured_usd),
+            "monthly_usd": num(s.monthly_money)} for s in env.storage],
         "resources": resources,
         "totals": {
-            "hourly_usd": round(hourly, 2), "monthly_usd": round(monthly, 2),
-            "by_cluster": {k: round(v, 2) for k, v in sorted(by_cluster.items())},
-            "by_purchase_model": {k: round(v, 2) for k, v in by_model.items()},
-            "by_storage_tier": {k: round(v, 2) for k, v in by_tier.items()},
+            "hourly_usd": num(ledger.hourly_usd(env)), "monthly_usd": num(monthly),
+            "by_cluster": {k: num(v) for k, v in sorted(by_cluster.items())},
+            "by_purchase_model": {k: num(v) for k, v in by_model.items()},
+            "by_storage_tier": {k: num(v) for k, v in by_tier.items()},
             "resources": len(resources),
         },
-        "budget": {"monthly_usd": round(budget, 2), "headroom_usd": round(budget - monthly, 2),
+        "budget": {"monthly_usd": num(budget), "headroom_usd": num(budget - monthly),
                    "over": monthly > budget},
         "outputs": prun.outputs,
         "warnings": list(prun.warnings) + _block_warnings(env, prun.now),
@@ -179,15 +180,16 @@ def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
         "gpus_per_node": c.offering.gpus_per_node, "nodes": c.nodes,
         "purchase": c.purchase.as_dict(), "template": c.template, "network": c.network,
         "distributed": c.distributed, "commitment_term": c.commitment_term,
-        "hourly_usd": round(c.hourly_usd, 2), "monthly_usd": round(c.monthly_usd, 2),
-        "costs": c.costs.as_dict(),
+        "hourly_usd": money.json_number(c.hourly_usd),
+        "monthly_usd": money.json_number(c.monthly_money), "costs": c.costs.as_dict(),
         # Demand (docs/policy.md "Demand profiles"): the steps as configured, the nodes of the
         # baseline / burst parts with their purchase, hours and cost, and the lock-in.
         "demand": [st.as_dict() for st in c.spec.steps],
         "baseline_nodes": c.baseline_nodes,
         "parts": [part.as_dict() for part in c.parts],
         "commitment_horizon_months": c.commitment_horizon_months,
-        "committed_usd": round(c.committed_usd, 2), "lock_in_months": c.lock_in_months,
+        "committed_usd": money.json_number(c.committed_usd),
+        "lock_in_months": c.lock_in_months,
         "spot_risk": c.spot_risk,
         "window": c.window.as_dict() if c.window is not None else None,
         "rationale": c.rationale,
@@ -197,6 +199,6 @@ def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
         "alternatives": [{
             "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
             "purchase": a.purchase.as_dict(),
-            "monthly_usd": None if a.monthly_usd is None else round(a.monthly_usd, 2),
+            "monthly_usd": money.json_number(a.monthly_usd),
             "rejected_because": a.rejected_because} for a in c.alternatives],
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra import inputs
+from infra import inputs, money
 from infra.errors import ConfigError, Finding
 from infra.planner.diff import resource_key
 
@@ -24,8 +24,6 @@ PLAN_FORMATS = ("gpulease-plan/1",)
 PLAN_FORMAT = PLAN_FORMATS[-1]
 #: money keys that are differences, not amounts: they may be negative.
 SIGNED_MONEY = frozenset({"headroom_usd", "budget_headroom_usd", "delta_usd"})
-#: a stated total may differ from the sum of the resources' rounded amounts by float noise only.
-TOTAL_TOLERANCE_USD = 0.01
 #: at most this many findings are listed (a broken file would list every resource).
 MAX_FINDINGS = 20
 
@@ -109,7 +107,7 @@ def plan_findings(doc: Any, *, source: str) -> list[Finding]:
         bad("resources", f"must be the list of resources `plan --json` writes (got "
             f"{_kind(resources)})")
         return out
-    total = 0.0
+    total = money.ZERO
     money_ok = True
     seen: dict[str, int] = {}
     for i, r in enumerate(resources):
@@ -150,7 +148,7 @@ def plan_findings(doc: Any, *, source: str) -> list[Finding]:
                 bad(f"{where}.monthly_usd", why)
                 money_ok = False
             else:
-                total += r["monthly_usd"]
+                total += money.usd(r["monthly_usd"])
     out += _money_findings(doc, source)
     totals = doc.get("totals")
     if not isinstance(totals, dict):
@@ -159,9 +157,9 @@ def plan_findings(doc: Any, *, source: str) -> list[Finding]:
         bad("totals.monthly_usd", "required key is missing")
     elif money_ok and inputs.money_problem(totals["monthly_usd"]) is None:
         stated = totals["monthly_usd"]
-        if abs(stated - total) > TOTAL_TOLERANCE_USD:
-            bad("totals.monthly_usd", f"{stated:,.2f} is not the sum of the resources' "
-                f"monthly_usd ({total:,.2f}): the file was edited or is damaged")
+        if money.usd(stated) != total:   # to the cent (infra.money: the plan's own rule)
+            bad("totals.monthly_usd", f"{money.fmt(stated)} is not the sum of the resources' "
+                f"monthly_usd ({money.fmt(total)}): the file was edited or is damaged")
     return out
 
 

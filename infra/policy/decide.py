@@ -5,7 +5,7 @@ from typing import Optional
 
 import numpy as np
 
-from infra import oneshot
+from infra import money, oneshot
 from infra.catalog import Catalog
 from infra.errors import Finding, PolicyError
 from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
@@ -29,8 +29,7 @@ def _num(v: float) -> str:
     return f"{v:.0f}" if abs(v - round(v)) < 0.005 else f"{v:.2f}"
 
 
-def _money(v: float) -> str:
-    return f"${v:,.2f}"
+_money = money.fmt   # THE money text (infra.money)
 
 
 def _delta(a: float, b: float) -> float:

@@ -30,6 +30,7 @@ import dataclasses
 import itertools
 from typing import Optional
 
+from infra import money
 from infra.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
 from infra.errors import Finding
 from infra.model import StorageDecision, StorageSpec, TierShare
@@ -171,9 +172,9 @@ def storage_decision(spec: StorageSpec, catalog: Catalog, *, index: int = 0, sou
         basis = (f"{'STANDARD only' if len(best.tiers) == 1 else 'STANDARD, then ' + steps}: "
                  f"the cheapest of {len(options)} lifecycles over the catalog's tiers with "
                  f"{plural(reads_per_month, 'whole-dataset read')} a month, "
-                 f"${best.total:,.2f}/month against ${configured.total:,.2f} for the "
-                 f"configured one (retrieval ${configured.retrieval_usd:,.2f}, early deletion "
-                 f"${configured.early_delete_usd:,.2f})")
+                 f"{money.fmt(best.total)}/month against {money.fmt(configured.total)} for "
+                 f"the configured one (retrieval {money.fmt(configured.retrieval_usd)}, early "
+                 f"deletion {money.fmt(configured.early_delete_usd)})")
     return StorageDecision(spec=spec, cloud=spec.home_cloud, region=spec.home_region,
                            tiers=best.tiers, chosen=best.spec if best is not configured else None,
                            reads_per_month=reads_per_month, retrieval_usd=best.retrieval_usd,

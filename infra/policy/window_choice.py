@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from infra import money
 from infra.model import (CostBreakdown, NodeBlock, PurchaseMix, WindowDecision)
 from infra.policy import windows as W
 from infra.quotes import sold_as
@@ -142,8 +143,7 @@ def block_of(opt: W.WindowOption, costs: CostBreakdown) -> NodeBlock:
                      purchase=MIX_OF[opt.model], costs=share)
 
 
-def _money(v: float) -> str:
-    return f"${v:,.2f}"
+_money = money.fmt   # THE money text (infra.money)
 
 
 def rationale(spec, d: WindowDecision, rules) -> str:

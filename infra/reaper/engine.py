@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
+from infra import money
 from infra.costing import tags
 from infra.errors import CloudError
 from infra.reaper import claims as cl
@@ -638,7 +639,7 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
         idle = "; the baseline runs on them" if v.action == d.SCALE_TO_BASELINE else " unused"
         n = len(reservations)
         billing = (f"; {plural(n, 'reservation')} keep{'s' if n == 1 else ''} billing"
-                   + (f" (${sum(known):,.2f}/day{idle})" if known else ""))
+                   + (f" ({money.fmt(sum(known))}/day{idle})" if known else ""))
     extra = "".join(f"; {n}" for n in (notes or ()))
     return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{keep}"
                                  f"{billing}{extra}"), applied=True, reservations=reservations)

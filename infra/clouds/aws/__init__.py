@@ -10,7 +10,7 @@ from typing import Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from infra import naming
+from infra import money, naming
 from infra.catalog import Catalog
 from infra.clouds.aws import builders
 from infra.clouds.aws.cluster import GpuCluster, GpuClusterArgs
@@ -214,7 +214,7 @@ def _unapproved(c: ClusterDecision, pin: CapacityBlockPin, stack: StackSpec) -> 
         return Finding(f"{path}.purchase_approved", (
             f"pinned Capacity Block {pin.offering_id} ({pin.instance_count} x "
             f"{pin.instance_type} in {pin.availability_zone}, {pin.start} -> {pin.end}, upfront "
-            f"${pin.upfront_fee_usd:,.2f}) is not approved: set purchase_approved: true to buy "
+            f"{money.fmt(pin.upfront_fee_usd)}) is not approved: set purchase_approved: true to buy "
             "it with the next `pulumi up` (prepaid, not refundable), or remove the pin"),
             source=stack.source)
     lines = "\n".join("      " + line for line in pin_yaml(pin).splitlines())
@@ -224,7 +224,7 @@ def _unapproved(c: ClusterDecision, pin: CapacityBlockPin, stack: StackSpec) -> 
     return Finding(path, (
         f"cluster \"{c.name}\" would buy Capacity Block {pin.offering_id}: "
         f"{pin.instance_count} x {pin.instance_type} in {pin.availability_zone}, {dates}, "
-        f"upfront ${pin.upfront_fee_usd:,.2f} (prepaid, not refundable). A quote is never bought "
+        f"upfront {money.fmt(pin.upfront_fee_usd)} (prepaid, not refundable). A quote is never bought "
         f"without approval: pin it under {c.spec.config_path} and approve it,\n    "
         f"capacity_block:\n{lines}\n    (quotes change by the hour: a later run quotes another "
         "offering until one is pinned)"), source=stack.source)
