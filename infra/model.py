@@ -105,6 +105,9 @@ class Offering:
     placement: Optional[str] = None
     #: other sources' figures for this offering's prices (``PriceCheck``), from the catalog.
     price_checks: tuple["PriceCheck", ...] = ()
+    #: which sources each price column comes from, as (column, comma-separated source ids)
+    #: pairs (the row's ``price_sources``); empty = the row's ``source`` for every column.
+    price_sources: tuple[tuple[str, str], ...] = ()
     #: True when a stack allows the AWS Local Zones of this region
     #: (``gpulease:clouds.aws.local_zones``); off, a Local Zone is never a candidate.
     local_zones_allowed: bool = False
@@ -848,15 +851,21 @@ class ClusterDecision:
     @property
     def price_disagreements(self) -> tuple["PriceCheck", ...]:
         """Prices this decision pays whose sources disagree beyond PRICE_DISAGREEMENT_PCT."""
-        p, o, cols = self.purchase, self.offering, set()
-        if p.on_demand:
-            cols.add("on_demand")
-        if p.spot:
-            cols.add("spot")
+        return self.offering.disagreements(set(self.price_columns))
+
+    @property
+    def price_columns(self) -> tuple[str, ...]:
+        """The catalog price columns of its offering this decision pays: the commitment term's
+        (or on-demand, for a plain reservation), on-demand, spot."""
+        p, o, cols = self.purchase, self.offering, []
         if p.reserved:
-            cols.add(f"commit_{self.commitment_term}" if o.is_commitment(self.commitment_term)
-                     else "on_demand")
-        return o.disagreements(cols)
+            cols.append(f"commit_{self.commitment_term}" if o.is_commitment(self.commitment_term)
+                        else "on_demand")
+        if p.on_demand and "on_demand" not in cols:
+            cols.append("on_demand")
+        if p.spot:
+            cols.append("spot")
+        return tuple(cols)
 
     @property
     def node_blocks(self) -> tuple[NodeBlock, ...]:

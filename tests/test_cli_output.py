@@ -237,7 +237,7 @@ def _render(plan: dict, **kw) -> str:
 
 def test_plan_text_snapshot():
     assert _render(_plan_doc()) == """\
-gpulease plan · stack t (stacks/Pulumi.t.yaml) · catalog 2026.12.03, prices as of 2026-12-03
+gpulease plan · stack t (stacks/Pulumi.t.yaml) · catalog 2026.12.03 (built 2026-12-03)
 
 Clusters
   cluster  cloud  region     zone      instance     nodes          purchase  template    network  $/hour    $/month

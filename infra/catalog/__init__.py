@@ -107,8 +107,15 @@ class Catalog:
         ``internet`` (traffic between clouds leaves over the internet). A row for the source
         region wins over the cloud-wide row (``region`` null).
         """
+        row = self.egress_price(from_cloud, from_region, to_cloud, to_region)
+        return 0.0 if row is None else row.usd_per_gb
+
+    def egress_price(self, from_cloud: str, from_region: str, to_cloud: str,
+                     to_region: str) -> Optional[EgressPrice]:
+        """The egress row :meth:`egress_usd_per_gb` prices with (None: same region, free);
+        KeyError when the catalog has none."""
         if (from_cloud, from_region) == (to_cloud, to_region):
-            return 0.0
+            return None
         if from_cloud == to_cloud:
             kinds = (["inter_continent"] if continent_of(from_cloud, from_region)
                      != continent_of(to_cloud, to_region) else []) + ["inter_region"]
@@ -119,7 +126,7 @@ class Catalog:
             for region in (from_region, None):
                 hit = index.get((from_cloud, region, kind))
                 if hit is not None:
-                    return hit.usd_per_gb
+                    return hit
         raise KeyError(f"catalog {self.version} has no {from_cloud} {kinds[-1]} egress price "
                        f"for {from_region}")
 

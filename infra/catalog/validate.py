@@ -135,7 +135,9 @@ def validate(raw: Any, *, source: str) -> Catalog:
             efa_interfaces=r.efa_interfaces, local_nvme_gb=float(r.local_nvme_gb),
             zone_spot_usd=zone_spot, purchase_options=options,
             purchase_options_source=_source_text(raw, r.purchase_options_source),
-            placement=r.placement, price_checks=_price_checks(raw, r)))
+            placement=r.placement, price_checks=_price_checks(raw, r),
+            price_sources=tuple((k, v) for k, v in sorted((r.price_sources or {}).items())
+                                if v)))
         # soft problems
         nulls = [c for c in _PRICES if getattr(r, c) is None]
         if nulls and not r.notes:

@@ -105,7 +105,7 @@ def commitment_doc(c: ClusterDecision, start: dt.date) -> dict[str, Any]:
 
 
 def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
-                stack=None) -> dict[str, Any]:
+                stack=None, prices: Optional[list] = None) -> dict[str, Any]:
     o = c.offering
     start = start or dt.date.today()
     return {
@@ -124,6 +124,7 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "rationale": c.rationale,
         "capacity_block": capacity_block_doc(c, stack),
         "price_disagreements": [d.as_dict() for d in c.price_disagreements],
+        "prices": [u.as_dict() for u in (prices or [])],
         "alternatives": [{
             "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
             "instance_type": a.instance_type, "purchase": a.purchase.as_dict(),
@@ -300,8 +301,15 @@ def spot_risk_text(r: dict) -> str:
             + when + ")")
 
 
+def render_prices(uses: list, o: ui.Out) -> None:
+    """The catalog prices a cluster or dataset pays: figure, source, publication date, and
+    whether it is an estimate (``infra.catalog.provenance``)."""
+    if uses:
+        o.line(("Prices: ", "bold"), "; ".join(u.text() for u in uses), indent=2)
+
+
 def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = None,
-                   stack=None) -> None:
+                   stack=None, prices: Optional[list] = None) -> None:
     o_ = c.offering
     start = start or dt.date.today()
     o.line(("Cluster ", "bold"), (c.name, "bold cyan"),
@@ -330,6 +338,7 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
         render_terms(c, o, start)
     if c.spot_risk is not None and (c.purchase.spot or c.spec.interruptible):
         o.line(("Spot risk: ", "bold"), spot_risk_text(c.spot_risk), indent=2)
+    render_prices(prices or [], o)
     o.line(("Why: ", "bold"), c.rationale, indent=2)
     block = capacity_block_doc(c, stack)
     if block is not None:
@@ -376,7 +385,7 @@ def storage_doc(s) -> dict[str, Any]:
             "configured_monthly_usd": money.json_number(s.configured_usd)}
 
 
-def render_storage(s, o: ui.Out) -> None:
+def render_storage(s, o: ui.Out, prices: Optional[list] = None) -> None:
     lc = s.lifecycle
     tiers = ui.MIX_SEP.join(f"{t.storage_class} {t.share:.0%}" for t in s.tiers)
     o.line(("Storage ", "bold"), (s.name, "bold cyan"),
@@ -395,23 +404,31 @@ def render_storage(s, o: ui.Out) -> None:
                 f"/ archive {_days(c.archive_after_days)} would cost "
                 f"{_money(s.configured_usd)}/month; chosen {_money(s.monthly_money)}/month "
                 f"(saves {_money(money.usd(s.configured_usd) - s.monthly_money)})", indent=2)
+    render_prices(prices or [], o)
     o.line(("Why: ", "bold"), s.basis, indent=2)
 
 
 def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
-                o: Optional[ui.Out] = None, totals: Optional[dict] = None) -> None:
-    """The explanation as text on ``o`` (stdout by default); ``totals``: :func:`totals_doc`."""
+                o: Optional[ui.Out] = None, totals: Optional[dict] = None,
+                prices: Optional[dict] = None) -> None:
+    """The explanation as text on ``o`` (stdout by default); ``totals``: :func:`totals_doc`;
+    ``prices``: the prices paid by cluster name and per dataset (:func:`explain_prices`)."""
+    prices = prices or {}
     o = o or ui.out()
     s = env.stack
     o.line(("gpulease explain", "bold"), f" · stack {s.stack} ({s.source}) · catalog "
-           f"{env.catalog_version}, prices as of {env.catalog_as_of}")
+           f"{env.catalog_version} (built {env.catalog_as_of})")
+    if prices.get("summary"):
+        from infra.catalog.provenance import header_text
+
+        o.line("Prices: ", header_text(prices["summary"]))
     for c in clusters:
         o.print()
-        render_cluster(c, o, stack=env.stack)
+        render_cluster(c, o, stack=env.stack, prices=prices.get(c.name))
     if len(clusters) == len(env.clusters):
         for st in env.storage:
             o.print()
-            render_storage(st, o)
+            render_storage(st, o, prices=prices.get(("storage", st.name)))
         t = totals if totals is not None else totals_doc(env, None)
         o.print()
         shared = (f" + shared infrastructure {_money(t['shared_usd'])}"
@@ -445,6 +462,22 @@ def program_ledger(loaded, args: argparse.Namespace):
     return prun.result.ledger, None
 
 
+def explain_prices(env: EnvironmentDecision, catalog, ledger) -> dict:
+    """The prices the decision pays, as `plan` lists them (``infra.planner.plan.used_prices``):
+    by cluster name, ``("storage", name)`` per dataset, and the environment's ``summary``."""
+    from infra.catalog import provenance
+    from infra.planner.plan import used_prices
+
+    types = set() if ledger is None else {e.type for e in ledger.entries.values()}
+    by = used_prices(env, catalog, types)
+    out: dict = {c.name: by[c.name] for c in env.clusters}
+    for s in env.storage:
+        out[("storage", s.name)] = provenance.storage_prices(s, catalog)
+    out["summary"] = {**provenance.summary([u for us in by.values() for u in us]),
+                      "catalog_estimates": provenance.catalog_estimates(catalog)}
+    return out
+
+
 def totals_doc(env: EnvironmentDecision, ledger, why: Optional[str] = None) -> dict[str, Any]:
     """The environment's monthly money as `plan` totals it (``infra.money``): clusters and
     storage from the decision, shared infrastructure from the program's ledger; their sum is
@@ -473,12 +506,17 @@ def run(args: argparse.Namespace) -> int:
     clusters = select(env, args.cluster)
     ledger, why = program_ledger(loaded, args)
     totals = totals_doc(env, ledger, why)
+    prices = explain_prices(env, loaded.catalog, ledger)
     if args.json:
         num = money.json_number
         print_json({"stack": env.stack.stack, "source": loaded.source,
                     "catalog": {"version": env.catalog_version, "as_of": env.catalog_as_of},
-                    "clusters": [cluster_doc(c, stack=env.stack) for c in clusters],
-                    "storage": [storage_doc(x) for x in env.storage],
+                    "prices": prices["summary"],
+                    "clusters": [cluster_doc(c, stack=env.stack, prices=prices.get(c.name))
+                                 for c in clusters],
+                    "storage": [{**storage_doc(x), "prices": [
+                        u.as_dict() for u in prices.get(("storage", x.name), [])]}
+                                for x in env.storage],
                     "totals": {"hourly_usd": num(totals["hourly_usd"]),
                                "monthly_usd": num(totals["monthly_usd"]),
                                "clusters_usd": num(totals["clusters_usd"]),
@@ -488,5 +526,5 @@ def run(args: argparse.Namespace) -> int:
                     "budget": {"monthly_usd": num(totals["budget_usd"]),
                                "headroom_usd": num(totals["headroom_usd"])}})
     else:
-        render_text(env, clusters, totals=totals)
+        render_text(env, clusters, totals=totals, prices=prices)
     return 0

@@ -445,7 +445,9 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
     """The plan as text on ``o`` (stdout): clusters, resources, storage, totals, findings."""
     cat = plan["catalog"]
     o.line(("gpulease plan", "bold"), f" · stack {plan['stack']} ({plan.get('source', '')}) · "
-           f"catalog {cat['version']}, prices as of {cat['as_of']}")
+           f"catalog {cat['version']} (built {cat['as_of']})")
+    if plan.get("prices"):
+        o.line("Prices: ", prices_text(plan["prices"]))
     o.print()
     o.print("Clusters", style="bold")
     o.print(o.table(
@@ -491,6 +493,14 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
     o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
     o.print()
     render_findings(plan, o)
+
+
+def prices_text(prices: dict) -> str:
+    """The plan header's line on the prices it pays: their dates and estimates
+    (``infra.catalog.provenance``; docs/catalog.md "Dates and estimates")."""
+    from infra.catalog.provenance import header_text
+
+    return header_text(prices)
 
 
 def capacity_block_text(b: dict) -> str:

@@ -362,6 +362,7 @@ def report_variables(plan: Mapping[str, Any]) -> dict[str, Any]:
         "stack": plan.get("stack", "?"), "environment": plan.get("environment"),
         "source": plan.get("source"),
         "catalog_version": catalog.get("version"), "catalog_as_of": catalog.get("as_of"),
+        "prices_text": _prices_text(plan.get("prices")),
         "monthly": money(monthly), "hourly": money(totals.get("hourly_usd")),
         "budget": state, "budget_bar": budget_bar(state), "budget_money": money(state.budget),
         "headroom_money": money(abs(state.headroom)),
@@ -395,6 +396,16 @@ def by_cloud_of(resources: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             cloud = str(r.get("cloud") or str(r.get("type", "")).split(":", 1)[0] or "other")
             out[cloud] = float(_money.usd(out.get(cloud, 0.0)) + _money.usd(usd))
     return out
+
+
+def _prices_text(prices: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The plan header's line on the prices it pays (their dates and estimates), or None for
+    a plan document without it (older saved plans)."""
+    if not prices or "count" not in prices:
+        return None
+    from infra.catalog.provenance import header_text
+
+    return header_text(dict(prices))
 
 
 def _model_word(key: str) -> str:

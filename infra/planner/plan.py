@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from infra import money
+from infra.catalog import provenance
 from infra.config import values_for_pulumi
 from infra.model import EnvironmentDecision
 from infra.planner.mocks import ProgramRun, run_program
@@ -96,6 +97,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
                              f"{ledger.monthly_usd}")
     budget = money.usd(env.stack.budget_monthly_usd)
     num = money.json_number
+    prices = used_prices(env, catalog, {r.type for r in prun.resources if r.custom})
     plan = {
         "format": PLAN_FORMAT,
         "stack": stack,
@@ -103,7 +105,12 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "catalog": {"version": catalog.version, "as_of": catalog.as_of,
                     "data_dates": dict(getattr(catalog, "data_dates", {}) or {}),
                     "warnings": [str(w) for w in getattr(catalog, "warnings", ())]},
-        "clusters": [cluster_json(c, now=prun.now) for c in env.clusters],
+        # the prices this plan pays: dates (oldest, newest, undated) and estimates
+        "prices": {**provenance.summary([u for us in prices.values() for u in us]),
+                   "catalog_estimates": provenance.catalog_estimates(catalog),
+                   "used": [u.as_dict() for us in prices.values() for u in us]},
+        "clusters": [cluster_json(c, now=prun.now, prices=prices.get(c.name, []))
+                     for c in env.clusters],
         "storage": [{
             "name": s.name, "cloud": s.cloud, "region": s.region,
             "size_tb": s.spec.size_tb,
@@ -136,6 +143,17 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "conformance": [],
     }
     return plan
+
+
+def used_prices(env: EnvironmentDecision, catalog, types) -> dict[str, list]:
+    """The catalog prices a decision pays (``infra.catalog.provenance``), by cluster name;
+    storage under ``"storage"``, shared infrastructure (NAT gateways) under ``"shared"``."""
+    storage = {s.name: s for s in env.storage}
+    out: dict[str, list] = {c.name: provenance.cluster_prices(c, catalog, storage)
+                            for c in env.clusters}
+    out["storage"] = [u for s in env.storage for u in provenance.storage_prices(s, catalog)]
+    out["shared"] = provenance.infra_prices(types, catalog)
+    return out
 
 
 def _block_warnings(env: EnvironmentDecision, now: float) -> list[str]:
@@ -173,7 +191,8 @@ def capacity_block_json(pin, now: Optional[float]) -> Optional[dict[str, Any]]:
     return out
 
 
-def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
+def cluster_json(c, now: Optional[float] = None,
+                 prices: Optional[list] = None) -> dict[str, Any]:
     return {
         "name": c.name, "cloud": c.cloud, "region": c.region, "zone": c.zone,
         "instance_type": c.offering.instance_type, "gpu": c.offering.gpu,
@@ -196,6 +215,8 @@ def cluster_json(c, now: Optional[float] = None) -> dict[str, Any]:
         "capacity_block": capacity_block_json(getattr(c.spec, "capacity_block", None), now),
         # prices whose sources disagree beyond PRICE_DISAGREEMENT_PCT (docs/catalog.md)
         "price_disagreements": [pc.as_dict() for pc in c.price_disagreements],
+        # the catalog prices it pays, each with its source, date and whether it is an estimate
+        "prices": [u.as_dict() for u in (prices or [])],
         "alternatives": [{
             "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
             "purchase": a.purchase.as_dict(),
