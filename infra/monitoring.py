@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 import jinja2
 
+from infra import money
 from infra.costing import tags
 from infra.errors import ConfigError, Finding
 from infra.guardrails.rules import HEADROOM_WARN_SHARE
@@ -77,8 +78,9 @@ def monitoring_variables(env: EnvironmentDecision, *, gpu_metric: str = DEFAULT_
         idle_threshold_pct = getattr(stack.reaper, "threshold_pct", None) or 5.0
     clusters = []
     for c in env.clusters:
-        planned = {m: round(getattr(c.costs, f"{m}_usd") +
-                            (c.costs.spot_rework_usd if m == "spot" else 0.0), 2)
+        # money as the plan shows it (infra.money): each component converted once, then added
+        planned = {m: money.json_number(c.costs.amount(f"{m}_usd") + (
+                       c.costs.amount("spot_rework_usd") if m == "spot" else money.ZERO))
                    for m in ("reserved", "on_demand", "spot")
                    if getattr(c.purchase, m)}
         clusters.append({
@@ -95,7 +97,8 @@ def monitoring_variables(env: EnvironmentDecision, *, gpu_metric: str = DEFAULT_
     return {
         "stack": stack.stack, "environment": stack.environment,
         "budget_monthly_usd": float(stack.budget_monthly_usd),
-        "fixed_monthly_usd": round(sum(s.monthly_usd for s in env.storage), 2),
+        "fixed_monthly_usd": money.json_number(sum((s.monthly_money for s in env.storage),
+                                                   money.ZERO)),
         "catalog_version": env.catalog_version, "catalog_as_of": env.catalog_as_of,
         "clusters": clusters, "hours_per_month": HOURS_PER_MONTH,
         "warn_share": HEADROOM_WARN_SHARE, "idle_threshold_pct": float(idle_threshold_pct),
