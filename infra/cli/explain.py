@@ -418,7 +418,7 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
     s = env.stack
     o.line(("gpulease explain", "bold"), f" · stack {s.stack} ({s.source}) · catalog "
            f"{env.catalog_version} (built {env.catalog_as_of})")
-    if prices.get("summary"):
+    if prices.get("summary") and len(clusters) == len(env.clusters):
         from infra.catalog.provenance import header_text
 
         o.line("Prices: ", header_text(prices["summary"]))
@@ -504,7 +504,12 @@ def run(args: argparse.Namespace) -> int:
     env = decide(loaded.spec, loaded.catalog, now=None if now is None else
                  dt.datetime.fromtimestamp(now, dt.timezone.utc))
     clusters = select(env, args.cluster)
-    ledger, why = program_ledger(loaded, args)
+    # the environment's total and prices need the program's ledger (NAT gateways): the text
+    # for one --cluster shows neither, so it does not run the program
+    if args.json or len(clusters) == len(env.clusters):
+        ledger, why = program_ledger(loaded, args)
+    else:
+        ledger, why = None, "not computed for one --cluster"
     totals = totals_doc(env, ledger, why)
     prices = explain_prices(env, loaded.catalog, ledger)
     if args.json:
