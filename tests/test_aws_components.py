@@ -13,6 +13,7 @@ import pytest
 
 from infra.catalog import load_catalog
 from infra.clouds.aws import deploy
+from infra import money
 from infra.costing import tags, transform
 from infra.errors import ConfigError, GuardrailError
 from infra.model import (CapacityBlockPin, CloudSpec, ClusterDecision, ClusterSpec,
@@ -455,7 +456,7 @@ def test_cost_tags_and_costs_add_up(staging):
     assert per_cluster["train"] == pytest.approx(2000 + 500 + 210 + 33 + 12)
     assert staging.ledger.get(ODCR, "train-odcr").monthly_usd == pytest.approx(2000.0)
     assert staging.ledger.get(BUCKET, "corpus-bucket").cluster == tags.SHARED
-    assert staging.ledger.get(BUCKET, "corpus-bucket").monthly_usd == pytest.approx(181.76)
+    assert staging.ledger.get(BUCKET, "corpus-bucket").monthly_usd == money.usd("181.76")
     for res in staging.custom:
         if isinstance(res.inputs.get("tags"), dict):
             assert set(tags.REQUIRED_AWS) <= set(res.inputs["tags"]), res.urn
