@@ -120,3 +120,38 @@ def test_the_builder_refuses_the_new_version_without_its_input(tmp_path):
         snapshot.build(tmp_path, tmp_path, tmp_path, None, "2026.12.03.2", None)
     with pytest.raises(SystemExit, match="--version must be one of"):
         snapshot.build(tmp_path, tmp_path, tmp_path, None, "2026.12.04", None)
+
+
+def test_bench_counts_the_coverage_of_both_versions(capsys):
+    from bench.commitments import coverage, family, main
+
+    new, old = coverage(NEW.offerings), coverage(OLD.offerings)
+    assert (old["unpriced"], new["unpriced"]) == (218, 210)
+    assert new["priced_1y"] - old["priced_1y"] == 8 and new["priced_3y"] == old["priced_3y"]
+    assert new["families"]["aws g5"] == {"sold": 120, "priced_1y": 120, "priced_3y": 112,
+                                         "unpriced": 0}
+    assert new["families"]["gcp n1 + T4"]["unpriced"] == new["families"]["gcp n1 + T4"]["sold"]
+    assert family(next(o for o in NEW.offerings if o.instance_type == "a3-megagpu-8g")) \
+        == "a3-megagpu"
+    assert main(["--catalog-version", "2026.12.03.2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["2026.12.03.2"]["unpriced"] == 210
+    assert main(["--catalog", "/nonexistent/c.json"]) == 2
+    err = capsys.readouterr().err
+    assert "/nonexistent/c.json" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("options,said", [
+    (["on_demand", "spot", "reservation", "commitment"], True),
+    (["on_demand", "spot", "reservation"], False),     # not sold that way: nothing to explain
+])
+def test_the_rationale_says_an_unpriced_commitment_is_sold(options, said):
+    from infra.policy import decide
+    from tests.test_policy_fixtures import catalog, cluster, offering, stack
+
+    rows = [{**offering("aws", "us-east-1", "p5.48xlarge", rdma="efa", od=60.0, c1=None,
+                        c3=None), "purchase_options": options,
+             "purchase_options_source": "aws-purchase-options"}]
+    d = decide(stack([cluster(priority=10, hours=100)]), catalog(rows)).clusters[0]
+    assert "capacity reservation at the on-demand rate: no 1y commitment price" in d.rationale
+    assert ("it is sold with one; the catalog row's notes say which sources were read"
+            in d.rationale) is said

@@ -295,6 +295,15 @@ def _quota_users(stack: StackSpec, chosen: list[Candidate]) -> dict:
 
 
 # ---- explanations ---------------------------------------------------------------------------
+def _unpriced_commitment(o) -> str:
+    """For an offering whose recorded purchase options sell a commitment the catalog has no
+    price for: say so (the row's notes in the catalog file name the sources read)."""
+    if o.purchase_options_source and o.sells("commitment"):
+        return (" (it is sold with one; the catalog row's notes say which sources were read "
+                "for a price)")
+    return ""
+
+
 def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, blocks=()) -> str:
     term, p, n, h = c.term, spec.priority, c.nodes, spec.hours_per_month
     o = c.offering
@@ -307,20 +316,22 @@ def _purchase_text(spec: ClusterSpec, c: Candidate, rules: PolicyRules, blocks=(
     elif basis == "guaranteed":
         how = (f"{term} commitment" if o.price("reserved", term) is not None else
                f"capacity reservation at the on-demand rate: no {term} commitment price in the catalog"
-               if term != "none" else "capacity reservation at the on-demand rate: no commitment")
+               + _unpriced_commitment(o) if term != "none"
+               else "capacity reservation at the on-demand rate: no commitment")
         text = (f"Priority {p} > {rules.reserved_above_priority} needs guaranteed capacity: all "
                 f"{n} nodes reserved ({how}).")
     elif basis == "break_even_reserved":
         text = (f"Reserved ({term}) pays: {h:g} h/month is {u:.0%} utilization, above the "
                 f"{be:.0%} break-even (commitment rate / on-demand rate).")
     elif basis == "break_even_on_demand" and o.price("reserved", term) is None:
-        text = (f"On-demand: the catalog has no {term} commitment price, and a plain capacity "
-                f"reservation would bill the on-demand rate for all 730 h, not just {h:g} h.")
+        text = (f"On-demand: the catalog has no {term} commitment price{_unpriced_commitment(o)}, "
+                f"and a plain capacity reservation would bill the on-demand rate for all 730 h, "
+                f"not just {h:g} h.")
     elif basis == "break_even_on_demand":
         text = (f"On-demand: {h:g} h/month is {u:.0%} utilization, below the {be:.0%} "
                 f"break-even where a {term} commitment would pay.")
     elif basis == "no_commit_price":
-        text = f"On-demand: the offering has no {term} commitment price."
+        text = f"On-demand: the offering has no {term} commitment price{_unpriced_commitment(o)}."
     elif basis == "only_commit_priced":
         text = f"Reserved ({term}): the offering has no on-demand price."
     elif basis == "no_spot_price":
