@@ -513,31 +513,38 @@ class GcpReaper:
         return self._resize(ref, dict(targets))
 
     def _resize(self, ref: ClusterRef, targets: dict) -> list[str]:
+        def resize(scope: str, where: str, name: str, size) -> object:
+            if scope == "zones":
+                return self._call("compute.instanceGroupManagers.resize",
+                                  lambda: self.migs.resize_unary(
+                                      project=self.project, zone=where,
+                                      instance_group_manager=name, size=int(size),
+                                      **_NO_RETRY))
+            return self._call("compute.regionInstanceGroupManagers.resize",
+                              lambda: self.region_migs.resize_unary(
+                                  project=self.project, region=where,
+                                  instance_group_manager=name, size=int(size),
+                                  **_NO_RETRY))
+
+        return self._per_mig(targets, "resize", resize)
+
+    def _per_mig(self, per_path: dict, verb: str, call) -> list[str]:
+        """One call per MIG (path -> what to send): a MIG gone since it was read (404) is a
+        note; every MIG gone is GroupGone; each operation is checked."""
         notes, done = [], 0
-        for path, size in sorted(targets.items()):
+        for path, what in sorted(per_path.items()):
             scope, where, name = _mig_key(path)
             try:
-                if scope == "zones":
-                    op = self._call("compute.instanceGroupManagers.resize",
-                                    lambda: self.migs.resize_unary(
-                                        project=self.project, zone=where,
-                                        instance_group_manager=name, size=int(size),
-                                        **_NO_RETRY))
-                else:
-                    op = self._call("compute.regionInstanceGroupManagers.resize",
-                                    lambda: self.region_migs.resize_unary(
-                                        project=self.project, region=where,
-                                        instance_group_manager=name, size=int(size),
-                                        **_NO_RETRY))
+                op = call(scope, where, name, what)
             except CloudError as exc:
                 if "404" in str(exc):
                     notes.append(f"MIG {name} was already deleted")
                     continue
                 raise
-            self._check(op, "resize")
+            self._check(op, verb)
             done += 1
         if not done:
-            raise GroupGone("gcp", f"{self.project} resize", f"{', '.join(sorted(targets))} "
+            raise GroupGone("gcp", f"{self.project} {verb}", f"{', '.join(sorted(per_path))} "
                             "deleted during the run")
         return notes
 
@@ -558,42 +565,29 @@ class GcpReaper:
         fails the call instead of being silently skipped."""
         from google.cloud import compute_v1
 
-        notes: list[str] = []
         by_group: dict[str, list[Node]] = {}
         for n in nodes:
             by_group.setdefault(n.group, []).append(n)
-        done = 0
-        for path, members in sorted(by_group.items()):
-            scope, where, name = _mig_key(path)
+
+        def delete(scope: str, where: str, name: str, members: list) -> object:
             urls = [f"zones/{n.location}/instances/{n.name}" for n in members]
-            try:
-                if scope == "zones":
-                    body = {"instance_group_managers_delete_instances_request_resource":
-                            compute_v1.InstanceGroupManagersDeleteInstancesRequest(
-                                instances=urls, skip_instances_on_validation_error=False)}
-                    op = self._call("compute.instanceGroupManagers.deleteInstances",
-                                    lambda: self.migs.delete_instances_unary(
-                                        project=self.project, zone=where,
-                                        instance_group_manager=name, **body, **_NO_RETRY))
-                else:
-                    body = {"region_instance_group_managers_delete_instances_request_resource":
-                            compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
-                                instances=urls, skip_instances_on_validation_error=False)}
-                    op = self._call("compute.regionInstanceGroupManagers.deleteInstances",
-                                    lambda: self.region_migs.delete_instances_unary(
-                                        project=self.project, region=where,
-                                        instance_group_manager=name, **body, **_NO_RETRY))
-            except CloudError as exc:
-                if "404" in str(exc):
-                    notes.append(f"MIG {name} was already deleted")
-                    continue
-                raise
-            self._check(op, "deleteInstances")
-            done += 1
-        if not done:
-            raise GroupGone("gcp", f"{self.project} deleteInstances",
-                            f"{', '.join(sorted(by_group))} deleted during the run")
-        return notes
+            if scope == "zones":
+                body = {"instance_group_managers_delete_instances_request_resource":
+                        compute_v1.InstanceGroupManagersDeleteInstancesRequest(
+                            instances=urls, skip_instances_on_validation_error=False)}
+                return self._call("compute.instanceGroupManagers.deleteInstances",
+                                  lambda: self.migs.delete_instances_unary(
+                                      project=self.project, zone=where,
+                                      instance_group_manager=name, **body, **_NO_RETRY))
+            body = {"region_instance_group_managers_delete_instances_request_resource":
+                    compute_v1.RegionInstanceGroupManagersDeleteInstancesRequest(
+                        instances=urls, skip_instances_on_validation_error=False)}
+            return self._call("compute.regionInstanceGroupManagers.deleteInstances",
+                              lambda: self.region_migs.delete_instances_unary(
+                                  project=self.project, region=where,
+                                  instance_group_manager=name, **body, **_NO_RETRY))
+
+        return self._per_mig(by_group, "deleteInstances", delete)
 
     def reservations(self, ref: ClusterRef) -> list[Reservation]:
         """Specific reservations the cluster's instances consume (reservationAffinity).
