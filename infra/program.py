@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Collection, Iterable, Optional
 
 import pulumi
 
@@ -20,9 +20,10 @@ from infra.errors import InputError
 from infra.model import EnvironmentDecision
 
 #: cloud adaptor modules: each exposes
-#: ``deploy(env, catalog, *, storage) -> list[pulumi.Resource]`` where ``storage`` maps the
-#: names of storage entries already declared (by adaptors earlier in DEPLOY_ORDER) to their
-#: components, so a cluster reading a dataset on another cloud can depend on its bucket.
+#: ``deploy(env, catalog, *, storage, only_clusters=None) -> list[pulumi.Resource]`` where
+#: ``storage`` maps the names of storage entries already declared (by adaptors earlier in
+#: DEPLOY_ORDER) to their components, so a cluster reading a dataset on another cloud can depend
+#: on its bucket, and ``only_clusters`` limits the cluster components declared (see main).
 CLOUD_ADAPTORS = {"aws": "infra.clouds.aws", "gcp": "infra.clouds.gcp"}
 #: GCP first: AWS clusters staging a GCS dataset grant a reader on the GCS bucket, which must
 #: exist first; GCP clusters reading S3 only name the bucket (no AWS-side grant on it).
@@ -73,9 +74,18 @@ def stack_source(stack: str) -> str:
     return f"stacks/Pulumi.{stack}.yaml"
 
 
-def main(file_keys: Optional[Iterable[str]] = None) -> ProgramResult:
+def main(file_keys: Optional[Iterable[str]] = None, *,
+         clusters: Optional[Collection[str]] = None) -> ProgramResult:
     """The program. ``file_keys``: the keys of the stack file the config came from (`gpulease
-    plan` passes those of the file it read; `pulumi up` reads them beside the program)."""
+    plan` passes those of the file it read; `pulumi up` reads them beside the program).
+
+    ``clusters`` (`gpulease plan`'s preview check only; `pulumi up` never passes it): declare
+    the components of these clusters only, with everything the program declares before the
+    last of them exactly as always: the adaptors of the clouds up to the last one holding such
+    a cluster (their shared resources, storage and checks in full), none after it, no reaper.
+    What is declared is what the whole program declares for it: a resource's inputs can only
+    come from what was declared before it, and a cluster's components from the shared
+    resources handed to it, never from another cluster (``infra.planner.dynamic``)."""
     stack = pulumi.get_stack()
     values = config_values(stack, file_keys)
     catalog = load_stack_catalog(values, source=stack_source(stack))
@@ -92,14 +102,20 @@ def main(file_keys: Optional[Iterable[str]] = None) -> ProgramResult:
 
     used = {c.cloud for c in env.clusters} | {s.cloud for s in env.storage}
     storage: dict[str, pulumi.Resource] = {}
+    order = [c for c in DEPLOY_ORDER if c in used]
+    scoped = {}
+    if clusters is not None:
+        wanted = {c.cloud for c in env.clusters if c.name in clusters}
+        order = order[:max([order.index(c) + 1 for c in wanted], default=0)]
+        scoped = {"only_clusters": frozenset(clusters)}
     # Everything declared here lives until the program ends: in a one-shot process (`pulumi up`,
     # `gpulease plan`) the collector would walk it again and again for nothing (infra.oneshot).
     with oneshot.collector_paused(only_one_shot=True):
-        for cloud in [c for c in DEPLOY_ORDER if c in used]:
+        for cloud in order:
             declared = importlib.import_module(CLOUD_ADAPTORS[cloud]).deploy(
-                env, catalog, storage=dict(storage))
+                env, catalog, storage=dict(storage), **scoped)
             storage.update(storage_components(declared))
-        if getattr(spec.reaper, "schedule", None):
+        if clusters is None and getattr(spec.reaper, "schedule", None):
             from infra.reaper.deploy import deploy_reaper
 
             deploy_reaper(env)

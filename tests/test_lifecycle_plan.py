@@ -67,3 +67,94 @@ def test_an_unknown_at_preview_passes_and_a_bad_known_value_does_not():
     with pytest.raises(ProviderRejected, match="pulumi preview --stack prod` stops at the "
                                                "provider's check: count"):
         check_dynamic(up, _with_inputs(preview, count="two"), stack="prod")
+
+
+# ---- the preview run declares what the check needs (issue 23) --------------------------------
+def _doubled_prod() -> dict:
+    """The prod stack with every cluster twice (a second copy named ``<name>-b``), unlimited
+    quota and budget, pre-training kept in Europe's GCP region: two reservations on GCP, two
+    GCP clusters without one, six AWS clusters declared after them."""
+    import copy
+
+    from infra.config import read_stack_file
+
+    values = copy.deepcopy(read_stack_file(ROOT / "stacks" / "Pulumi.prod.yaml"))
+    values["gpulease:budget_monthly_usd"] = 1e12
+    for cloud in values["gpulease:clouds"].values():
+        cloud["quota_gpus"] = {}
+    values["gpulease:clusters"] += [{**c, "name": c["name"] + "-b"}
+                                    for c in values["gpulease:clusters"]]
+    for c in values["gpulease:clusters"]:
+        if c["name"].startswith("pretrain"):
+            c["regions"] = ["europe-"]
+    return values
+
+
+def _same_as_whole_preview(values: dict, stack: str):
+    """The scoped preview run against the whole program's preview, resource by resource."""
+    from infra.planner.dynamic import preview_clusters, run_preview
+    from infra.planner.plan import run
+
+    up = run(values, stack=stack)
+    whole = run(values, stack=stack, preview=True)
+    scope = preview_clusters(up)
+    calls = []
+
+    def scoped_run(clusters):
+        calls.append(clusters)
+        return run(values, stack=stack, preview=True, now=up.now, clusters=clusters)
+
+    part = run_preview(up, scoped_run)
+    assert calls == [scope], "the scoped run declared every dynamic resource: no second run"
+    whole_by = {r.urn: r for r in whole.resources}
+    for r in part.resources:
+        w = whole_by[r.urn]
+        assert (r.type, r.parent, r.inputs, r.outputs, r.physical_name, r.protect,
+                r.depends_on, r.provider) == (w.type, w.parent, w.inputs, w.outputs,
+                                              w.physical_name, w.protect, w.depends_on,
+                                              w.provider), r.urn
+    dynamic = sorted(r.urn for r in up.custom if r.type == RESERVATION)
+    assert sorted(r.urn for r in part.custom if r.type == RESERVATION) == dynamic
+    return up, whole, part, scope
+
+
+def test_the_preview_run_declares_only_the_clusters_holding_a_dynamic_resource():
+    up, whole, part, scope = _same_as_whole_preview(_doubled_prod(), "prod")
+    assert scope == {"pretrain", "pretrain-b"}
+    clusters = {r.name for r in whole.resources if r.type.endswith(":GpuCluster")}
+    assert {r.name for r in part.resources if r.type.endswith(":GpuCluster")} == scope
+    assert len(clusters) == 10
+    # GCP is declared first: no AWS resource is needed for the check, nor the reaper
+    assert not [r.urn for r in part.custom if r.type.startswith("aws:")]
+    assert [r for r in whole.custom if r.type.startswith("aws:")]
+    # what it skips is most of the program
+    assert len(part.resources) < len(whole.resources) / 2
+
+
+def test_the_scoped_preview_of_prod_is_the_whole_preview_for_what_it_declares():
+    from infra.config import read_stack_file
+
+    _same_as_whole_preview(read_stack_file(ROOT / "stacks" / "Pulumi.prod.yaml"), "prod")
+
+
+def test_a_dynamic_resource_outside_the_clusters_or_missed_runs_the_whole_preview():
+    from infra.planner.dynamic import preview_clusters, run_preview
+
+    up = program_run("prod")
+    assert preview_clusters(up) == {"pretrain"}
+    stack_urn = next(r.parent for r in up.resources if r.type.endswith(":GpuCluster"))
+    outside = dataclasses.replace(up, resources=[
+        dataclasses.replace(r, parent=stack_urn) if r.type == RESERVATION else r
+        for r in up.resources])
+    assert preview_clusters(outside) is None
+    calls = []
+
+    def fake_run(clusters):
+        calls.append(clusters)
+        return up if clusters is None else dataclasses.replace(up, resources=[
+            r for r in up.resources if r.type != RESERVATION])
+
+    assert run_preview(outside, fake_run) is up and calls == [None]
+    calls.clear()
+    # a scoped run that did not declare a dynamic resource: the whole program runs instead
+    assert run_preview(up, fake_run) is up and calls == [frozenset({"pretrain"}), None]

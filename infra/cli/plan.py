@@ -158,16 +158,17 @@ def _check_dynamic(args: argparse.Namespace, loaded, prun, step) -> list[dict]:
     """gpulease's own dynamic providers checked through Pulumi's host code, as the engine
     checks them at `pulumi preview` (inputs from resources the update creates unknown) and at
     `pulumi up` (docs/offline-plan.md); exit 2 when either would stop there."""
-    from infra.planner.dynamic import check_dynamic, is_dynamic
+    from infra.planner.dynamic import check_dynamic, is_dynamic, run_preview
     from infra.planner.plan import run as run_program
 
     if not any(is_dynamic(r.type) for r in prun.custom):
         return []
-    step("running the program as `pulumi preview` sees it (provider outputs unknown)")
-    preview = run_program(loaded.values, stack=loaded.spec.stack,
-                          catalog_path=getattr(args, "catalog", None),
-                          catalog_version=getattr(args, "catalog_version", None), preview=True,
-                          now=prun.now)
+    step("running the program as `pulumi preview` sees it (provider outputs unknown) for the "
+         "clusters holding a dynamic resource")
+    preview = run_preview(prun, lambda clusters: run_program(
+        loaded.values, stack=loaded.spec.stack, catalog_path=getattr(args, "catalog", None),
+        catalog_version=getattr(args, "catalog_version", None), preview=True, now=prun.now,
+        clusters=clusters))
     step("checking gpulease's dynamic providers through Pulumi's host code")
     return check_dynamic(prun, preview, stack=loaded.spec.stack)
 

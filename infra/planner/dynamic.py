@@ -7,10 +7,17 @@ both through :class:`infra.planner.dynhost.DynamicHost` (the SDK's own servicer)
 preview run's recorded inputs (unknowns as the engine's sentinel) and the up run's. A failure
 in either is what `pulumi preview` / `pulumi up` would stop at: :class:`ProviderRejected`.
 No cloud is called: the host only unpickles the provider and runs its ``check``.
+
+The preview run (:func:`run_preview`) declares only what the check needs: the clusters whose
+components hold a dynamic resource, and everything the program declares before the last of
+them (``infra.program.main``'s ``clusters``). Each resource it declares gets what the whole
+program's preview gives it (tests/test_lifecycle_plan.py compares the two resource by
+resource); a dynamic resource outside every cluster, or one the scoped run did not declare,
+runs the whole program instead.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from infra.errors import Finding
 from infra.planner.mocks import UNKNOWN_MASK, ProgramRun, ProviderRejected
@@ -21,6 +28,41 @@ DYNAMIC_PREFIX = "pulumi-python:dynamic/"
 
 def is_dynamic(type_: str) -> bool:
     return type_.startswith(DYNAMIC_PREFIX)
+
+
+def preview_clusters(up: ProgramRun) -> Optional[frozenset[str]]:
+    """Names of the clusters whose components (``gpulease:<cloud>:GpuCluster``) hold the
+    dynamic resources of ``up``; None when one lies outside every cluster component."""
+    from infra.clouds.aws.cluster import CLUSTER_TYPE as AWS_CLUSTER
+    from infra.clouds.gcp.cluster import CLUSTER_TYPE as GCP_CLUSTER
+
+    by_urn = {r.urn: r for r in up.resources}
+    names: set[str] = set()
+    for r in up.custom:
+        if not is_dynamic(r.type):
+            continue
+        parent = by_urn.get(r.parent)
+        while parent is not None and parent.type not in (AWS_CLUSTER, GCP_CLUSTER):
+            parent = by_urn.get(parent.parent)
+        if parent is None:
+            return None
+        names.add(parent.name)
+    return frozenset(names)
+
+
+def run_preview(up: ProgramRun, run: Callable[..., ProgramRun]) -> ProgramRun:
+    """The program as `pulumi preview` sees it, as far as the check of ``up``'s dynamic
+    resources needs: ``run(clusters=...)`` runs it in preview mode (``infra.planner.plan.run``
+    with the stack's values); the whole program (``clusters=None``) when
+    :func:`preview_clusters` finds a dynamic resource outside the clusters, or the scoped run
+    did not declare every dynamic resource ``up`` has."""
+    scope = preview_clusters(up)
+    if scope is not None:
+        preview = run(clusters=scope)
+        declared = {r.urn for r in preview.custom}
+        if all(r.urn in declared for r in up.custom if is_dynamic(r.type)):
+            return preview
+    return run(clusters=None)
 
 
 def _unknown_keys(inputs: dict) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 from infra import money
 from infra.catalog import provenance
@@ -21,13 +21,16 @@ PLAN_FORMAT = "gpulease-plan/1"
 
 def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         catalog_version: Optional[str] = None, preview: bool = False,
-        now: Optional[float] = None, pause_gc: bool = True) -> ProgramRun:
+        now: Optional[float] = None, pause_gc: bool = True,
+        clusters: Optional[Collection[str]] = None) -> ProgramRun:
     """Run THE program (infra.program.main) under mocks with a stack file's config values.
 
     ``preview``: as `pulumi preview` sees it (provider-computed outputs unknown) instead of as
     `pulumi up` creates it (``infra.planner.mocks.run_program``). ``now``: the moment (epoch
     seconds) the offline lookups answer for (default: the current time). ``pause_gc=False``:
-    with the cyclic collector running, as under the real engine."""
+    with the cyclic collector running, as under the real engine. ``clusters``: declare only
+    these clusters' components and what the program declares before them
+    (``infra.program.main``; the preview check's run, ``infra.planner.dynamic``)."""
     from infra.program import main
 
     config = dict(values)
@@ -38,7 +41,7 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         config["gpulease:catalog_version"] = catalog_version
         config.pop("gpulease:catalog", None)
     keys = [k for k in values if isinstance(k, str)]
-    return run_program(lambda: main(file_keys=keys), stack=stack,
+    return run_program(lambda: main(file_keys=keys, clusters=clusters), stack=stack,
                        config=values_for_pulumi(config), preview=preview, now=now,
                        pause_gc=pause_gc)
 

@@ -5,7 +5,7 @@ Contract used by the program: :func:`deploy` ``(env, catalog) -> list[pulumi.Res
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Collection, Mapping, Optional
 
 import pulumi
 import pulumi_aws as aws
@@ -36,13 +36,16 @@ def user_data(stack: StackSpec, decision: ClusterDecision, purchase_model: str) 
 
 def deploy(env: EnvironmentDecision, catalog: Catalog, *,
            storage: Optional[Mapping[str, pulumi.Resource]] = None,
-           gcs_hmac: Optional[GcsHmac] = None) -> list[pulumi.Resource]:
+           gcs_hmac: Optional[GcsHmac] = None,
+           only_clusters: Optional[Collection[str]] = None) -> list[pulumi.Resource]:
     """Declare everything the decision puts on AWS; returns the top-level resources.
 
     ``storage``: storage components other clouds declared before (the program deploys GCP
     first): a cluster staging a GCS dataset makes its reader grants depend on that bucket.
     ``gcs_hmac``: an existing key for DataSync to read datasets homed on GCS; None: each such
     AWS cluster declares a reader service account and its key when GCP is configured, else warns.
+    ``only_clusters``: declare the cluster components of these names only (everything shared,
+    and every check, as always); ``infra.program.main``'s ``clusters``.
     """
     declared_elsewhere = dict(storage or {})
     stack = env.stack
@@ -123,6 +126,8 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
                 region=region, provider=providers[region])))
 
     for c in clusters:
+        if only_clusters is not None and c.name not in only_clusters:
+            continue
         out.append(GpuCluster(c.name, GpuClusterArgs(
             decision=c, stack=stack, catalog=catalog, network=networks[c.region],
             provider=providers[c.region], gcs_hmac=gcs_hmac,

@@ -21,6 +21,7 @@ from infra.costing import tags
 from infra.costing.context import CostContext
 from infra.model import CapacityBlockPin, ClusterDecision, StackSpec
 
+CLUSTER_TYPE = "gpulease:aws:GpuCluster"
 #: Types sold as EC2 Capacity Blocks for ML (one list: ``infra.quotes``). Other types fall
 #: back to an ODCR.
 CAPACITY_BLOCK_TYPES = quotes.CAPACITY_BLOCK_TYPES
@@ -59,7 +60,7 @@ class GpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
-        super().__init__("gpulease:aws:GpuCluster", name, None, opts)
+        super().__init__(CLUSTER_TYPE, name, None, opts)
         d, stack = args.decision, args.stack
         p = d.purchase
         self.use_block = self.uses_capacity_block(stack, d)

@@ -4,7 +4,7 @@ Contract used by the program: ``deploy(env, catalog) -> list[pulumi.Resource]``.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Collection, Mapping, Optional
 
 import pulumi
 import pulumi_gcp as gcp
@@ -46,11 +46,14 @@ __all__ = ["deploy", "GpuCluster", "GpuClusterArgs", "Network", "NetworkArgs", "
 
 
 def deploy(env: EnvironmentDecision, catalog: Catalog, *,
-           storage: Optional[Mapping[str, pulumi.Resource]] = None) -> list[pulumi.Resource]:
+           storage: Optional[Mapping[str, pulumi.Resource]] = None,
+           only_clusters: Optional[Collection[str]] = None) -> list[pulumi.Resource]:
     """Declare everything the decision puts on GCP; returns the top-level resources.
 
     ``storage``: storage components other clouds declared before (unused here: a GCP cluster
-    staging an S3 dataset only names the bucket in its transfer job).
+    staging an S3 dataset only names the bucket in its transfer job). ``only_clusters``: declare
+    the cluster components of these names only (everything shared is declared as always);
+    ``infra.program.main``'s ``clusters``.
     """
     clusters = [c for c in env.clusters if c.cloud == "gcp"]
     stores = [s for s in env.storage if s.cloud == "gcp"]
@@ -96,6 +99,8 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     if findings:
         raise ConfigError(findings)
     for c in clusters:
+        if only_clusters is not None and c.name not in only_clusters:
+            continue
         deps = tuple(storage[n] for n in (c.spec.dataset,) if n in storage)
         out.append(GpuCluster(c.name, GpuClusterArgs(
             stack=env.stack, decision=c, project=spec.project, network=network.network,
