@@ -5,7 +5,8 @@ from typing import Optional, Union
 
 #: irregular plurals gpulease prints; everything else takes "s".
 _PLURALS = {"policy": "policies", "copy": "copies", "entry": "entries", "is": "are",
-            "was": "were", "this": "these", "does": "do", "has": "have", "exists": "exist"}
+            "was": "were", "this": "these", "does": "do", "has": "have", "exists": "exist",
+             "keeps": "keep"}
 
 
 def plural(n: Union[int, float], singular: str, plural_form: Optional[str] = None, *,

@@ -69,6 +69,15 @@ def test_plural(n, word, expected):
     assert ui.plural(n, word) == expected
 
 
+def test_no_module_writes_a_plural_rule_of_its_own():
+    """One plural rule (infra/text.py, issue 25 item 7): no `'s' if n == 1` in messages."""
+    own = re.compile(r"""\{\s*['"]s['"]\s+if\b|\(\s*['"]{2}\s+if\s+[^()]*==\s*1\s+else\s+['"]s['"]""")
+    found = {str(path.relative_to(ROOT)): n for path in (ROOT / "infra").rglob("*.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if own.search(line)}
+    assert found == {}, found
+
+
 @pytest.mark.parametrize("mix,expected", [
     ({"reserved": 1, "on_demand": 2, "spot": 5}, "1 reserved · 2 on-demand · 5 spot"),
     ({"reserved": 0, "on_demand": 0, "spot": 1}, "1 spot"),

@@ -206,7 +206,7 @@ def test_destroy_never_takes_a_baseline_down():
 def test_a_cluster_at_or_below_its_baseline_is_not_reaped_again(nodes, baseline):
     v = d.decide(based(nodes=nodes, baseline=baseline), idle(nodes), now=NOW, policy=P)
     assert (v.state, v.action) == (d.SKIPPED, d.NONE)
-    assert f"at its baseline of {int(baseline)} nodes (gpulease-baseline-nodes), which is " \
+    assert f"at its baseline of {int(baseline):,} nodes (gpulease-baseline-nodes), which is " \
            "never scaled down" in v.reason
     assert v.nodes_removed is None and v.targets == ()
 

@@ -9,16 +9,20 @@ an audit record in every case, and nothing busy, unmeasured or unowned touched.
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs
 
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.stub import Stubber
 
 from infra.costing import tags
 from infra.reaper import decision as d
+from infra.reaper import aws as aws_adaptor
 from infra.reaper import engine
 from infra.reaper.audit import AuditLog
 from infra.reaper.aws import AwsReaper
+from infra.reaper.errors import MalformedResponse
 from infra.retry import Backoff
 from tests.fakes import moto_strict
 from tests.fakes.fault_proxy import FaultProxy
@@ -309,3 +313,44 @@ def test_a_bug_in_one_adaptor_is_a_per_cluster_error_not_a_traceback(world, monk
     o = by_cluster(report)["sandbox"]
     assert o.state == d.ERROR and "internal error KeyError" in o.reason
     assert report.exit_code == 1 and events(log)[-1]["event"] == "run-end"
+
+
+# ---- paging (boto3's paginators; each page one checked, counted, retried call) ---------------
+def test_every_page_is_read_and_a_failed_page_is_retried_alone(world, monkeypatch):
+    """Discovery lists groups one per page here (the page size shrunk from the API's 100): all
+    three pages are read, each with the token of the page before; a 503 on the second page is
+    retried for that page alone (the first page is not asked again) and every try is counted."""
+    monkeypatch.setitem(aws_adaptor.PAGE_SIZE, "describe_auto_scaling_groups", 1)
+    names = {world.idle("dev", n)[0] for n in ("one", "two", "three")}
+    r = world.reaper()
+    world.proxy.add("DescribeAutoScalingGroups", "html", body="NextToken=", times=2,
+                    style="doctype", status=503)
+    asked: list = []
+    world.proxy.add("DescribeAutoScalingGroups", None, times=None,
+                    hook=lambda seen: asked.append(parse_qs(seen.body.decode())))
+    found = r.discover(frozenset({"dev"}))
+    assert sorted(ref.cluster for ref in found) == ["one", "three", "two"]
+    assert {g for ref in found for g in ref.groups} == names
+    assert [a["MaxRecords"] for a in asked] == [["1"]] * 3
+    tokens = [a.get("NextToken", [None])[0] for a in asked]
+    assert tokens[0] is None and len(set(tokens[1:])) == 2 and set(tokens[1:]) <= names
+    assert [op for op, _ in world.proxy.injected()] == ["DescribeAutoScalingGroups"] * 2
+    assert r.calls["autoscaling.describe_auto_scaling_groups"] == 5   # 1 + (2 failed + 1) + 1
+    assert r.backoff.retries == 2
+
+
+def test_a_token_answered_twice_is_an_error_not_an_endless_listing():
+    """A broken gateway that answers the same NextToken again would page forever; botocore's
+    paginator refuses it and the reaper reports the listing as malformed."""
+    made = {n: boto3.client(n, region_name=REGION, aws_access_key_id="testing",
+                            aws_secret_access_key="testing")
+            for n in ("autoscaling", "ec2", "cloudwatch")}
+    r = AwsReaper(region=REGION, backoff=Backoff(sleep=lambda s: None), **made)
+    page = {"AutoScalingGroups": [], "NextToken": "same",
+            "ResponseMetadata": {"RequestId": "req-1", "HTTPStatusCode": 200}}
+    with Stubber(made["autoscaling"]) as stub:
+        stub.add_response("describe_auto_scaling_groups", page)
+        stub.add_response("describe_auto_scaling_groups", page)
+        with pytest.raises(MalformedResponse, match="same next token was received twice"):
+            r.claims()
+    assert r.calls["autoscaling.describe_auto_scaling_groups"] == 2

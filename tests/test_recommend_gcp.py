@@ -146,6 +146,27 @@ def test_a_month_of_points_is_paged(gcp, monkeypatch):
     assert len(pages) == -(-3 * HOURS // 250)
 
 
+def test_a_failed_page_is_retried_alone_and_every_try_counted(gcp, monkeypatch):
+    """The listing is google-api-core's page iterator; each page's request is one checked,
+    counted, retried call: a 503 on the second page is asked again for that page only."""
+    monkeypatch.setattr(fakes, "MAX_PAGE_POINTS", 250)
+    ids = gcp.add_mig(ZONE, "pretrain-reserved", 3, labels=labels("pretrain"),
+                      launched=gcp.window[0])
+    for iid in ids:
+        ran(gcp, iid, range(HOURS), 60.0)
+    gcp.faults["timeSeries"] = [None, 503, 503]     # page 1 answered, page 2 fails twice
+    a = GcpReaper.for_project(gcp.project, endpoint=gcp.url,
+                              backoff=Backoff(sleep=lambda s: None))
+    found = a.usage("prod", ["pretrain"], *gcp.window, pf.PERIOD_S)["pretrain"]
+    assert all(len(found[i]) == HOURS for i in ids)
+    pages = -(-3 * HOURS // 250)
+    assert pages > 2
+    asked = [p for m, p in gcp.log if p.endswith("/timeSeries")]
+    assert len(asked) == pages + 2                   # restarting the listing would be + 4
+    assert a.calls["monitoring.timeSeries.list"] == pages + 2
+    assert a.backoff.retries == 2
+
+
 def test_points_past_the_retention_are_gone(gcp):
     gcp.clock = gcp.window[1] + 20 * 86400      # "now" is 20 days after the window's end
     ids = gcp.add_mig(ZONE, "pretrain-reserved", 1, labels=labels("pretrain"),

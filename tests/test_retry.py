@@ -85,3 +85,17 @@ def test_the_callers_use_the_one_policy():
                 "infra/clouds/gcp/reservation.py"):
         text = (ROOT / rel).read_text(encoding="utf-8")
         assert "from infra.retry import Backoff" in text, rel
+
+
+def test_no_hand_written_page_loop_where_an_sdk_pager_exists():
+    """Listings page through the SDKs' pagers (boto3 paginators, google-api-core page
+    iterators), never a `while` loop of our own around a next-page token."""
+    tokens = {"NextToken", "nextToken", "pageToken", "nextPageToken", "next_page_token",
+              "NextMarker", "Marker"}
+    found = {}
+    for path in (ROOT / "infra").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.While) and any(
+                    isinstance(x, ast.Constant) and x.value in tokens for x in ast.walk(node)):
+                found.setdefault(str(path.relative_to(ROOT)), []).append(node.lineno)
+    assert found == {}, found

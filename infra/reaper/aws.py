@@ -9,10 +9,11 @@ that did not come from AWS, becomes an :mod:`infra.reaper.errors` type there and
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from collections import Counter
 from dataclasses import replace
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from infra.costing import tags
 from infra.errors import CloudError
@@ -30,6 +31,12 @@ MAX_QUERIES = 500
 #: DescribeAutoScalingGroups takes up to 50 names by default (API reference,
 #: AutoScalingGroupNames).
 MAX_NAMES = 50
+#: Page sizes asked for, each the API's maximum (the paginator sets the operation's own limit
+#: parameter): DescribeAutoScalingGroups and DescribeScalingActivities MaxRecords "The maximum
+#: value is 100", DescribeTags MaxResults 5 to 1000 (EC2 Auto Scaling and EC2 API references).
+#: The other listings take the API's default page. Tests shrink these to show every page is read.
+PAGE_SIZE = {"describe_auto_scaling_groups": 100, "describe_scaling_activities": 100,
+             "describe_tags": 1000}
 _ASG_LIVE = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
 #: DescribeAutoScalingGroups shows a group being deleted with this Status (API reference,
 #: AutoScalingGroup.Status).
@@ -62,6 +69,15 @@ def clients(region: str, session: Any = None, endpoint_url: Optional[str] = None
     extra = {"endpoint_url": endpoint_url} if endpoint_url else {}
     return {name: session.client(name, config=cfg, **extra)
             for name in ("autoscaling", "ec2", "cloudwatch")}  # ec2: capacity reservations only
+
+
+@functools.lru_cache(maxsize=None)
+def _paging_rules(service: str, api: str) -> dict:
+    """botocore's paginator configuration for one operation (its paginators-1.json entry: the
+    same rules ``client.get_paginator`` uses)."""
+    import botocore.session
+
+    return botocore.session.get_session().get_paginator_model(service).get_paginator(api)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -168,6 +184,31 @@ class AwsReaper:
             raise cls("aws", where, _describe(exc) + self._gave_up(exc),
                       retryable=_retryable(exc)) from None
 
+    def _pages(self, client: Any, op: str, *, expect: tuple = (),
+               check: Optional[Callable[[dict], Optional[str]]] = None,
+               **params: Any) -> Iterator[dict]:
+        """The pages of a listing, through boto3's paginator for ``op`` (botocore's paging
+        rules: which token goes back, which parameter sets the page size, and "the same next
+        token was received twice" refused). Each page's request is one :meth:`_call`: checked,
+        counted and, when transient, retried alone by the one retry policy (the pages already
+        read are not asked again)."""
+        from botocore.exceptions import PaginationError
+        from botocore.paginate import Paginator
+
+        api = client.meta.method_to_api_mapping[op]
+        service = client.meta.service_model.service_name
+        paginator = Paginator(lambda **kw: self._call(client, op, expect=expect, check=check,
+                                                      **kw),
+                              _paging_rules(service, api),
+                              client.meta.service_model.operation_model(api))
+        size = PAGE_SIZE.get(op)
+        try:
+            yield from paginator.paginate(**params, PaginationConfig=(
+                {"PageSize": size} if size else {}))
+        except PaginationError as exc:   # a repeated token: the listing would never end
+            raise MalformedResponse("aws", f"{self.region} {service}.{op}",
+                                    f"{exc} (not AWS's paging)") from None
+
     def _gave_up(self, exc: BaseException) -> str:
         return f" (gave up after {self.backoff.attempts} attempts)" if _retryable(exc) else ""
 
@@ -178,15 +219,9 @@ class AwsReaper:
         if environments is not None:
             filters.append({"Name": f"tag:{tags.ENVIRONMENT}", "Values": sorted(environments)})
         groups: list[dict] = []
-        token = None
-        while True:
-            page = self._call(self.autoscaling, "describe_auto_scaling_groups", Filters=filters,
-                              MaxRecords=100, expect=("AutoScalingGroups",),
-                              **({"NextToken": token} if token else {}))
+        for page in self._pages(self.autoscaling, "describe_auto_scaling_groups",
+                                Filters=filters, expect=("AutoScalingGroups",)):
             groups += page["AutoScalingGroups"]
-            token = page.get("NextToken")
-            if not token:
-                break
         marks = self._node_marks() if groups else {}
         per_cluster: dict[tuple, list[ClusterRef]] = {}
         for g in groups:
@@ -208,21 +243,16 @@ class AwsReaper:
         """Per-node idle marks: the instance tag tags.NODE_IDLE_SINCE of every instance in the
         region that carries it (EC2 DescribeTags, one paged call)."""
         out: dict[str, str] = {}
-        token = None
-        while True:
-            page = self._call(self.ec2, "describe_tags", Filters=[
+        for page in self._pages(self.ec2, "describe_tags", Filters=[
                 {"Name": "key", "Values": [tags.NODE_IDLE_SINCE]},
-                {"Name": "resource-type", "Values": ["instance"]}], MaxResults=1000,
-                expect=("Tags",), **({"NextToken": token} if token else {}))
+                {"Name": "resource-type", "Values": ["instance"]}], expect=("Tags",)):
             try:
                 for t in page["Tags"]:
                     out[str(t["ResourceId"])] = str(t.get("Value", ""))
             except (KeyError, TypeError) as exc:
                 raise MalformedResponse("aws", f"{self.region} ec2.describe_tags",
                                         f"a tag entry lacks {exc}") from None
-            token = page.get("NextToken")
-            if not token:
-                return out
+        return out
 
     def _ref(self, g: dict, environments: Optional[frozenset]) -> Optional[ClusterRef]:
         gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
@@ -256,11 +286,8 @@ class AwsReaper:
         found: dict[str, tuple[frozenset, int]] = {}
         for off in range(0, len(names), MAX_NAMES):
             batch = names[off:off + MAX_NAMES]
-            token = None
-            while True:
-                page = self._call(self.autoscaling, "describe_auto_scaling_groups",
-                                  AutoScalingGroupNames=batch, expect=("AutoScalingGroups",),
-                                  **({"NextToken": token} if token else {}))
+            for page in self._pages(self.autoscaling, "describe_auto_scaling_groups",
+                                    AutoScalingGroupNames=batch, expect=("AutoScalingGroups",)):
                 try:
                     for g in page["AutoScalingGroups"]:
                         if g.get("Status") == _DELETING:
@@ -273,9 +300,6 @@ class AwsReaper:
                     raise MalformedResponse("aws", f"{self.region} autoscaling."
                                             "describe_auto_scaling_groups",
                                             f"a group entry lacks {exc}") from None
-                token = page.get("NextToken")
-                if not token:
-                    break
         out = {}
         for r in refs:
             here = [g for g in r.groups if g in found]
@@ -308,12 +332,10 @@ class AwsReaper:
                                           "Dimensions": [{"Name": "InstanceId", "Value": i}]},
                                "Period": period_s, "Stat": "Maximum"}}
                 for k, i in enumerate(batch)]
-            token = None
-            while True:
-                page = self._call(self.cloudwatch, "get_metric_data", MetricDataQueries=queries,
-                                  StartTime=t0, EndTime=t1, ScanBy="TimestampAscending",
-                                  expect=("MetricDataResults",), check=internal_error,
-                                  **({"NextToken": token} if token else {}))
+            for page in self._pages(self.cloudwatch, "get_metric_data",
+                                    MetricDataQueries=queries, StartTime=t0, EndTime=t1,
+                                    ScanBy="TimestampAscending", expect=("MetricDataResults",),
+                                    check=internal_error):
                 try:
                     for r in page["MetricDataResults"]:
                         iid = batch[int(r["Id"][1:])]
@@ -322,9 +344,6 @@ class AwsReaper:
                 except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
                     raise MalformedResponse("aws", f"{self.region} monitoring.get_metric_data",
                                             f"a result does not match the query ({exc})") from None
-                token = page.get("NextToken")
-                if not token:
-                    break
         return {i: tuple(sorted(v)) for i, v in out.items()}
 
     # ---- history (`gpulease recommend`) ----------------------------------------------------
@@ -355,12 +374,9 @@ class AwsReaper:
 
     def _instances_in_metrics(self, asg: str) -> set:
         out: set = set()
-        token = None
-        while True:
-            page = self._call(self.cloudwatch, "list_metrics", Namespace=NAMESPACE,
-                              MetricName=METRIC, expect=("Metrics",),
-                              Dimensions=[{"Name": ASG_DIMENSION, "Value": asg}],
-                              **({"NextToken": token} if token else {}))
+        for page in self._pages(self.cloudwatch, "list_metrics", Namespace=NAMESPACE,
+                                MetricName=METRIC, expect=("Metrics",),
+                                Dimensions=[{"Name": ASG_DIMENSION, "Value": asg}]):
             try:
                 for m in page["Metrics"]:
                     out.update(str(x["Value"]) for x in m.get("Dimensions", [])
@@ -368,30 +384,24 @@ class AwsReaper:
             except (KeyError, TypeError) as exc:
                 raise MalformedResponse("aws", f"{self.region} monitoring.list_metrics",
                                         f"a metric lacks {exc}") from None
-            token = page.get("NextToken")
-            if not token:
-                return out
+        return out
 
     def _instances_in_activities(self, asg: str) -> set:
         out: set = set()
-        token = None
-        while True:
-            try:
-                page = self._call(self.autoscaling, "describe_scaling_activities",
-                                  AutoScalingGroupName=asg, MaxRecords=100,
-                                  expect=("Activities",),
-                                  **({"NextToken": token} if token else {}))
-            except GroupGone:
-                return out    # deleted since discovery: its metrics still say who ran in it
-            try:
-                for a in page["Activities"]:
-                    out.update(_INSTANCE_IN_TEXT.findall(str(a.get("Description", ""))))
-            except (KeyError, TypeError) as exc:
-                raise MalformedResponse("aws", f"{self.region} autoscaling.describe_scaling_"
-                                        "activities", f"an activity lacks {exc}") from None
-            token = page.get("NextToken")
-            if not token:
-                return out
+        pages = self._pages(self.autoscaling, "describe_scaling_activities",
+                            AutoScalingGroupName=asg, expect=("Activities",))
+        try:
+            for page in pages:
+                try:
+                    for a in page["Activities"]:
+                        out.update(_INSTANCE_IN_TEXT.findall(str(a.get("Description", ""))))
+                except (KeyError, TypeError) as exc:
+                    raise MalformedResponse("aws", f"{self.region} autoscaling.describe_"
+                                            "scaling_activities", f"an activity lacks {exc}"
+                                            ) from None
+        except GroupGone:
+            pass    # deleted since discovery: its metrics still say who ran in it
+        return out
 
     # ---- actions ------------------------------------------------------------------------
     def _tag(self, asg: str, key: str, value: Optional[str] = "") -> dict:
@@ -511,12 +521,9 @@ class AwsReaper:
         """
         if self._odcr is None:
             found: dict = {}
-            token = None
-            while True:
-                page = self._call(self.ec2, "describe_capacity_reservations", Filters=[
+            for page in self._pages(self.ec2, "describe_capacity_reservations", Filters=[
                     {"Name": "tag-key", "Values": [tags.CLUSTER]},
-                    {"Name": "state", "Values": ["active"]}], expect=("CapacityReservations",),
-                    **({"NextToken": token} if token else {}))
+                    {"Name": "state", "Values": ["active"]}], expect=("CapacityReservations",)):
                 try:
                     for cr in page["CapacityReservations"]:
                         kv = {t["Key"]: t.get("Value", "") for t in cr.get("Tags", [])}
@@ -528,9 +535,6 @@ class AwsReaper:
                 except (KeyError, TypeError, ValueError) as exc:
                     raise MalformedResponse("aws", f"{self.region} ec2.describe_capacity_"
                                             "reservations", f"an entry lacks {exc}") from None
-                token = page.get("NextToken")
-                if not token:
-                    break
             self._odcr = found
         return list(self._odcr.get((ref.environment, ref.cluster), ()))
 
@@ -541,12 +545,10 @@ class AwsReaper:
     def claims(self) -> list[Claim]:
         """Every claim tag on any gpulease ASG of the region, all environments (the discovery
         listing again: claim keys carry the run token, and DescribeTags filters exact keys)."""
-        out, token = [], None
-        while True:
-            page = self._call(self.autoscaling, "describe_auto_scaling_groups", MaxRecords=100,
-                              Filters=[{"Name": "tag-key", "Values": [tags.CLUSTER]}],
-                              expect=("AutoScalingGroups",),
-                              **({"NextToken": token} if token else {}))
+        out = []
+        for page in self._pages(self.autoscaling, "describe_auto_scaling_groups",
+                                Filters=[{"Name": "tag-key", "Values": [tags.CLUSTER]}],
+                                expect=("AutoScalingGroups",)):
             try:
                 for g in page["AutoScalingGroups"]:
                     kv = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
@@ -562,9 +564,7 @@ class AwsReaper:
                 raise MalformedResponse("aws", f"{self.region} autoscaling."
                                         "describe_auto_scaling_groups",
                                         f"a group entry lacks {exc}") from None
-            token = page.get("NextToken")
-            if not token:
-                return out
+        return out
 
     def claim(self, ref: ClusterRef, key: str, value: str, *, now: float) -> None:
         """Write this run's claim; drop expired claims of any run on the same group (an ASG

@@ -246,8 +246,8 @@ def node_membership_change(ref: ClusterRef, v: Verdict,
         ranked = sorted(live, key=lambda n: now.ranks.get(n, n))
         if a.node in ranked[:floor.get(a.group, 0)]:
             return INSUFFICIENT, (f"{a.group} shrank during the run: node {a.node} is now one "
-                                  f"of its floor of {_n_nodes(floor.get(a.group, 0))}: nothing "
-                                  "removed this run")
+                                  f"of its floor of {plural(floor.get(a.group, 0), 'node')}: "
+                                  "nothing removed this run")
     return None
 
 
@@ -667,7 +667,8 @@ def _with_nodes(v: Verdict, acts: list[NodeAction], *, marked: bool) -> Verdict:
         ids = [a.node for a in acts if a.action == kind]
         if ids:
             more = f" (+{len(ids) - 3} more)" if len(ids) > 3 else ""
-            parts.append(f"{verb} node{'s' if len(ids) > 1 else ''} {', '.join(ids[:3])}{more}")
+            parts.append(f"{verb} {plural(len(ids), 'node', number=False)} "
+                         f"{', '.join(ids[:3])}{more}")
     return replace(v, action=action, reason=f"{v.reason}; " + "; ".join(parts),
                    node_actions=tuple(acts), unmark_cluster=marked and action != UNMARK,
                    nodes_removed=len(removes) if removes else None)
@@ -735,12 +736,12 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         # Committed/reserved capacity bills whether it runs or not, and the reaper already
         # removed what was above it: nothing to do, and nothing to mark.
         if floor and removed == 0 and not prepaid:
-            reason += (f"; at its baseline of {_n_nodes(baseline)} ({tags.BASELINE_NODES}), "
+            reason += (f"; at its baseline of {plural(baseline, 'node')} ({tags.BASELINE_NODES}), "
                        "which is never scaled down")
         else:
             reason += "".join(f"; {h.detail}" for h in holding if h.kind == "billed-until")
             if floor:
-                reason += f"; the rest is its baseline of {_n_nodes(baseline)}"
+                reason += f"; the rest is its baseline of {plural(baseline, 'node')}"
         if marked:
             return Verdict(SKIPPED, reason + "; clears the idle mark", UNMARK, top, window,
                            baseline_nodes=baseline, holds=holding)
@@ -750,12 +751,13 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
     teardown = SCALE_TO_BASELINE if keep > 0 else policy.teardown
     removes = removed if teardown == SCALE_TO_BASELINE else len(ref.nodes)
     if teardown == SCALE_TO_BASELINE and prepaid:
-        plan = (f" down to {_n_nodes(keep)} (removes {_n_nodes(removes)}; keeps "
+        plan = (f" down to {plural(keep, 'node')} (removes {plural(removes, 'node')}; keeps "
                 + ", ".join(sorted(prepaid)) + " prepaid" + (f" and its baseline of "
-                                                             f"{_n_nodes(baseline)}" if floor
+                                                             f"{plural(baseline, 'node')}" if floor
                                                              else "") + ")")
     elif teardown == SCALE_TO_BASELINE:
-        plan = f" down to its baseline of {_n_nodes(baseline)} (removes {_n_nodes(removes)})"
+        plan = (f" down to its baseline of {plural(baseline, 'node')} "
+                f"(removes {plural(removes, 'node')})")
     else:
         plan = ""
     blocking = [h for h in holding if h.kind != "billed-until"]
@@ -784,6 +786,3 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
                    targets=tuple(sorted(goal.items())) if teardown == SCALE_TO_BASELINE else (),
                    holds=holding)
 
-
-def _n_nodes(n: Optional[int]) -> str:
-    return f"{n} node" + ("" if n == 1 else "s")

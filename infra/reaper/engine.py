@@ -593,8 +593,8 @@ def _remove_nodes(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outc
         extra += f"; the marks could not all be updated ({mexc})"
     kept = len(ref.nodes) - len(nodes)
     where = "their groups" if len({n.group for n in nodes}) > 1 else "its group"
-    what = (f"{d._n_nodes(len(nodes))} removed from {where} (desired capacity down with "
-            f"them), {d._n_nodes(kept)} kept running")
+    what = (f"{plural(len(nodes), 'node')} removed from {where} (desired capacity down with "
+            f"them), {plural(kept, 'node')} kept running")
     return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{extra}"),
                     applied=True)
 
@@ -626,8 +626,9 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
             return _error(ref, exc, v.action)
     if v.action == d.SCALE_TO_BASELINE:
         kept = len(ref.nodes) - (v.nodes_removed or 0)
-        what = (f"idle burst capacity scaled down to the baseline: {d._n_nodes(v.nodes_removed)}"
-                f" removed, {d._n_nodes(kept)} of baseline kept running")
+        what = (f"idle burst capacity scaled down to the baseline: "
+                f"{plural(v.nodes_removed or 0, 'node')} removed, {plural(kept, 'node')} of "
+                "baseline kept running")
     else:
         what = "stack destroyed" if v.action == d.DESTROY else "compute scaled to zero"
     templates = "launch templates" if ref.cloud == "aws" else "instance templates"
@@ -638,7 +639,7 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
         known = [x.usd_per_day for x in reservations if x.usd_per_day is not None]
         idle = "; the baseline runs on them" if v.action == d.SCALE_TO_BASELINE else " unused"
         n = len(reservations)
-        billing = (f"; {plural(n, 'reservation')} keep{'s' if n == 1 else ''} billing"
+        billing = (f"; {plural(n, 'reservation')} {plural(n, 'keeps', number=False)} billing"
                    + (f" ({money.fmt(sum(known))}/day{idle})" if known else ""))
     extra = "".join(f"; {n}" for n in (notes or ()))
     return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{keep}"

@@ -17,7 +17,7 @@ import datetime as _dt
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from infra.costing import tags
 from infra.errors import CloudError
@@ -92,7 +92,15 @@ class MonitoringRest:
     base_url: str
 
     def list_time_series(self, project: str, *, filter: str, start: float, end: float,
-                         period_s: int, group_by: Sequence[str]) -> Iterator[dict]:
+                         period_s: int, group_by: Sequence[str],
+                         guard: Callable[[Callable[[], dict]], dict] = lambda get: get()
+                         ) -> Iterator[dict]:
+        """The answer pages of one listing (each the API's JSON object), through
+        google-api-core's HTTP page iterator (it sends ``pageToken`` back until the answer has
+        no ``nextPageToken``). Each page's request runs inside ``guard`` (the reaper's checked,
+        counted, retried call), so a failed page is asked again alone."""
+        from google.api_core.page_iterator import HTTPIterator
+
         def rfc3339(t: float) -> str:
             return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         params = {"filter": filter, "interval.startTime": rfc3339(start),
@@ -101,28 +109,40 @@ class MonitoringRest:
                   "aggregation.perSeriesAligner": "ALIGN_MAX",
                   "aggregation.crossSeriesReducer": "REDUCE_MAX",
                   "aggregation.groupByFields": list(group_by), "view": "FULL"}
-        token = None
-        while True:
-            q = dict(params, **({"pageToken": token} if token else {}))
-            resp = self.session.get(f"{self.base_url}/v3/projects/{project}/timeSeries",
-                                    params=q, timeout=30)
+        where = f"{project} monitoring.timeSeries.list"
+
+        def get_page(method: str, path: str, query_params: dict) -> dict:
+            resp = self.session.get(f"{self.base_url}{path}", params=query_params, timeout=30)
             if resp.status_code != 200:
                 raise HttpStatusError(resp.status_code, " ".join(resp.text[:300].split()))
             try:
                 body = resp.json()
             except ValueError:
-                raise MalformedResponse("gcp", f"{project} monitoring.timeSeries.list",
-                                        f"HTTP 200 with a non-JSON body "
+                raise MalformedResponse("gcp", where, f"HTTP 200 with a non-JSON body "
                                         f"({resp.headers.get('content-type', '?')}): not from "
                                         "Cloud Monitoring (a proxy or captive portal?)") from None
             if not isinstance(body, dict):
-                raise MalformedResponse("gcp", f"{project} monitoring.timeSeries.list",
-                                        f"HTTP 200 with a JSON {type(body).__name__}, not an "
-                                        "object")
-            yield body
+                raise MalformedResponse("gcp", where, f"HTTP 200 with a JSON "
+                                        f"{type(body).__name__}, not an object")
             token = body.get("nextPageToken")
+            if token is not None and not isinstance(token, str):
+                raise MalformedResponse("gcp", where, "nextPageToken is not a string")
+            if token and token == query_params.get("pageToken"):
+                raise MalformedResponse("gcp", where, "the same nextPageToken was answered "
+                                        "twice (the listing would never end)")
             if not token:
-                return
+                # "If there are more results than have been returned, then this field is set
+                # to a non-empty value" (timeSeries.list reference): empty = the last page. The
+                # iterator would send an empty token back, so it is dropped here.
+                body.pop("nextPageToken", None)
+            return body
+
+        pages = HTTPIterator(
+            client=None, path=f"/v3/projects/{project}/timeSeries", items_key="timeSeries",
+            api_request=lambda **kw: guard(lambda: get_page(**kw)),
+            item_to_value=lambda _iterator, series: series, extra_params=params).pages
+        for page in pages:
+            yield page.raw_page
 
 
 def _status(exc: BaseException) -> int:
@@ -385,39 +405,44 @@ class GcpReaper:
         """Per-instance maximum per alignment period of the series ``flt`` selects (``wanted``:
         only these instance ids, each present in the answer even without points)."""
         out: dict[str, list] = {i: [] for i in (wanted or ())}
-        pages: list = []
+        op = "monitoring.timeSeries.list"
 
-        def fetch():
-            pages.clear()
-            pages.extend(self.monitoring.list_time_series(
+        def read(body: dict) -> dict:
+            """One page's points per instance; a page that lacks what the API documents
+            raises inside the page's call (and is retried like any malformed answer)."""
+            got: dict[str, list] = {}
+            for series in body.get("timeSeries", []):
+                iid = series.get("resource", {}).get("labels", {}).get("instance_id")
+                if wanted is not None and iid not in wanted:
+                    continue
+                if not iid:
+                    raise KeyError("resource.labels.instance_id")
+                got.setdefault(iid, [])
+                for p in series.get("points", []):
+                    # Aligned points are stamped with the END of their alignment period;
+                    # the decision module expects period starts.
+                    t = _ts(p["interval"]["endTime"]) - period_s
+                    v = p.get("value", {})
+                    val = v.get("doubleValue", v.get("int64Value"))
+                    if val is not None:
+                        got[iid].append((t, float(val)))
+            return got
+
+        read_pages: list = []
+
+        def page(get: Callable[[], dict]) -> dict:
+            body = get()
+            read_pages.append(read(body))     # only a page read whole counts
+            return body
+
+        for _ in self.monitoring.list_time_series(
                 self.project, filter=flt, start=start, end=end, period_s=period_s,
-                group_by=["resource.label.instance_id"]))
-            for body in pages:
-                for series in body.get("timeSeries", []):
-                    iid = series.get("resource", {}).get("labels", {}).get("instance_id")
-                    if wanted is not None and iid not in wanted:
-                        continue
-                    if not iid:
-                        raise KeyError("resource.labels.instance_id")
-                    out.setdefault(iid, [])
-                    for p in series.get("points", []):
-                        # Aligned points are stamped with the END of their alignment period;
-                        # the decision module expects period starts.
-                        t = _ts(p["interval"]["endTime"]) - period_s
-                        v = p.get("value", {})
-                        val = v.get("doubleValue", v.get("int64Value"))
-                        if val is not None:
-                            out[iid].append((t, float(val)))
-
-        def attempt():
-            for k in list(out):
-                if wanted is None:
-                    del out[k]
-                else:
-                    out[k].clear()
-            fetch()
-        # Parsing happens inside the retried call: a malformed page is retried, never half-read.
-        self._call("monitoring.timeSeries.list", attempt)
+                group_by=["resource.label.instance_id"],
+                guard=lambda get: self._call(op, lambda: page(get))):
+            pass
+        for got in read_pages:
+            for iid, points in got.items():
+                out.setdefault(iid, []).extend(points)
         return {i: tuple(sorted(v)) for i, v in out.items()}
 
     # ---- actions ------------------------------------------------------------------------

@@ -250,6 +250,8 @@ class FakeGcp:
         queue = self.faults.get(op)
         if queue:
             status = queue.pop(0)
+            if status is None:      # this request is answered normally (a later one fails)
+                return None
             return status, {"error": {"code": status, "message": f"injected {status} on {op}",
                                       "errors": [{"reason": "rateLimitExceeded" if status == 429
                                                   else "backendError"}]}}
