@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping, Optional
+from typing import Annotated, Any, Iterable, Iterator, Literal, Mapping, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from infra import inputs
 from infra.bootstrap.settings import BootstrapSettings
 from infra.catalog import Catalog
-from infra.errors import ConfigError, Finding, did_you_mean
+from infra.errors import ConfigError, Finding, InputError, did_you_mean
 from infra.inputs import MAX_STACK_FILE_BYTES, MAX_USD
 from infra.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS,
                          MAX_IDLE_MINUTES, CapacityBlockPin, CloudSpec, ClusterSpec, DemandStep,
@@ -1029,19 +1030,116 @@ def read_stack_file(path: Path) -> dict[str, Any]:
     except RecursionError:
         raise ConfigError([Finding("config", f"nested more than {inputs.MAX_DEPTH} levels deep; "
                                    "no stack file nests so deep", source=source)]) from None
-    # depth and size after YAML aliases are expanded (numbers: the schema, with every finding)
-    inputs.check_tree(doc, source=source, error=ConfigError, headline=_headline(source),
-                      numbers=False)
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
-        raise ConfigError([Finding("config", "a stack file is a mapping with a `config:` "
-                                   "mapping of keys", source=source)])
-    config = dict(doc.get("config") or {})
-    findings = list(_plain_data_findings(config, source))
-    if findings:
-        raise ConfigError(findings, headline=_headline(source))
+    with located(source, text):
+        # depth and size after YAML aliases are expanded (numbers: the schema, with every
+        # finding)
+        inputs.check_tree(doc, source=source, error=ConfigError, headline=_headline(source),
+                          numbers=False)
+        if doc is None:
+            doc = {}
+        if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
+            raise ConfigError([Finding("config", "a stack file is a mapping with a `config:` "
+                                       "mapping of keys", source=source)])
+        config = dict(doc.get("config") or {})
+        findings = list(_plain_data_findings(config, source))
+        if findings:
+            raise ConfigError(findings, headline=_headline(source))
     return config
+
+
+# ---- positions of findings in the stack file ------------------------------------------------
+def yaml_marks(text: str) -> dict[str, tuple[Any, Any]]:
+    """Config path (``gpulease:clusters[2].gpus``, the paths findings name) -> (mark of its key,
+    None for a list item; its value's node) for every key and list item of a stack file's
+    ``config:``, from PyYAML's node graph (``yaml.compose``: nodes keep their start marks, loaded
+    values do not). ``"config"`` is the ``config:`` key itself. A node reached again through a
+    YAML alias is not walked twice (an alias bomb stays one walk of the file)."""
+    try:
+        root = yaml.compose(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return {}
+    out: dict[str, tuple[Any, Any]] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return out
+    top = None
+    for k, v in root.value:
+        if isinstance(k, yaml.ScalarNode) and k.value == "config":
+            out["config"], top = (k.start_mark, v), v
+    if not isinstance(top, yaml.MappingNode):
+        return out
+    seen: set = set()
+    todo: list = [(str(k.value), k.start_mark, v) for k, v in reversed(top.value)
+                  if isinstance(k, yaml.ScalarNode)]
+    while todo:
+        path, key_mark, node = todo.pop()
+        out[path] = (key_mark, node)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            todo += [(f"{path}.{k.value}", k.start_mark, v) for k, v in reversed(node.value)
+                     if isinstance(k, yaml.ScalarNode)]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [(f"{path}[{i}]", None, v) for i, v in reversed(list(enumerate(node.value)))]
+    return out
+
+
+#: findings about a key itself (not its value): located at the key.
+_ABOUT_THE_KEY = re.compile(r"unknown key|unknown namespace|a config key needs|keys are strings|"
+                            r"config keys are strings|\"[^\"]*\" names no key")
+
+
+def _enclosing(path: str) -> str:
+    """``gpulease:clusters[2].gpus`` -> ``gpulease:clusters[2]`` -> ``gpulease:clusters``."""
+    return re.sub(r"(\.[^.\[\]]*|\[\d+\])$", "", path)
+
+
+def locate(findings: Iterable[Finding], source: str, text: str) -> list[Finding]:
+    """Each finding on ``source`` (the stack file whose text is ``text``) with the file's
+    ``:LINE:COLUMN`` added to its source, as compilers print them: the value's position for a
+    bad value, the key's for an unknown key or a mapping or list, the item's for a list item. A
+    path the file does not hold (a missing key) points at the nearest enclosing key or item it
+    does hold. Findings on other sources, or already located, are returned unchanged."""
+    findings = list(findings)
+    if not any(f.source == source for f in findings):
+        return findings
+    marks = yaml_marks(text)
+    out = []
+    for f in findings:
+        path = f.path
+        while f.source == source and path not in marks and _enclosing(path) != path:
+            path = _enclosing(path)
+        if path not in marks:
+            path = "config"    # a top-level key the file lacks: its `config:` mapping
+        if f.source != source or path not in marks:
+            out.append(f)
+            continue
+        key, node = marks[path]
+        value_itself = (path == f.path and isinstance(node, yaml.ScalarNode)
+                        and not _ABOUT_THE_KEY.match(f.message))
+        mark = node.start_mark if value_itself or key is None else key
+        out.append(Finding(f.path, f.message, level=f.level,
+                           source=f"{source}:{mark.line + 1}:{mark.column + 1}"))
+    return out
+
+
+@contextmanager
+def located(source: str, text: Optional[str] = None, *,
+            path: Optional[Path] = None) -> Iterator[None]:
+    """Re-raise an input error's findings on ``source`` with their line and column
+    (:func:`locate`) in ``text``, or in the file at ``path`` read only when there is an error."""
+    try:
+        yield
+    except InputError as exc:
+        if text is None:
+            try:
+                text = Path(path).read_text(encoding="utf-8") if path is not None else ""
+            except (OSError, UnicodeDecodeError):
+                text = ""
+        found = locate(exc.findings, source, text)
+        if found == exc.findings:
+            raise
+        raise type(exc)(found, headline=exc.headline) from None
 
 
 def yaml_syntax_finding(text: str, exc: "yaml.YAMLError", source: str) -> Finding:

@@ -37,13 +37,15 @@ the same input:
 - the file must be UTF-8 YAML of plain data (no `!!binary`, dates must be quoted), at most 1 MiB,
   nested at most 64 levels and at most 2,000,000 values once YAML aliases are expanded (the
   limits every input file shares, `infra/inputs.py`);
-- **every finding is reported at once**, naming the file and the config path; exit code 2, nothing
-  is declared.
+- **every finding is reported at once**, naming the file, the line and column of the value (of
+  the key, for an unknown key; of the mapping or list item, for a missing key) and the config
+  path; exit code 2, nothing is declared. Positions come from PyYAML's node marks
+  (`infra.config.locate`), read only when there is a finding.
 
 ```
-error: stacks/Pulumi.dev.yaml: invalid stack configuration — fix the keys below and run again:
-stacks/Pulumi.dev.yaml: gpulease:clusters[0].gpu: unknown GPU "A1000" (did you mean "A100"?); ...
-stacks/Pulumi.dev.yaml: gpulease:clusters[0].gpus: must be > 0 (got 0)
+error: stacks/Pulumi.dev.yaml: invalid stack configuration — fix the keys below (reference: docs/config.md) and run again:
+stacks/Pulumi.dev.yaml:23:12: gpulease:clusters[0].gpu: unknown GPU "A1000" (did you mean "A100"?); ...
+stacks/Pulumi.dev.yaml:24:13: gpulease:clusters[0].gpus: must be > 0 (got 0)
 ```
 
 The environment name (`gpulease:environment`, default: the stack name) goes into every tag, label,

@@ -14,7 +14,8 @@ import pulumi
 
 from infra import money, oneshot
 from infra.catalog import Catalog
-from infra.config import NAMESPACE, TOP_LEVEL_KEYS, load_stack_catalog, parse_stack_config
+from infra.config import (NAMESPACE, TOP_LEVEL_KEYS, load_stack_catalog, located,
+                          parse_stack_config)
 from infra.costing import transform as cost_transform
 from infra.errors import InputError
 from infra.model import EnvironmentDecision
@@ -88,8 +89,10 @@ def main(file_keys: Optional[Iterable[str]] = None, *,
     resources handed to it, never from another cluster (``infra.planner.dynamic``)."""
     stack = pulumi.get_stack()
     values = config_values(stack, file_keys)
-    catalog = load_stack_catalog(values, source=stack_source(stack))
-    spec = parse_stack_config(values, stack=stack, source=stack_source(stack), catalog=catalog)
+    source = stack_source(stack)
+    with located(source, path=PROJECT_DIR / source):   # findings at the file's line:column
+        catalog = load_stack_catalog(values, source=source)
+        spec = parse_stack_config(values, stack=stack, source=source, catalog=catalog)
     for warning in spec.warnings:
         pulumi.log.warn(str(warning))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -199,6 +200,78 @@ def test_yaml_syntax_errors_are_located(old, new, key, col, tab, tmp_path, capsy
     assert ("indents with spaces only" in error) == tab
     if tab:
         assert f"line {line} is indented with a tab (column 1)" in error
+
+
+# ---- schema findings carry the file's line:column (PyYAML's node marks) -----------------------
+PROD = (ROOT / "stacks" / "Pulumi.prod.yaml").read_text(encoding="utf-8")
+_EVAL_BATCH = "      gpu: L4\n      gpus: 8\n      hours_per_month: 300\n"
+
+
+@pytest.mark.parametrize("old,new,needle,at,finding", [
+    # a top-level scalar: the value's column
+    ("  gpulease:budget_monthly_usd: 385000\n", "  gpulease:budget_monthly_usd: -5\n",
+     "budget_monthly_usd", "-5", "gpulease:budget_monthly_usd: must be >= 0 (got -5)"),
+    # the third cluster's gpus (a list item's key)
+    (_EVAL_BATCH, _EVAL_BATCH.replace("gpus: 8", "gpus: 0"), "gpus: 0", "0",
+     "gpulease:clusters[2].gpus: must be > 0 (got 0)"),
+    # inside a flow mapping inside a list inside a list item: clusters[0].demand[1].gpus
+    ("{gpus: 64, hours_per_month: 200}", "{gpus: -64, hours_per_month: 200}", "gpus: -64",
+     "-64", "gpulease:clusters[0].demand[1].gpus:"),
+    # an unknown key: the key's column, with the did-you-mean
+    ("      idle_minutes: 30\n  gpulease:reaper:", "      idle_mintues: 30\n  gpulease:reaper:",
+     "idle_mintues", "idle_mintues",
+     'gpulease:clusters[4].idle_mintues: unknown key (did you mean "idle_minutes"?)'),
+    # a nested mapping's value
+    ("    grace_minutes: 30\n", "    grace_minutes: soon\n", "grace_minutes", "soon",
+     "gpulease:reaper.grace_minutes: must be a whole number (got 'soon')"),
+    # a missing key: the list item that lacks it
+    (_EVAL_BATCH, "      gpus: 8\n      hours_per_month: 300\n", "- name: eval-batch",
+     "name: eval-batch", "gpulease:clusters[2].gpu: required key is missing"),
+])
+def test_schema_findings_are_located(old, new, needle, at, finding, tmp_path, capsys):
+    """Every finding of the loader on a stack file names FILE:LINE:COLUMN of the key or value
+    its config path names (the item that lacks a missing key)."""
+    assert PROD.count(old) == 1, old
+    text = PROD.replace(old, new, 1)
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.prod.yaml").write_text(text)
+    code = main(["plan", "--config", str(tmp_path / "stacks" / "Pulumi.prod.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    line = _line_of(text, needle)
+    col = text.split("\n")[line - 1].index(at) + 1
+    assert f"stacks/Pulumi.prod.yaml:{line}:{col}: {finding}" in err, err
+
+
+def test_every_loader_finding_is_located_and_warnings_too(tmp_path):
+    """No finding of a bad stack file is left without a position; a warning gets one too."""
+    from infra.config import locate
+    from infra.errors import ConfigError, Finding
+
+    text = PROD.replace("  gpulease:owner:", "  gpulease:ownr:", 1).replace(
+        "      gpus: 16\n", "      gpus: 16.5\n      colour: blue\n", 1).replace(
+        "      size_tb: 20\n", "      size_tb: [20]\n", 1)
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "stacks").mkdir()
+    path = tmp_path / "stacks" / "Pulumi.prod.yaml"
+    path.write_text(text)
+    from infra.cli.common import load_stack
+    import argparse
+
+    with pytest.raises(ConfigError) as exc:
+        load_stack(argparse.Namespace(config=str(path), stack=None))
+    findings = exc.value.findings
+    assert len(findings) >= 5, exc.value
+    assert all(re.fullmatch(r"stacks/Pulumi\.prod\.yaml:\d+:\d+", f.source)
+               for f in findings), exc.value
+    # a path the file does not hold points at its enclosing key; other sources are untouched
+    w = Finding("gpulease:clusters[3].regions", "a warning", level="warning",
+                source="stacks/Pulumi.prod.yaml")
+    other = Finding("--catalog", "elsewhere", source="catalog.json")
+    got = locate([w, other], "stacks/Pulumi.prod.yaml", PROD)
+    assert got[0].source == f"stacks/Pulumi.prod.yaml:{_line_of(PROD, '- name: research')}:7"
+    assert got[0].level == "warning" and got[1] == other
 
 
 def test_a_tab_inside_a_value_is_not_blamed_on_indentation(tmp_path):

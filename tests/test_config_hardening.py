@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -343,4 +344,11 @@ def test_a_bad_catalog_key_names_the_stack_file(tmp_path, values, expected):
     doc = dev_config()
     doc["config"].update(values)
     p = write(tmp_path, doc)
-    assert_bad(plan(p), *[f"{p}: {expected[0]}", *expected[1:]])
+    result = plan(p)
+    assert_bad(result, *expected)
+    # at the key's line and column in the file
+    key = expected[0].split(": ")[0]
+    line = next(i for i, t in enumerate(p.read_text().split("\n"), 1)
+                if t.lstrip().startswith(f"{key}:"))
+    assert re.search(rf"{re.escape(str(p))}:{line}:\d+: {re.escape(expected[0])}", result[2]), \
+        result[2]

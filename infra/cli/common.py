@@ -137,8 +137,11 @@ def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None,
 
     Config warnings go to stderr unless ``announce_warnings`` is False (`plan` shows them in
     the plan instead)."""
-    from infra.config import (display_path, load_stack_catalog, parse_stack_config,
-                              read_stack_file, stack_file, stack_name_from_path)
+    import dataclasses
+
+    from infra.config import (display_path, load_stack_catalog, locate, located,
+                              parse_stack_config, read_stack_file, stack_file,
+                              stack_name_from_path)
 
     if stack_arg is not None:
         path = stack_file(stack_arg)
@@ -146,10 +149,14 @@ def load_stack(args: argparse.Namespace, *, stack_arg: Optional[str] = None,
         path = stack_path(args)
     values = read_stack_file(path)
     source = display_path(path)
-    catalog = load_stack_catalog(values, source=source, path=getattr(args, "catalog", None),
-                                 version=getattr(args, "catalog_version", None))
-    spec = parse_stack_config(values, stack=stack_name_from_path(path), source=source,
-                              catalog=catalog)
+    with located(source, path=path):   # every finding with the file's line:column
+        catalog = load_stack_catalog(values, source=source, path=getattr(args, "catalog", None),
+                                     version=getattr(args, "catalog_version", None))
+        spec = parse_stack_config(values, stack=stack_name_from_path(path), source=source,
+                                  catalog=catalog)
+    if spec.warnings:
+        spec = dataclasses.replace(spec, warnings=tuple(locate(
+            spec.warnings, source, path.read_text(encoding="utf-8"))))
     if announce_warnings:
         from infra.cli import ui
 
