@@ -120,12 +120,17 @@ def environment() -> jinja2.Environment:
 
 
 def autostop_minutes(stack: StackSpec, decision: ClusterDecision) -> int:
-    """Node-side autostop: configured value, else 2 x idle_minutes (0 = off; off in prod)."""
+    """Node-side autostop: configured value, else the cluster's idle_minutes (0 = off; off in prod).
+
+    The same window as the reaper's: the node reads more than the reaper does (GPU processes,
+    DCGM activity, the job heartbeat, with no publication delay), so it needs no longer wait to
+    be as safe; it used to wait 2 x, which left it acting after the reaper on nearly every idle
+    spell (docs/measured.md "Idle GPU-hours")."""
     settings = stack.bootstrap if isinstance(stack.bootstrap, BootstrapSettings) else None
     configured = settings.autostop_minutes if settings is not None else None
     if configured is not None:
         return int(configured)
-    return 0 if stack.is_prod else 2 * int(decision.spec.idle_minutes)
+    return 0 if stack.is_prod else int(decision.spec.idle_minutes)
 
 
 def _split_uri(uri: Optional[str]) -> tuple[str, str]:
