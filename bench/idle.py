@@ -54,6 +54,7 @@ from typing import Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from infra.bootstrap.render import HEARTBEAT_MINUTES  # noqa: E402
 from infra.costing import tags  # noqa: E402
 from infra.reaper import decision as d  # noqa: E402
 from infra.reaper import schedule as rs  # noqa: E402
@@ -76,6 +77,18 @@ AUTOSTOP_MINUTES = 2 * IDLE_MINUTES
 #: datapoints older than this before "now" are dropped unless a mark needs them (see Store).
 KEEP_S = 4 * 3600
 FALSE_REAP_S = 3600
+#: CONTRACTS C10, the node's busy witness: the instance tag a node writes (the epoch second of
+#: its newest check that found any busy signal) and the launch-time tag saying it writes one.
+#: The keys are infra/costing/tags.py's once the reaper side (issue 21 item 4) is on main; the
+#: literal values below are C10's text, used only until then.
+BUSY_AT = getattr(tags, "BUSY_AT", "gpulease-busy-at")
+BUSY_WITNESS = getattr(tags, "BUSY_WITNESS", "gpulease-busy-witness")
+#: C10's node rule: a check every 60 s; while busy the tag is rewritten at least every 300 s.
+BUSY_AT_CHECK_MIN = 1
+BUSY_AT_REFRESH_S = 300
+#: the sweep driver's agent touches the job heartbeat every 5 min (render.py asks for at most
+#: HEARTBEAT_MINUTES / 2).
+HEARTBEAT_TOUCH_MIN = 5
 
 
 # ---- the workload ---------------------------------------------------------------------------
@@ -112,6 +125,10 @@ class Cluster:
     baseline: int = 0
     schedule: tuple = ()            # ((cron, minutes), ...)
     missing: tuple = ()             # ((start, end), ...) minutes without metrics
+    #: ((start, end), ...) minutes a job driver runs that touches the job heartbeat
+    #: (render.HEARTBEAT_FILE) on every node of the cluster: the sweep's driver, from a sweep's
+    #: first round to its last (it stays up in the gaps between its rounds).
+    heartbeats: tuple = ()
     gpus: int = 0
     usd_hour: float = 0.0
 
@@ -154,16 +171,24 @@ def workload(seed: int, days: int) -> list[Cluster]:
     gap = s + rng.randint(3 * DAY_MIN, 5 * DAY_MIN)
     out.append(Cluster("train-early", "training ends early", "p4d.24xlarge", 4, 4, [job],
                        missing=((min(gap, e - 120), min(gap, e - 120) + 60),)))
-    # 3. hyper-parameter sweep: rounds of 1-4 h on all nodes, gaps of 10 min to 16 h.
-    jobs, t = [], _day_minute(0, 9)
+    # 3. hyper-parameter sweep: rounds of 1-4 h on all nodes, gaps of 10 min to 16 h. A sweep's
+    # driver (Optuna / Ray Tune style) stays up between the rounds of one sweep (gaps up to 3 h)
+    # and touches the heartbeat on the nodes it holds; it exits between sweeps (gaps of 6-16 h).
+    jobs, drivers, t = [], [], _day_minute(0, 9)
+    sweep_start = t
     while t < total:
         length = rng.randint(60, 240)
         jobs.append(Job(t, min(total, t + length), 4, rng.randint(70, 98),
                         load_min=rng.randint(4, 10), ckpt_every=0))
         r = rng.random()
-        t += length + (rng.randint(10, 49) if r < 0.6 else rng.randint(60, 180) if r < 0.85
-                       else rng.randint(360, 960))
-    out.append(Cluster("hp-sweep", "sweep with gaps", "g6e.48xlarge", 4, 4, jobs))
+        gap = (rng.randint(10, 49) if r < 0.6 else rng.randint(60, 180) if r < 0.85
+               else rng.randint(360, 960))
+        if r >= 0.85 or t + length + gap >= total:
+            drivers.append((sweep_start, min(total, t + length)))
+            sweep_start = t + length + gap
+        t += length + gap
+    out.append(Cluster("hp-sweep", "sweep with gaps", "g6e.48xlarge", 4, 4, jobs,
+                       heartbeats=tuple(drivers)))
     # 4. nightly fine-tune at 02:00 for 70-110 min, declared as a schedule.
     jobs = [Job(_day_minute(day, 2), _day_minute(day, 2) + rng.randint(70, 110), 2,
                 rng.randint(75, 95), load_min=6, ckpt_every=30) for day in range(days)]
@@ -207,12 +232,12 @@ def price(clusters: list[Cluster]) -> dict:
 
 
 # ---- the node autostop: the rendered script's rules -----------------------------------------
-def _rendered_autostop(c: Cluster) -> str:
+def _rendered_autostop(c: Cluster, minutes: int = AUTOSTOP_MINUTES) -> str:
     from infra.bootstrap.render import HEARTBEAT_FILE, HEARTBEAT_MINUTES, environment
 
     return environment().get_template("autostop.sh.j2").render(
         heartbeat_file=HEARTBEAT_FILE, heartbeat_minutes=HEARTBEAT_MINUTES,
-        cloud="aws", autostop_minutes=AUTOSTOP_MINUTES, idle_threshold_pct=d.Policy().threshold_pct,
+        cloud="aws", autostop_minutes=minutes, idle_threshold_pct=d.Policy().threshold_pct,
         tag_keep=tags.KEEP, tag_baseline=tags.BASELINE_NODES, tag_billed=tags.BILLED_UNTIL,
         tag_cluster=tags.CLUSTER, tag_environment=tags.ENVIRONMENT,
         metadata_url="http://169.254.169.254", region=REGION, project="",
@@ -247,15 +272,16 @@ class Autostop:
     signals and the idle count are the script's shell lines (last-busy file in /run: a new node
     starts afresh); the schedule and group rules are the script's own Python programs.
 
-    Signals (issue 21 item 4): GPU utilization, and GPU process presence — a node running a
-    job holds the job's CUDA process from the job's first minute to its last (data loading,
-    checkpoint writes and CPU phases included). DCGM is not installed by the bootstrap
-    (docs/reaper.md) and the simulated jobs write no heartbeat: the script skips both then."""
+    Signals (issue 21 item 4): GPU utilization; GPU process presence — a node running a job
+    holds the job's CUDA process from the job's first minute to its last (data loading,
+    checkpoint writes and CPU phases included); the job heartbeat, fresh for HEARTBEAT_MINUTES
+    after its last touch (the sweep driver's, see :func:`workload`). DCGM is not installed by
+    the bootstrap (docs/reaper.md): the script skips it then."""
 
-    def __init__(self, c: Cluster):
-        script = _rendered_autostop(c)
+    def __init__(self, c: Cluster, minutes: int = AUTOSTOP_MINUTES):
+        script = _rendered_autostop(c, minutes)
         self.threshold = int(d.Policy().threshold_pct)
-        self.minutes = AUTOSTOP_MINUTES
+        self.minutes = minutes
         self.schedule_rule = _program(script, "SCHEDULE_RULE")
         self.group_rule = _program(script, "GROUP_RULE")
         if self.group_rule is None or (c.schedule and self.schedule_rule is None):
@@ -264,9 +290,10 @@ class Autostop:
         self.windows = json.dumps(rs.node_data(list(c.schedule)))
         self.last: dict = {}
 
-    def idle_enough(self, node: str, now: int, util: int, processes: int = 0) -> bool:
+    def idle_enough(self, node: str, now: int, util: int, processes: int = 0,
+                    heartbeat: bool = False) -> bool:
         last = self.last.get(node)
-        if util >= self.threshold or processes or last is None:
+        if util >= self.threshold or processes or heartbeat or last is None:
             self.last[node] = now
             return False
         return (now - last) // 60 >= self.minutes
@@ -280,6 +307,43 @@ class Autostop:
     def verdict(self, node: str, described: str) -> str:
         return run_rule(self.group_rule, ["aws", tags.KEEP, tags.BASELINE_NODES, node, "",
                                           tags.BILLED_UNTIL], described)
+
+
+# ---- the node's busy witness (CONTRACTS C10) ----------------------------------------------------
+class BusyWitness:
+    """C10's node rule for every node of the simulation: a check every BUSY_AT_CHECK_MIN; the
+    tag is written (value: the check's epoch second) at once when a check finds busy after a
+    check that found idle, or while it is absent, and while busy at least every
+    BUSY_AT_REFRESH_S; never while idle. ``check`` returns the value written, or None."""
+
+    def __init__(self):
+        self.prev: dict = {}
+        self.written: dict = {}
+
+    def check(self, node: str, now: int, busy: bool) -> Optional[int]:
+        was_busy = self.prev.get(node, False)
+        self.prev[node] = busy
+        if not busy:
+            return None
+        last = self.written.get(node)
+        if last is None or not was_busy or now - last >= BUSY_AT_REFRESH_S:
+            self.written[node] = now
+            return now
+        return None
+
+    def forget(self, node: str) -> None:
+        self.prev.pop(node, None)
+        self.written.pop(node, None)
+
+
+def last_touch(c: Cluster, m: int) -> Optional[int]:
+    """The minute of the newest touch of the cluster's job heartbeat at or before ``m`` (a
+    driver span touches it every HEARTBEAT_TOUCH_MIN from its start to its end), or None."""
+    k = bisect.bisect_right(c.heartbeats, (m, float("inf"))) - 1
+    if k < 0:
+        return None
+    s, e = c.heartbeats[k]
+    return s + (min(m, e - 1) - s) // HEARTBEAT_TOUCH_MIN * HEARTBEAT_TOUCH_MIN
 
 
 # ---- moto: the cloud side ---------------------------------------------------------------------
@@ -319,7 +383,9 @@ class Sim:
     """One simulated month: the clusters in moto, the users, the reaper and the autostop."""
 
     def __init__(self, clusters: list[Cluster], *, delay_min: int, reaper: bool,
-                 autostop: bool, days: int, progress: str = ""):
+                 autostop: bool, days: int, progress: str = "",
+                 autostop_minutes: int = AUTOSTOP_MINUTES, heartbeats: bool = True,
+                 trace: Optional[list] = None):
         import boto3
         from moto.autoscaling.models import autoscaling_backends
         from moto.cloudwatch.models import cloudwatch_backends
@@ -343,26 +409,36 @@ class Sim:
 
             self.reaper = AwsReaper.for_region(REGION)
             self._guard_reads()
-        self.autostops = {c.name: Autostop(c) for c in clusters} if autostop else {}
+        self.autostops = ({c.name: Autostop(c, autostop_minutes) for c in clusters}
+                          if autostop else {})
+        #: the job heartbeat's writers run (False: the sensitivity run "the sweep driver
+        #: writes no heartbeat")
+        self.heartbeats = heartbeats
+        self.witness = BusyWitness()
+        self.trace = trace             # (minute, instance id, value) of every busy-at write
         self.boot: dict = {}           # instance id -> minute it joined
         self.live: dict = {}           # cluster -> [instance ids] as last seen
         self.stops: dict = {c.name: [] for c in clusters}   # [(minute, iid, by, attributed)]
         self.described: dict = {}
         self.n = {k: 0 for k in ("false_during", "false_due", "below_baseline", "cold_starts",
                                  "stops_reaper", "stops_autostop", "engine_runs",
-                                 "autostop_fallbacks")}
+                                 "autostop_fallbacks", "busy_at_writes")}
         self.idle_gpu_min = {c.name: 0 for c in clusters}
         self.run_gpu_min = {c.name: 0 for c in clusters}
         self.events: list = []
         self.false_by = {c.name: 0 for c in clusters}
         self.false_actions: set = set()
         self.engine_s = 0.0
+        self.threshold = int(d.Policy().threshold_pct)
         self._build()
 
     # -- setup ----------------------------------------------------------------------------
     def _build(self) -> None:
+        # every node publishes the busy witness: the launch template tags its instances (C10)
         self.ec2c.create_launch_template(LaunchTemplateName="gpu-lt", LaunchTemplateData={
-            "ImageId": "ami-12c6146b", "InstanceType": "g6.xlarge"})
+            "ImageId": "ami-12c6146b", "InstanceType": "g6.xlarge",
+            "TagSpecifications": [{"ResourceType": "instance",
+                                   "Tags": [{"Key": BUSY_WITNESS, "Value": "1"}]}]})
         created = dt.datetime.fromtimestamp(START, dt.timezone.utc)
         for c in self.clusters:
             kv = {tags.CLUSTER: c.name, tags.ENVIRONMENT: ENV, tags.IDLE_MINUTES: str(IDLE_MINUTES)}
@@ -419,6 +495,7 @@ class Sim:
                 for j in running:
                     j.bound.remove(iid)
                 self.boot.pop(iid, None)
+                self.witness.forget(iid)
                 if self.autostops:
                     self.autostops[c.name].last.pop(iid, None)
             if by != "user" and c.baseline and gone and len(now) < c.baseline:
@@ -472,6 +549,7 @@ class Sim:
         on = {i: j for j in c.jobs if j.start <= m < j.end for i in j.bound}
         missing = any(a <= m < b for a, b in c.missing)
         t = START + m * MIN
+        touched = last_touch(c, m) if self.heartbeats and c.heartbeats else None
         for iid in self.live[c.name]:
             job = on.get(iid)
             util = job.gpu(m, rng.randint(0, 10 ** 6)) if job else rng.randint(0, 1)
@@ -480,14 +558,27 @@ class Sim:
                 self.idle_gpu_min[c.name] += c.gpus
             if not missing:
                 self.store.add(iid, t, util)
-            if self.autostops and (m - self.boot.get(iid, m)) >= AUTOSTOP_BOOT_MIN and \
-                    (m - self.boot.get(iid, m) - AUTOSTOP_BOOT_MIN) % AUTOSTOP_EVERY_MIN == 0:
-                self._autostop(c, iid, m, util, 1 if job else 0)
+            booted = self.boot.get(iid, m)
+            # the job heartbeat in the node's /run: touched since it booted, and fresh
+            beat = touched is not None and touched >= booted and m - touched < HEARTBEAT_MINUTES
+            if m - booted >= BUSY_AT_CHECK_MIN:
+                # C10: GPU process (every running job), utilization, heartbeat; no DCGM
+                busy = job is not None or util >= self.threshold or beat
+                value = self.witness.check(iid, t, busy)
+                if value is not None:
+                    self.ec2b.create_tags([iid], {BUSY_AT: str(value)})
+                    self.n["busy_at_writes"] += 1
+                    if self.trace is not None:
+                        self.trace.append((m, iid, value))
+            if self.autostops and (m - booted) >= AUTOSTOP_BOOT_MIN and \
+                    (m - booted - AUTOSTOP_BOOT_MIN) % AUTOSTOP_EVERY_MIN == 0:
+                self._autostop(c, iid, m, util, 1 if job else 0, beat)
 
-    def _autostop(self, c: Cluster, iid: str, m: int, util: int, processes: int) -> None:
+    def _autostop(self, c: Cluster, iid: str, m: int, util: int, processes: int,
+                  heartbeat: bool = False) -> None:
         a = self.autostops[c.name]
         now = START + m * MIN
-        if not a.idle_enough(iid, now, util, processes) or a.held(now):
+        if not a.idle_enough(iid, now, util, processes, heartbeat) or a.held(now):
             return
         described = self.described.get(c.name)
         if described is None:
@@ -597,12 +688,30 @@ def _iso(t: float) -> str:
 
 
 # ---- driver ---------------------------------------------------------------------------------
-def one_run(task: tuple, clusters: Optional[list] = None, minutes: Optional[int] = None) -> dict:
+def label_of(mode: str, delay: int, variant: Optional[dict] = None) -> str:
+    """A run's name in the table: mode, delay, and what differs from the defaults."""
+    if mode == "none":
+        return "no reaper"
+    v = variant or {}
+    text = mode
+    if "autostop" in mode and v.get("autostop_minutes", AUTOSTOP_MINUTES) != AUTOSTOP_MINUTES:
+        text += f" {v['autostop_minutes']} min"
+    text += f", delay {delay} min"
+    if v.get("heartbeats") is False:
+        text += ", sweep driver writes no heartbeat"
+    return text
+
+
+def one_run(task: tuple, clusters: Optional[list] = None, minutes: Optional[int] = None,
+            trace: Optional[list] = None) -> dict:
     """One simulated month in a fresh moto (``server``: moto's ThreadedMotoServer over HTTP,
     else moto in-process, the same responses without the socket), made strict by
-    tests/fakes/moto_strict.py. ``clusters`` / ``minutes``: other clusters than
-    :func:`workload`'s, a shorter span (the tests)."""
-    seed, days, mode, delay, server = task
+    tests/fakes/moto_strict.py. ``task`` = (seed, days, mode, delay, server[, variant]) with
+    mode none / reaper / reaper+autostop / autostop and variant {autostop_minutes, heartbeats}.
+    ``clusters`` / ``minutes``: other clusters than :func:`workload`'s, a shorter span;
+    ``trace``: a list that receives every busy-at write (the tests)."""
+    seed, days, mode, delay, server = task[:5]
+    variant = dict(task[5]) if len(task) > 5 and task[5] else {}
     from _pytest.monkeypatch import MonkeyPatch
 
     from tests.fakes import moto_strict
@@ -632,15 +741,22 @@ def one_run(task: tuple, clusters: Optional[list] = None, minutes: Optional[int]
         moto_strict.install(patch)
         clusters = workload(seed, days) if clusters is None else clusters
         facts = price(clusters)
-        label = "no reaper" if mode == "none" else f"{mode}, delay {delay} min"
+        label = label_of(mode, delay, variant)
         print(f"{label}: start", file=sys.stderr, flush=True)
-        t = time.perf_counter()
-        sim = Sim(clusters, delay_min=delay, reaper=mode != "none",
-                  autostop=mode == "reaper+autostop", days=days, progress=label)
+        t, cpu = time.perf_counter(), time.process_time()
+        sim = Sim(clusters, delay_min=delay, reaper=mode in ("reaper", "reaper+autostop"),
+                  autostop=mode in ("reaper+autostop", "autostop"), days=days, progress=label,
+                  autostop_minutes=variant.get("autostop_minutes", AUTOSTOP_MINUTES),
+                  heartbeats=variant.get("heartbeats", True), trace=trace)
         out = sim.run(seed, minutes)
-        out.update(mode=mode, delay_minutes=delay, prices=facts,
-                   wall_seconds=round(time.perf_counter() - t, 1))
-        print(f"{label}: done in {out['wall_seconds']:.0f} s", file=sys.stderr, flush=True)
+        out.update(mode=mode, delay_minutes=delay, prices=facts, label=label,
+                   autostop_minutes=(sim.autostops and
+                                     next(iter(sim.autostops.values())).minutes) or None,
+                   heartbeats=sim.heartbeats,
+                   wall_seconds=round(time.perf_counter() - t, 1),
+                   cpu_seconds=round(time.process_time() - cpu, 1))
+        print(f"{label}: done in {out['wall_seconds']:.0f} s ({out['cpu_seconds']:.0f} s CPU)",
+              file=sys.stderr, flush=True)
         return out
     finally:
         patch.undo()
@@ -648,9 +764,16 @@ def one_run(task: tuple, clusters: Optional[list] = None, minutes: Optional[int]
 
 
 def simulate(seed: int, days: int, delays: list, modes: list, *, jobs: int = 1,
-             server: bool = False) -> dict:
-    tasks = [(seed, days, "none", 0, server)] + [(seed, days, mode, delay, server)
+             server: bool = False, autostop_minutes: int = AUTOSTOP_MINUTES,
+             sensitivity: bool = False) -> dict:
+    """The run without reaper (the reference), then each mode at each delay; ``sensitivity``
+    adds "reaper, sweep driver writes no heartbeat" at the middle delay."""
+    variant = {"autostop_minutes": autostop_minutes}
+    tasks = [(seed, days, "none", 0, server)] + [(seed, days, mode, delay, server, variant)
                                                  for mode in modes for delay in delays]
+    if sensitivity:
+        tasks.append((seed, days, "reaper", delays[len(delays) // 2], server,
+                      {**variant, "heartbeats": False}))
     if jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -675,34 +798,41 @@ def simulate(seed: int, days: int, delays: list, modes: list, *, jobs: int = 1,
             "policy": {"threshold_pct": pol.threshold_pct, "grace_minutes": pol.grace_minutes,
                        "idle_minutes": IDLE_MINUTES, "delay_tolerated_s": pol.delay_s,
                        "reap_every_minutes": REAP_EVERY_MIN,
-                       "autostop_minutes": AUTOSTOP_MINUTES},
+                       "autostop_minutes": autostop_minutes,
+                       "busy_at_refresh_s": BUSY_AT_REFRESH_S},
+            "busy_witness": {"tag": BUSY_AT, "launch_tag": BUSY_WITNESS,
+                             "reaper_reads_it": hasattr(tags, "BUSY_AT")},
             "runs": runs}
 
 
 def table(doc: dict) -> str:
+    runs = doc["runs"]
+    w = max(28, *(len(r["label"]) + 2 for r in runs))
+    witness = doc["busy_witness"]
     lines = [f"bench/idle.py: seed {doc['seed']}, {doc['days']} days from {doc['start']} UTC, "
              f"6 clusters / {doc['gpus']} GPUs (AWS, moto {doc['moto']}), "
              f"reaper every {REAP_EVERY_MIN} min, "
              f"idle window {IDLE_MINUTES} min, grace {doc['policy']['grace_minutes']} min, "
-             f"autostop after {AUTOSTOP_MINUTES} min",
-             f"{'run':<28}{'idle GPU-h':>11}{'cut':>7}{'idle $':>11}{'saved $':>11}"
-             f"{'false reaps':>18}{'<baseline':>10}{'cold starts':>12}{'stops r/a':>11}"]
-    for r in doc["runs"]:
-        label = ("no reaper" if r["mode"] == "none" else
-                 f"{r['mode']}, delay {r['delay_minutes']} min")
+             f"autostop after {doc['policy']['autostop_minutes']} min; nodes publish "
+             f"{witness['tag']} (C10), " + ("read by the reaper" if witness["reaper_reads_it"]
+                                           else "NOT read by this reaper (no tags.BUSY_AT)"),
+             f"{'run':<{w}}{'idle GPU-h':>11}{'cut':>7}{'idle $':>11}{'saved $':>11}"
+             f"{'false reaps':>18}{'<baseline':>10}{'cold starts':>12}{'stops r/a':>11}"
+             f"{'CPU s':>8}"]
+    for r in runs:
         cut = f"{r['cut']:.1f}x" if r.get("cut") else "-"
         false = (f"{r['false_reaps']} ({r['false_during']}+{r['false_due']})"
                  f"/{r['false_reap_actions']}")
-        lines.append(f"{label:<28}{r['idle_gpu_hours']:>11,.0f}{cut:>7}{r['idle_usd']:>11,.0f}"
-                     f"{r.get('saved_usd', 0):>11,.0f}{false:>18}{r['below_baseline']:>10}"
-                     f"{r['cold_starts']:>12}{r['stops_reaper']:>6}/{r['stops_autostop']}")
+        lines.append(f"{r['label']:<{w}}{r['idle_gpu_hours']:>11,.0f}{cut:>7}"
+                     f"{r['idle_usd']:>11,.0f}{r.get('saved_usd', 0):>11,.0f}{false:>18}"
+                     f"{r['below_baseline']:>10}{r['cold_starts']:>12}"
+                     f"{r['stops_reaper']:>6}/{r['stops_autostop']:<4}{r['cpu_seconds']:>8,.0f}")
     lines.append("false reaps = nodes (stopped while a job ran + capacity needed again within "
-                 "1 h) / actions; idle GPU-hours and false reaps per cluster:")
-    names = list(doc["runs"][0]["clusters"])
-    lines.append(f"{'':<28}" + "".join(f"{n:>12}" for n in names))
-    for r in doc["runs"]:
-        label = "no reaper" if r["mode"] == "none" else f"{r['mode']}, {r['delay_minutes']} min"
-        lines.append(f"{label:<28}" + "".join(
+                 "1 h) / actions; idle GPU-hours / false reaps per cluster:")
+    names = list(runs[0]["clusters"])
+    lines.append(f"{'':<{w}}" + "".join(f"{n:>12}" for n in names))
+    for r in runs:
+        lines.append(f"{r['label']:<{w}}" + "".join(
             f"{r['clusters'][n]['idle_gpu_hours']:>8,.0f}/{r['clusters'][n]['false_reaps']:<3}"
             for n in names))
     return "\n".join(lines)
@@ -717,7 +847,14 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--delays", default="0,1,3",
                     help="publication delays in minutes, comma-separated (default 0,1,3)")
     ap.add_argument("--modes", default="reaper,reaper+autostop",
-                    help="reaper, reaper+autostop (default both)")
+                    help="reaper, reaper+autostop, autostop (the node autostop alone); "
+                         "comma-separated (default reaper,reaper+autostop)")
+    ap.add_argument("--autostop-minutes", type=int, default=AUTOSTOP_MINUTES,
+                    help="the node autostop's wait (default %(default)s: 2 x the idle window, "
+                         "infra.bootstrap.render.autostop_minutes outside prod)")
+    ap.add_argument("--sensitivity", action=argparse.BooleanOptionalAction, default=None,
+                    help="add the run 'reaper, sweep driver writes no heartbeat' at the middle "
+                         "delay (default: on, off with --quick)")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     ap.add_argument("--jobs", type=int, default=2,
                     help="runs simulated in parallel processes (default 2)")
@@ -731,8 +868,10 @@ def main(argv: Optional[list] = None) -> int:
     except ValueError:
         ap.error(f"--delays: whole minutes separated by commas (got {args.delays!r})")
     modes = [x.strip() for x in args.modes.split(",") if x.strip()]
-    if any(x not in ("reaper", "reaper+autostop") for x in modes) or not modes:
-        ap.error(f"--modes: reaper and/or reaper+autostop (got {args.modes!r})")
+    if any(x not in ("reaper", "reaper+autostop", "autostop") for x in modes) or not modes:
+        ap.error(f"--modes: reaper, reaper+autostop and/or autostop (got {args.modes!r})")
+    if not 1 <= args.autostop_minutes <= 24 * 60:
+        ap.error("--autostop-minutes: 1 to 1440")
     if not delays or any(not 0 <= x <= 10 for x in delays):
         ap.error("--delays: 0 to 10 minutes each")
     if not 1 <= args.days <= 31:
@@ -742,13 +881,23 @@ def main(argv: Optional[list] = None) -> int:
     if args.quick:
         args.days, delays = min(args.days, 3), [1]
     t = time.perf_counter()
-    doc = simulate(args.seed, args.days, delays, modes, jobs=args.jobs, server=args.server)
+    sensitivity = ((not args.quick) if args.sensitivity is None else args.sensitivity) \
+        and "reaper" in modes
+    load_start = os.getloadavg()
+    doc = simulate(args.seed, args.days, delays, modes, jobs=args.jobs, server=args.server,
+                   autostop_minutes=args.autostop_minutes, sensitivity=sensitivity)
     doc["wall_seconds"] = round(time.perf_counter() - t, 1)
+    doc["cpu_seconds"] = round(sum(r["cpu_seconds"] for r in doc["runs"]), 1)
+    doc["measured_at"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    doc["load"] = {"start": [round(x, 2) for x in load_start],
+                   "end": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
         print(table(doc))
-        print(f"wall time {doc['wall_seconds']:.0f} s")
+        print(f"{doc['measured_at']}: wall time {doc['wall_seconds']:.0f} s, CPU "
+              f"{doc['cpu_seconds']:.0f} s in the runs, load {doc['load']['start'][0]} at the "
+              f"start and {doc['load']['end'][0]} at the end")
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -103,17 +104,20 @@ LOWER = ("i-0000000000000000a", "i-0000000000000000b")
 HIGHER = ("i-fffffffffffffff01", "i-fffffffffffffff02")
 
 
-@pytest.mark.parametrize("util,procs,idle_for,tagkv,members", [
-    (0, 0, 130, {}, (INSTANCE_ID,)),                                  # idle long enough: leaves
-    (0, 0, 100, {}, (INSTANCE_ID,)),                                  # not yet
-    (7, 0, 130, {}, (INSTANCE_ID,)),                                  # busy now
-    (0, 1, 130, {}, (INSTANCE_ID,)),                                  # a job's process, GPU 0 %
-    (0, 0, 130, {tags.KEEP: ""}, (INSTANCE_ID,)),                     # opt-out
-    (0, 0, 130, {tags.BASELINE_NODES: "2"}, LOWER + (INSTANCE_ID,)),  # above the baseline
-    (0, 0, 130, {tags.BASELINE_NODES: "2"}, HIGHER + (INSTANCE_ID,)),  # one of the baseline
-], ids=["idle", "not-yet", "busy", "process", "keep", "burst", "floor"])
+@pytest.mark.parametrize("util,procs,idle_for,tagkv,members,beat", [
+    (0, 0, 130, {}, (INSTANCE_ID,), None),                            # idle long enough: leaves
+    (0, 0, 100, {}, (INSTANCE_ID,), None),                            # not yet
+    (7, 0, 130, {}, (INSTANCE_ID,), None),                            # busy now
+    (0, 1, 130, {}, (INSTANCE_ID,), None),                            # a job's process, GPU 0 %
+    (0, 0, 130, {}, (INSTANCE_ID,), 5),                               # heartbeat 5 min ago
+    (0, 0, 130, {}, (INSTANCE_ID,), 20),                              # a stale heartbeat
+    (0, 0, 130, {tags.KEEP: ""}, (INSTANCE_ID,), None),               # opt-out
+    (0, 0, 130, {tags.BASELINE_NODES: "2"}, LOWER + (INSTANCE_ID,), None),  # above the baseline
+    (0, 0, 130, {tags.BASELINE_NODES: "2"}, HIGHER + (INSTANCE_ID,), None),  # the baseline
+], ids=["idle", "not-yet", "busy", "process", "heartbeat", "stale-heartbeat", "keep", "burst",
+        "floor"])
 def test_the_bench_autostop_decides_as_the_rendered_script(tmp_path, util, procs, idle_for,
-                                                           tagkv, members):
+                                                           tagkv, members, beat):
     group = "gpulease-bench-team-asg"
     doc = asg_doc(group, tagkv, members=members)
     script, env, stopped = _idle_node(tmp_path, "aws", "aws", {
@@ -125,13 +129,18 @@ def test_the_bench_autostop_decides_as_the_rendered_script(tmp_path, util, procs
                    f'  *) printf "{util}\\n" ;;\nesac\n')
     now = int(time.time())
     (tmp_path / "state" / "last-busy").write_text(str(now - idle_for * 60))
+    if beat is not None:
+        hb = Path(env["GPULEASE_HEARTBEAT_FILE"])
+        hb.write_text("")
+        os.utime(hb, (now - beat * 60, now - beat * 60))
     with FakeMetadata("aws") as fake:
         proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url,
                              "GPULEASE_AUTOSTOP_MINUTES": str(B.AUTOSTOP_MINUTES)})
     assert proc.returncode == 0, proc.stderr
     a = B.Autostop(_cluster("team", []))
     a.last[INSTANCE_ID] = now - idle_for * 60
-    twin = a.idle_enough(INSTANCE_ID, now, util, procs) and not a.held(now) and \
+    fresh = beat is not None and beat < B.HEARTBEAT_MINUTES
+    twin = a.idle_enough(INSTANCE_ID, now, util, procs, fresh) and not a.held(now) and \
         a.verdict(INSTANCE_ID, doc[1]).split(":")[0] == "leave"
     assert twin == stopped.exists(), proc.stdout + proc.stderr
 
@@ -146,7 +155,7 @@ def test_the_bench_runs_the_scripts_own_schedule_rule():
 
 def test_bad_options_exit_2(capsys):
     for argv in (["--delays", "one"], ["--delays", "99"], ["--days", "0"],
-                 ["--modes", "autostop"]):
+                 ["--modes", "none"], ["--autostop-minutes", "0"]):
         with pytest.raises(SystemExit) as exc:
             B.main(argv)
         assert exc.value.code == 2
@@ -160,7 +169,104 @@ def test_one_day_prints_one_json_document(capsys, monkeypatch):
     assert B.main(["--days", "1", "--delays", "1", "--json", "--jobs", "1",
                    "--modes", "reaper"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["seed"] == 1 and [r["mode"] for r in doc["runs"]] == ["none", "reaper"]
+    assert doc["seed"] == 1 and [r["mode"] for r in doc["runs"]] == ["none", "reaper", "reaper"]
+    # the sensitivity run is printed beside the others, named for what it leaves out
+    assert [r["heartbeats"] for r in doc["runs"][1:]] == [True, False]
+    assert doc["runs"][2]["label"] == "reaper, delay 1 min, sweep driver writes no heartbeat"
     assert doc["runs"][1]["delay_minutes"] == 1
     assert doc["prices"]["offerings"]["g6.48xlarge"]["usd_per_hour"] > 0
     assert doc["runs"][1]["idle_gpu_hours"] < doc["runs"][0]["idle_gpu_hours"]
+
+
+# ---- the node's busy witness (CONTRACTS C10) --------------------------------------------------
+def test_the_witness_follows_the_node_rule_of_c10():
+    """Written at the first busy check, at once after an idle check, at least every 300 s while
+    busy, never while idle; the value is the check's epoch second."""
+    w = B.BusyWitness()
+    seq = [0] * 3 + [1] * 12 + [0] * 2 + [1] * 2 + [0] * 4     # one check a minute
+    writes = [w.check("i-1", 1000 + 60 * k, bool(b)) for k, b in enumerate(seq)]
+    written = [k for k, v in enumerate(writes) if v is not None]
+    # busy from check 3: written at 3, then every 5 min (8, 13); idle at 15-16; busy again at 17
+    assert written == [3, 8, 13, 17]
+    assert all(writes[k] == 1000 + 60 * k for k in written)
+    assert all(writes[k] is None for k, b in enumerate(seq) if not b)
+    # a node that is replaced starts without a tag: its first busy check writes
+    w.forget("i-1")
+    assert w.check("i-1", 5000, True) == 5000 and w.check("i-1", 5060, True) is None
+
+
+def _witness_run(cluster, *, hours, mode="none", heartbeats=True):
+    trace: list = []
+    out = B.one_run((1, 1, mode, 0, False, {"heartbeats": heartbeats}), clusters=[cluster],
+                    minutes=hours * H, trace=trace)
+    return out, trace
+
+
+def test_the_bench_publishes_busy_at_from_what_the_node_runs():
+    """A job from minute 30 to 70 (data loading at 0-2 % GPU, a checkpoint write at 1 %): the
+    tag follows the job's process, not its utilization; nothing is written while idle."""
+    job = _cluster("job", [B.Job(30, 70, 1, 80, load_min=12, ckpt_every=20)])
+    out, trace = _witness_run(job, hours=2)
+    minutes = [m for m, _iid, _v in trace]
+    assert minutes == [30, 35, 40, 45, 50, 55, 60, 65]
+    assert all(v == B.START + m * 60 for m, _iid, v in trace)
+    assert out["busy_at_writes"] == len(trace)
+
+
+def test_the_sweep_driver_holds_its_nodes_between_rounds_and_not_after_it_exits():
+    rounds = [B.Job(0, 60, 1, 90, ckpt_every=0), B.Job(150, 200, 1, 90, ckpt_every=0)]
+    sweep = _cluster("sweep", rounds)
+    sweep.heartbeats = ((0, 200),)
+    _out, trace = _witness_run(sweep, hours=5)
+    minutes = [m for m, _iid, _v in trace]
+    # the node's first check is a minute after its boot (minute 0), then one a minute: written
+    # every 5 min through the 90-min gap (the driver's heartbeat), until the last touch
+    # (minute 195) is 15 min old: no write from minute 210 on
+    assert minutes[0] == B.BUSY_AT_CHECK_MIN
+    assert [m for m in minutes if 60 <= m < 150] == list(range(61, 150, 5))
+    assert max(minutes) < 195 + B.HEARTBEAT_MINUTES
+    # the sensitivity run: without the heartbeat the gap is idle
+    _out, trace = _witness_run(sweep, hours=5, heartbeats=False)
+    assert not [m for m, _iid, _v in trace if 60 <= m < 150]
+
+
+def test_the_nodes_carry_the_launch_tag_and_the_newest_busy_at_in_moto(monkeypatch):
+    import boto3
+    from moto import mock_aws
+
+    from tests.fakes import moto_strict
+
+    for k, v in dict(AWS_ACCESS_KEY_ID="t", AWS_SECRET_ACCESS_KEY="t",
+                     AWS_DEFAULT_REGION=B.REGION).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        moto_strict.install(monkeypatch)
+        c = _cluster("team", [B.Job(10, 40, 1, 80)], nodes=2)
+        B.price([c])
+        trace: list = []
+        sim = B.Sim([c], delay_min=0, reaper=False, autostop=False, days=1, trace=trace)
+        sim.run(1, 60)
+        res = boto3.client("ec2", region_name=B.REGION).describe_instances()["Reservations"]
+        got = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+               for r in res for i in r["Instances"]}
+    assert len(got) == 2 and all(kv.get(B.BUSY_WITNESS) == "1" for kv in got.values())
+    worked = {iid for _m, iid, _v in trace}
+    assert len(worked) == 1                       # one job on one node; the other stayed idle
+    (iid,) = worked
+    assert got[iid][B.BUSY_AT] == str(max(v for _m, _i, v in trace))
+    assert [B.BUSY_AT in kv for kv in got.values()].count(True) == 1
+
+
+def test_the_sweeps_driver_spans_end_at_the_long_gaps():
+    (sweep,) = [c for c in B.workload(1, 30) if c.name == "hp-sweep"]
+    spans, rounds = sweep.heartbeats, sweep.jobs
+    assert spans and spans[0][0] == rounds[0].start and spans[-1][1] == rounds[-1].end
+    starts = {j.start for j in rounds}
+    ends = {j.end for j in rounds}
+    assert all(s in starts and e in ends for s, e in spans)
+    for (_s, e), (s2, _e) in zip(spans, spans[1:]):
+        assert s2 - e >= 360                       # the driver exits between sweeps only
+    for a, b in zip(rounds, rounds[1:]):
+        inside = any(s <= a.start and b.end <= e for s, e in spans)
+        assert inside == (b.start - a.end < 360)
