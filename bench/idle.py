@@ -311,18 +311,24 @@ class Autostop:
 
 # ---- the node's busy witness (CONTRACTS C10) ----------------------------------------------------
 class BusyWitness:
-    """C10's node rule for every node of the simulation: a check every BUSY_AT_CHECK_MIN; the
-    tag is written (value: the check's epoch second) at once when a check finds busy after a
-    check that found idle, or while it is absent, and while busy at least every
-    BUSY_AT_REFRESH_S; never while idle. ``check`` returns the value written, or None."""
+    """C10's node rule for every node of the simulation: a check every BUSY_AT_CHECK_MIN from a
+    minute after boot (templates/bootstrap/busy-witness.timer.j2: OnBootSec=1min); the tag is
+    written (value: the check's epoch second) at the node's first check, busy or not (the boot
+    counts as busy: setting up), at once when a check finds busy after a check that found idle,
+    and while busy at least every BUSY_AT_REFRESH_S; never else while idle. ``check`` returns
+    the value written, or None."""
 
     def __init__(self):
         self.prev: dict = {}
         self.written: dict = {}
 
     def check(self, node: str, now: int, busy: bool) -> Optional[int]:
+        first = node not in self.prev
         was_busy = self.prev.get(node, False)
         self.prev[node] = busy
+        if first:
+            self.written[node] = now
+            return now
         if not busy:
             return None
         last = self.written.get(node)
@@ -457,6 +463,14 @@ class Sim:
             self.live[c.name] = self._members(c)
             for iid in self.live[c.name]:
                 self.boot[iid] = 0
+                self._launched(iid, 0)
+
+    def _launched(self, iid: str, m: int) -> None:
+        """DescribeInstances' LaunchTime on the simulated clock (moto stamps the real one)."""
+        inst = self.ec2b.get_instance_by_id(iid)
+        if inst is not None:
+            inst.launch_time = dt.datetime.fromtimestamp(START + m * MIN, dt.timezone.utc).replace(
+                tzinfo=None)
 
     def _guard_reads(self) -> None:
         original = self.reaper.utilization
@@ -484,7 +498,9 @@ class Sim:
             before = self.live[c.name]
             gone = [i for i in before if i not in now]
             for iid in now:
-                self.boot.setdefault(iid, m)
+                if iid not in self.boot:
+                    self.boot[iid] = m
+                    self._launched(iid, m)
             for iid in gone:
                 running = [j for j in c.jobs if j.start <= m < j.end and iid in j.bound]
                 if by != "user":

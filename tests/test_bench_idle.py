@@ -180,16 +180,18 @@ def test_one_day_prints_one_json_document(capsys, monkeypatch):
 
 # ---- the node's busy witness (CONTRACTS C10) --------------------------------------------------
 def test_the_witness_follows_the_node_rule_of_c10():
-    """Written at the first busy check, at once after an idle check, at least every 300 s while
-    busy, never while idle; the value is the check's epoch second."""
+    """Written at the node's first check (busy or not: the boot counts as busy), at once when
+    busy after an idle check, at least every 300 s while busy, never else while idle; the value
+    is the check's epoch second."""
     w = B.BusyWitness()
     seq = [0] * 3 + [1] * 12 + [0] * 2 + [1] * 2 + [0] * 4     # one check a minute
     writes = [w.check("i-1", 1000 + 60 * k, bool(b)) for k, b in enumerate(seq)]
     written = [k for k, v in enumerate(writes) if v is not None]
-    # busy from check 3: written at 3, then every 5 min (8, 13); idle at 15-16; busy again at 17
-    assert written == [3, 8, 13, 17]
+    # the first check (idle) writes; busy from check 3: written at 3, then every 5 min (8, 13);
+    # idle at 15-16; busy again at 17
+    assert written == [0, 3, 8, 13, 17]
     assert all(writes[k] == 1000 + 60 * k for k in written)
-    assert all(writes[k] is None for k, b in enumerate(seq) if not b)
+    assert all(writes[k] is None for k, b in enumerate(seq) if not b and k)
     # a node that is replaced starts without a tag: its first busy check writes
     w.forget("i-1")
     assert w.check("i-1", 5000, True) == 5000 and w.check("i-1", 5060, True) is None
@@ -208,7 +210,8 @@ def test_the_bench_publishes_busy_at_from_what_the_node_runs():
     job = _cluster("job", [B.Job(30, 70, 1, 80, load_min=12, ckpt_every=20)])
     out, trace = _witness_run(job, hours=2)
     minutes = [m for m, _iid, _v in trace]
-    assert minutes == [30, 35, 40, 45, 50, 55, 60, 65]
+    # the first check, a minute after boot; then the job
+    assert minutes == [B.BUSY_AT_CHECK_MIN, 30, 35, 40, 45, 50, 55, 60, 65]
     assert all(v == B.START + m * 60 for m, _iid, v in trace)
     assert out["busy_at_writes"] == len(trace)
 
@@ -250,12 +253,19 @@ def test_the_nodes_carry_the_launch_tag_and_the_newest_busy_at_in_moto(monkeypat
         res = boto3.client("ec2", region_name=B.REGION).describe_instances()["Reservations"]
         got = {i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags", [])}
                for r in res for i in r["Instances"]}
+        launched = {i["LaunchTime"].timestamp() for r in res for i in r["Instances"]}
+    # the nodes were launched on the simulated clock (the month's start), not moto's real one
+    assert launched == {B.START}
     assert len(got) == 2 and all(kv.get(B.BUSY_WITNESS) == "1" for kv in got.values())
-    worked = {iid for _m, iid, _v in trace}
+    # each node's first check (a minute after boot) wrote; then only the node with the job
+    first = B.START + B.BUSY_AT_CHECK_MIN * 60
+    assert sorted(v for _m, _i, v in trace if v == first) == [first, first]
+    worked = {iid for _m, iid, v in trace if v != first}
     assert len(worked) == 1                       # one job on one node; the other stayed idle
     (iid,) = worked
     assert got[iid][B.BUSY_AT] == str(max(v for _m, _i, v in trace))
-    assert [B.BUSY_AT in kv for kv in got.values()].count(True) == 1
+    (other,) = set(got) - worked
+    assert got[other][B.BUSY_AT] == str(first)
 
 
 def test_the_sweeps_driver_spans_end_at_the_long_gaps():
