@@ -70,10 +70,22 @@ DAY_MIN = 24 * 60
 REAP_EVERY_MIN = 15
 #: autostop.timer.j2: OnBootSec=15min, OnUnitActiveSec=5min.
 AUTOSTOP_BOOT_MIN, AUTOSTOP_EVERY_MIN = 15, 5
-#: the stack config's default idle window (infra.config ClusterSpec idle_minutes = 60); the
-#: node autostop's default outside prod is twice it (infra.bootstrap.render.autostop_minutes).
+#: the stack config's default idle window (infra.config ClusterSpec idle_minutes = 60).
 IDLE_MINUTES = 60
-AUTOSTOP_MINUTES = 2 * IDLE_MINUTES
+
+
+def default_autostop_minutes(idle_minutes: int = IDLE_MINUTES) -> int:
+    """The node autostop's wait on a cluster with this idle window in a stack outside prod that
+    configures none: infra.bootstrap.render.autostop_minutes's own rule (one source of truth)."""
+    from types import SimpleNamespace
+
+    from infra.bootstrap.render import autostop_minutes
+
+    return autostop_minutes(SimpleNamespace(bootstrap=None, is_prod=False),
+                            SimpleNamespace(spec=SimpleNamespace(idle_minutes=idle_minutes)))
+
+
+AUTOSTOP_MINUTES = default_autostop_minutes()
 #: datapoints older than this before "now" are dropped unless a mark needs them (see Store).
 KEEP_S = 4 * 3600
 FALSE_REAP_S = 3600
@@ -869,8 +881,9 @@ def main(argv: Optional[list] = None) -> int:
                     help="reaper, reaper+autostop, autostop (the node autostop alone); "
                          "comma-separated (default reaper,reaper+autostop)")
     ap.add_argument("--autostop-minutes", type=int, default=AUTOSTOP_MINUTES,
-                    help="the node autostop's wait (default %(default)s: 2 x the idle window, "
-                         "infra.bootstrap.render.autostop_minutes outside prod)")
+                    help="the node autostop's wait in minutes (default %(default)s: "
+                         "infra.bootstrap.render.autostop_minutes for the bench's idle window "
+                         "outside prod)")
     ap.add_argument("--sensitivity", action=argparse.BooleanOptionalAction, default=None,
                     help="add the run 'reaper, sweep driver writes no heartbeat' at the middle "
                          "delay (default: on, off with --quick)")

@@ -280,3 +280,18 @@ def test_the_sweeps_driver_spans_end_at_the_long_gaps():
     for a, b in zip(rounds, rounds[1:]):
         inside = any(s <= a.start and b.end <= e for s, e in spans)
         assert inside == (b.start - a.end < 360)
+
+
+def test_the_autostop_default_is_the_products_rule():
+    """The bench's default wait is what the bootstrap renders for a dev cluster with the bench's
+    idle window and no configured value (infra.bootstrap.render.autostop_minutes), not a copy
+    of the rule's constant."""
+    from infra.bootstrap.render import autostop_minutes
+    from infra.catalog import load_catalog
+    from tests.test_bootstrap_fixtures import make_stack
+
+    o = next(o for o in load_catalog().offerings if o.cloud == "aws")
+    stack, d = make_stack(o, environment="dev", idle_minutes=B.IDLE_MINUTES)
+    assert B.AUTOSTOP_MINUTES == autostop_minutes(stack, d) > 0
+    stack, d = make_stack(o, environment="dev", idle_minutes=45)
+    assert B.default_autostop_minutes(45) == autostop_minutes(stack, d)
