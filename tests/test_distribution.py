@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import tarfile
@@ -20,6 +21,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infra import resources
 from infra.costing import tags
@@ -152,6 +154,7 @@ def test_the_wheel_in_an_empty_venv(dist, project, tmp_path):
     _plans_and_renders_outside_the_checkout(venv, project)
     _reaps_a_dry_run_against_moto(venv, project)
     _prints_its_data_folders(venv, project)
+    _starts_the_policy_pack(venv, project)
 
 
 def _runtime_has_no_test_tools(venv: Path) -> None:
@@ -236,3 +239,29 @@ def _prints_its_data_folders(venv: Path, project: Path) -> None:
                cwd=project, env=_clean_env(project))
     assert bad.returncode == 2 and "usage" in bad.stderr
 
+
+
+def _starts_the_policy_pack(venv: Path, project: Path) -> None:
+    """The wheel's CrossGuard pack boots as Pulumi starts a Python pack that names no virtualenv
+    (the pulumi-analyzer-policy-python shim: ``python3 -u -m pulumi.policy ENGINE .`` in the
+    pack's folder, with the first python3 on PATH): in the environment gpulease is installed in,
+    its imports resolve and its gRPC server starts and prints its port, as the engine expects."""
+    py = str(venv / "bin" / "python")
+    pack = Path(_run([py, "-m", "infra.resources", "policy-pack"], cwd=project,
+                     env=_clean_env(project)).stdout.strip())
+    assert str(venv) in str(pack)
+    assert yaml.safe_load((pack / "PulumiPolicy.yaml").read_text())["runtime"] == {
+        "name": "python"}                      # no `virtualenv:` the wheel's folder cannot hold
+    env = _clean_env(project, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.Popen(["python3", "-u", "-m", "pulumi.policy", "127.0.0.1:9", "."],
+                            cwd=pack, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], HANG_S)
+        port = proc.stdout.readline().strip() if ready else ""
+        if not port.isdigit():
+            proc.kill()
+            raise AssertionError(f"the pack did not start: {port!r} {proc.stderr.read()[-2000:]}")
+    finally:
+        proc.kill()
+        proc.wait(timeout=HANG_S)
