@@ -354,3 +354,16 @@ def test_a_token_answered_twice_is_an_error_not_an_endless_listing():
         with pytest.raises(MalformedResponse, match="same next token was received twice"):
             r.claims()
     assert r.calls["autoscaling.describe_auto_scaling_groups"] == 2
+
+
+def test_node_marks_are_read_from_every_page_of_describe_tags(world, monkeypatch):
+    """EC2 DescribeTags pages at MaxResults (5 to 1000; the fake pages as EC2 does): the idle
+    marks of six nodes are read over two pages of five, none dropped."""
+    monkeypatch.setitem(aws_adaptor.PAGE_SIZE, "describe_tags", 5)
+    _, ids, _ = world.cluster("dev", "wide", nodes=6)
+    mark = tags.timestamp_label(1_800_000_000)
+    world.ec2.create_tags(Resources=ids, Tags=[{"Key": tags.NODE_IDLE_SINCE, "Value": mark}])
+    r = world.reaper()
+    (ref,) = r.discover(frozenset({"dev"}))
+    assert ref.node_marks == {i: mark for i in ids}
+    assert r.calls["ec2.describe_tags"] == 2

@@ -88,6 +88,30 @@ def describe_capacity_reservations(self):
     return ActionResult({"CapacityReservations": []})
 
 
+#: EC2 DescribeTags MaxResults: "This value can be between 5 and 1000. To get the next page of
+#: items, make another request with the token returned in the output" (EC2 API reference,
+#: DescribeTags); without MaxResults every tag is returned. moto ignores MaxResults.
+DESCRIBE_TAGS_MAX = 1000
+
+
+def describe_tags(self):
+    """EC2 DescribeTags paged as EC2 pages it (moto returns every tag in one answer)."""
+    from moto.core.responses import ActionResult
+
+    filters = self._filters_from_querystring()
+    self.error_on_dryrun()
+    found = self.ec2_backend.describe_tags(filters=filters)
+    size = self._get_int_param("MaxResults")
+    if size is None:
+        return ActionResult({"Tags": found})
+    size = min(size, DESCRIBE_TAGS_MAX)
+    off = int(self._get_param("NextToken") or 0)
+    out = {"Tags": found[off:off + size]}
+    if off + size < len(found):
+        out["NextToken"] = str(off + size)
+    return ActionResult(out)
+
+
 #: the services the tests and the reaper call; :func:`start_server` warms them.
 WARM_SERVICES = ("ec2", "autoscaling", "cloudwatch", "s3")
 
@@ -158,7 +182,7 @@ def point_boto_at(url: str, monkeypatch) -> None:
 
 def install(monkeypatch) -> None:
     """Patch for the duration of one test (pytest's monkeypatch undoes it): strict Auto
-    Scaling tags, DescribeCapacityReservations, and GetMetricData with CloudWatch's retention,
+    Scaling tags, DescribeCapacityReservations, EC2 DescribeTags paging, and GetMetricData with CloudWatch's retention,
     paging and publication delay (the fake's clock and delay are reset for the test)."""
     from moto.cloudwatch.responses import CloudWatchResponse
     from moto.ec2.responses import EC2Response
@@ -168,6 +192,7 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(AutoScalingBackend, "terminate_instance", terminate_instance)
     monkeypatch.setattr(EC2Response, "describe_capacity_reservations",
                         describe_capacity_reservations, raising=False)
+    monkeypatch.setattr(EC2Response, "describe_tags", describe_tags)
     monkeypatch.setattr(CloudWatchResponse, "get_metric_data", get_metric_data_response)
     here = sys.modules[__name__]
     monkeypatch.setattr(here, "CLOCK", [None])
