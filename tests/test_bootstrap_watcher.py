@@ -38,6 +38,10 @@ class FakeMetadata:
         self.requests: list[tuple[str, str, dict]] = []
         self.tokens: list[str] = []
         self.issued = 0
+        #: GCP guest attributes the VM wrote (path under guest-attributes/ -> value), and whether
+        #: its metadata enables them (`enable-guest-attributes`; else the write is refused).
+        self.guest_attributes: dict[str, str] = {}
+        self.guest_attributes_enabled = True
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,6 +63,18 @@ class FakeMetadata:
                     fake.issued += 1
                     fake.tokens.append(token)
                     return self._send(200, token)
+                prefix = "/computeMetadata/v1/instance/guest-attributes/"
+                if fake.cloud == "gcp" and self.path.startswith(prefix):
+                    if self.headers.get("Metadata-Flavor") != "Google":
+                        return self._send(403, "Missing Metadata-Flavor:Google header")
+                    if not fake.guest_attributes_enabled:
+                        return self._send(403, "guest attributes are not enabled")
+                    path = self.path[len(prefix):]
+                    if path.count("/") != 1 or not all(path.split("/")):
+                        return self._send(400, "a guest attribute is namespace/key")
+                    body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    fake.guest_attributes[path] = body.decode()
+                    return self._send(200)
                 self._send(400)
 
             def do_GET(self):

@@ -111,10 +111,11 @@ def test_reaper_identity_is_least_privilege(gcp_run):
     read, act = roles["reaper-gcp-read-role"], roles["reaper-gcp-act-role"]
     assert read["roleId"] == "gpulease_reaper_read_dev" and act["roleId"] == "gpulease_reaper_act_dev"
     assert read["permissions"] == ["compute.instanceGroupManagers.list", "compute.instances.get",
+                                   "compute.instances.getGuestAttributes",
                                    "compute.instances.list", "compute.reservations.get",
                                    "monitoring.timeSeries.list"]
     assert act["permissions"] == ["compute.instanceGroupManagers.update",
-                                  "compute.instances.delete", "compute.instances.setLabels"]
+                                  "compute.instances.setLabels"]
     assert not any(p.endswith("*") for p in read["permissions"] + act["permissions"])
     members = {r.name: r.inputs for r in run.by_type("gcp:projects/iAMMember:IAMMember")}
     sa = "serviceAccount:gpulease-reaper-dev@plan.iam.gserviceaccount.com"

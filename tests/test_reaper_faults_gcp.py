@@ -207,7 +207,10 @@ def test_every_call_the_reaper_makes_is_granted_to_the_scheduled_function(site):
         elif path.endswith("/resize"):
             needed.add("compute.instanceGroupManagers.update")
         elif path.endswith("/deleteInstances"):
-            needed |= {"compute.instanceGroupManagers.update", "compute.instances.delete"}
+            # documented on the MIG only (REST reference, deleteInstances)
+            needed.add("compute.instanceGroupManagers.update")
+        elif path.endswith("/getGuestAttributes"):
+            needed.add("compute.instances.getGuestAttributes")
         elif "/instances/" in path and method == "GET":
             needed.add("compute.instances.get")
         elif path.endswith("/timeSeries"):

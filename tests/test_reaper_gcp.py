@@ -241,17 +241,22 @@ def test_the_floors_the_plan_stamps_are_the_floors_the_reaper_keeps(gcp):
     reserved, burst = planned["pretrain-reserved-template"], planned["pretrain-on-demand-template"]
     floor = int(reserved[tags.BASELINE_NODES])
     assert floor > 0 and burst[tags.BASELINE_NODES] == "0"
+    assert reserved[tags.BUSY_WITNESS] == burst[tags.BUSY_WITNESS] == "1"   # contract C10
     ids = gcp.add_mig(ZONE, "pretrain-reserved", floor + 1, launched=T0, labels=reserved)
     ids += gcp.add_mig(ZONE, "pretrain-on-demand", 2, launched=T0, labels=burst)
     for i in ids:
         gcp.put_points(i, T0, T0 + 5 * 3600, 0.2, gpus=8)
+    for zone, name in list(gcp.instances):      # each node's first check after boot
+        gcp.enable_guest_attributes(zone, name)
+        gcp.write_guest_attribute(zone, name, tags.BUSY_AT_GUEST_ATTRIBUTE, str(int(T0 + 60)))
     window = int(reserved[tags.IDLE_MINUTES])
     r = reaper(gcp)
     # the window must lie after the launch: it ends at the newest period whose (late) data can
-    # be complete, 5 min before now
-    first = reap(r, T0 + (window + 7) * 60, envs=("prod",))["pretrain"]
+    # be complete, 5 min before now; and it must start 5 min after the nodes' boot witness
+    # (a node was busy at some moment of the 5 min after its busy-at)
+    first = reap(r, T0 + (window + 13) * 60, envs=("prod",))["pretrain"]
     assert first.state == d.MARKED, first.reason
-    o = reap(r, T0 + (window + 42) * 60, envs=("prod",))["pretrain"]
+    o = reap(r, T0 + (window + 48) * 60, envs=("prod",))["pretrain"]
     assert (o.action, o.baseline_nodes, o.nodes_removed) == (d.SCALE_TO_BASELINE, floor, 3)
     assert (mig_size(gcp, "pretrain-reserved"), mig_size(gcp, "pretrain-on-demand")) == (floor, 0)
 

@@ -17,6 +17,7 @@ from infra.bootstrap.settings import BootstrapSettings
 from infra.costing import tags
 from infra.model import ClusterDecision, StackSpec
 from infra.reaper import schedule
+from infra.reaper.decision import BUSY_AT_REFRESH_S
 
 TEMPLATE_DIR = resources.templates("bootstrap")
 
@@ -89,13 +90,17 @@ NODE_FILES: tuple[NodeFile, ...] = (
     NodeFile("rendezvous.sh.j2", f"{SBIN}/gpulease-rendezvous", "0755"),
     NodeFile("spot-watcher.sh.j2", f"{SBIN}/gpulease-spot-watcher", "0755", when="spot_watcher"),
     NodeFile("checkpoint-hook.sh.j2", f"{SBIN}/gpulease-checkpoint-hook", "0755"),
-    NodeFile("autostop.sh.j2", f"{SBIN}/gpulease-autostop", "0755", when="autostop"),
+    # on every node: with --witness it publishes the busy witness (gpulease-busy-witness.timer)
+    # even where the autostop itself is off (prod)
+    NodeFile("autostop.sh.j2", f"{SBIN}/gpulease-autostop", "0755"),
     NodeFile("shutdown-clean.sh.j2", f"{SBIN}/gpulease-shutdown-clean", "0755"),
     NodeFile("node-setup.service.j2", f"{UNITS}/gpulease-node-setup.service"),
     NodeFile("spot-watcher.service.j2", f"{UNITS}/gpulease-spot-watcher.service",
              when="spot_watcher"),
     NodeFile("autostop.service.j2", f"{UNITS}/gpulease-autostop.service", when="autostop"),
     NodeFile("autostop.timer.j2", f"{UNITS}/gpulease-autostop.timer", when="autostop"),
+    NodeFile("busy-witness.service.j2", f"{UNITS}/gpulease-busy-witness.service"),
+    NodeFile("busy-witness.timer.j2", f"{UNITS}/gpulease-busy-witness.timer"),
     NodeFile("shutdown-clean.service.j2", f"{UNITS}/gpulease-shutdown-clean.service"),
     NodeFile("amazon-cloudwatch-agent.json.j2",
              "/opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.json", clouds=("aws",)),
@@ -172,6 +177,14 @@ def window_drain_at(decision: ClusterDecision, purchase_model: str) -> int:
     return int(parse_time(drain).timestamp()) - 60 * builders.BLOCK_CHECKPOINT_MINUTES
 
 
+def witness_variables() -> dict:
+    """What the autostop script's busy-witness part needs (contract C10): the one place a
+    renderer of ``autostop.sh.j2`` (the node files, bench/idle.py) gets them."""
+    return {"tag_busy_at": tags.BUSY_AT,
+            "busy_at_guest_attribute": tags.BUSY_AT_GUEST_ATTRIBUTE,
+            "busy_at_refresh_s": BUSY_AT_REFRESH_S}
+
+
 def node_variables(*, stack: StackSpec, decision: ClusterDecision,
                    purchase_model: str) -> dict:
     """Every variable the bootstrap templates use (the templates see nothing else)."""
@@ -233,6 +246,7 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "tag_keep": tags.KEEP,
         "tag_baseline": tags.BASELINE_NODES,
         "tag_billed": tags.BILLED_UNTIL,
+        **witness_variables(),
         "schedule_windows": schedule.node_data(decision.spec.schedule),
         "schedule_lead_minutes": int(decision.spec.schedule_lead_minutes),
         "cron_match_source": schedule.MATCH_SOURCE.strip(),

@@ -154,7 +154,9 @@ def reaper_doc(c: ClusterDecision, now: Optional[float] = None) -> dict[str, Any
     schedule holds the reaper back (the next few periods), and the first-job grace."""
     import time
 
+    from infra.costing import tags
     from infra.reaper import schedule as rs
+    from infra.reaper.decision import BUSY_AT_REFRESH_S
 
     spec = c.spec
     windows = [rs.window(cron, minutes) for cron, minutes in spec.schedule]
@@ -165,13 +167,17 @@ def reaper_doc(c: ClusterDecision, now: Optional[float] = None) -> dict[str, Any
             "first_job_grace_minutes": spec.first_job_grace_minutes,
             "next_holds": [{"from": rs._iso(a), "until": rs._iso(b), "window": w.describe()}
                            for a, b, w in rs.next_holds(windows, now=now,
-                                                        lead_minutes=spec.schedule_lead_minutes)]}
+                                                        lead_minutes=spec.schedule_lead_minutes)],
+            # every node publishes when it last worked (docs/reaper.md, "The busy witness")
+            "busy_witness": {"tag": tags.BUSY_AT, "refresh_seconds": BUSY_AT_REFRESH_S}}
 
 
 def render_reaper(c: ClusterDecision, o: ui.Out, now: Optional[float] = None) -> None:
     doc = reaper_doc(c, now)
     text = (f"marks it after {doc['idle_minutes']} idle min; a new cluster waits "
-            f"{doc['first_job_grace_minutes']} min for its first job")
+            f"{doc['first_job_grace_minutes']} min for its first job; a node that reported "
+            f"itself busy ({doc['busy_witness']['tag']}: a GPU process, DCGM activity, a job "
+            "heartbeat) inside that window is kept")
     if doc["schedule"]:
         text += ("; held from " + str(doc["schedule_lead_minutes"]) + " min before each declared"
                  " window to its end (" + ", ".join(f'"{w["cron"]}" for {w["minutes"]} min'

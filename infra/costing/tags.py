@@ -29,6 +29,18 @@ IDLE_SINCE = "gpulease-idle-since"
 #: set by the reaper on one node (AWS: an EC2 instance tag; GCP: an instance label) it sees
 #: idle above its group's floor while the cluster as a whole is not idle (same value format).
 NODE_IDLE_SINCE = "gpulease-node-idle-since"
+#: the node's busy witness (issue 21 item 4, contract C10): the epoch second (ASCII digits) of
+#: the newest node check that found ANY busy signal (GPU utilization, a GPU process, DCGM
+#: activity, a fresh job heartbeat), written by the node itself (AWS: a tag on its own
+#: instance; GCP: the guest attribute BUSY_AT_GUEST_ATTRIBUTE) at its first check after boot,
+#: at once when it turns busy, and every 5 min while busy. The reaper reads it as evidence of
+#: work the cloud metrics cannot show yet (docs/reaper.md, "Signals beyond utilization").
+BUSY_AT = "gpulease-busy-at"
+#: GCP: where the node writes BUSY_AT (guest attributes are "namespace/key").
+BUSY_AT_GUEST_ATTRIBUTE = "gpulease/busy-at"
+#: launch-time tag (AWS launch template, instance) / label (GCP instance template) "1" on nodes
+#: that publish BUSY_AT: on such a node a missing or unreadable BUSY_AT counts as busy.
+BUSY_WITNESS = "gpulease-busy-witness"
 #: opt-out: any value keeps the reaper's hands off the cluster, always.
 KEEP = "gpulease-keep"
 #: prefix of the claim a reaper run sets on a cluster it is about to tear down: key

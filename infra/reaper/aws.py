@@ -37,6 +37,12 @@ MAX_NAMES = 50
 #: The other listings take the API's default page. Tests shrink these to show every page is read.
 PAGE_SIZE = {"describe_auto_scaling_groups": 100, "describe_scaling_activities": 100,
              "describe_tags": 1000}
+#: instance ids per DescribeTags call of the busy-witness re-read (a resource-id filter; kept
+#: well under the request size limits, as the per-node marks are few per run).
+MAX_TAG_IDS = 200
+#: the instance tags discovery reads (one paged DescribeTags per region): the per-node idle
+#: mark and the busy witness (contract C10).
+_INSTANCE_KEYS = (tags.NODE_IDLE_SINCE, tags.BUSY_AT, tags.BUSY_WITNESS)
 _ASG_LIVE = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
 #: DescribeAutoScalingGroups shows a group being deleted with this Status (API reference,
 #: AutoScalingGroup.Status).
@@ -222,7 +228,7 @@ class AwsReaper:
         for page in self._pages(self.autoscaling, "describe_auto_scaling_groups",
                                 Filters=filters, expect=("AutoScalingGroups",)):
             groups += page["AutoScalingGroups"]
-        marks = self._node_marks() if groups else {}
+        marks = self._instance_tags() if groups else {}
         per_cluster: dict[tuple, list[ClusterRef]] = {}
         for g in groups:
             try:
@@ -232,27 +238,49 @@ class AwsReaper:
                                         "describe_auto_scaling_groups", f"a group entry lacks "
                                         f"{exc} (truncated, or not from AWS)") from None
             if ref is not None:
-                ref = replace(ref, node_marks={n.id: marks[n.id] for n in ref.nodes
-                                               if n.id in marks})
+                mine = {n.id: marks.get(n.id, {}) for n in ref.nodes}
+                nodes = tuple(replace(n, witness=tags.BUSY_WITNESS in mine[n.id])
+                              for n in ref.nodes)
+                ref = replace(ref, nodes=nodes, node_marks={
+                    i: t[tags.NODE_IDLE_SINCE] for i, t in mine.items()
+                    if tags.NODE_IDLE_SINCE in t}, busy_at={
+                    n.id: mine[n.id].get(tags.BUSY_AT) for n in nodes if n.witness})
                 per_cluster.setdefault(ref.key, []).append(ref)
         # A Capacity Block cluster runs its reserved nodes in `<c>-block-asg` beside `<c>-asg`:
         # one cluster, whose nodes are read, marked, claimed and scaled together.
         return [_merged(parts) for parts in per_cluster.values()]
 
-    def _node_marks(self) -> dict[str, str]:
-        """Per-node idle marks: the instance tag tags.NODE_IDLE_SINCE of every instance in the
-        region that carries it (EC2 DescribeTags, one paged call)."""
-        out: dict[str, str] = {}
-        for page in self._pages(self.ec2, "describe_tags", Filters=[
-                {"Name": "key", "Values": [tags.NODE_IDLE_SINCE]},
-                {"Name": "resource-type", "Values": ["instance"]}], expect=("Tags",)):
-            try:
-                for t in page["Tags"]:
-                    out[str(t["ResourceId"])] = str(t.get("Value", ""))
-            except (KeyError, TypeError) as exc:
-                raise MalformedResponse("aws", f"{self.region} ec2.describe_tags",
-                                        f"a tag entry lacks {exc}") from None
+    def _instance_tags(self, keys: Sequence[str] = _INSTANCE_KEYS,
+                       ids: Optional[Sequence[str]] = None) -> dict[str, dict[str, str]]:
+        """{instance id: {key: value}} for the instance tags ``keys`` (per-node idle marks, the
+        busy witness) of every instance in the region that carries one — or of ``ids`` only —
+        with EC2 DescribeTags (one paged listing; ``ids`` in batches of MAX_TAG_IDS)."""
+        out: dict[str, dict[str, str]] = {}
+        batches = [None] if ids is None else [sorted(ids)[k:k + MAX_TAG_IDS]
+                                              for k in range(0, len(ids), MAX_TAG_IDS)]
+        for batch in batches:
+            filters = [{"Name": "key", "Values": list(keys)},
+                       {"Name": "resource-type", "Values": ["instance"]}]
+            if batch is not None:
+                filters.append({"Name": "resource-id", "Values": batch})
+            for page in self._pages(self.ec2, "describe_tags", Filters=filters,
+                                    expect=("Tags",)):
+                try:
+                    for t in page["Tags"]:
+                        if str(t["Key"]) in keys:   # never trust the server-side filter alone
+                            out.setdefault(str(t["ResourceId"]), {})[str(t["Key"])] = \
+                                str(t.get("Value", ""))
+                except (KeyError, TypeError) as exc:
+                    raise MalformedResponse("aws", f"{self.region} ec2.describe_tags",
+                                            f"a tag entry lacks {exc}") from None
         return out
+
+    def busy_witness(self, nodes: Sequence[Node]) -> dict[str, Optional[str]]:
+        """The busy witness (tags.BUSY_AT instance tag, written by the node itself) of these
+        nodes as EC2 has it now: {id: value, or None when the instance carries none}."""
+        ids = sorted({n.id for n in nodes})
+        found = self._instance_tags((tags.BUSY_AT,), ids) if ids else {}
+        return {i: found.get(i, {}).get(tags.BUSY_AT) for i in ids}
 
     def _ref(self, g: dict, environments: Optional[frozenset]) -> Optional[ClusterRef]:
         gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
@@ -603,4 +631,6 @@ def _merged(parts: list[ClusterRef]) -> ClusterRef:
                       billed_tags={g: v for r in parts for g, v in r.billed_tags.items()},
                       created_at=min((r.created_at for r in parts if r.created_at is not None),
                                      default=None),
-                      node_marks={k: v for r in parts for k, v in r.node_marks.items()})
+                      node_marks={k: v for r in parts for k, v in r.node_marks.items()},
+                      busy_at=None if all(r.busy_at is None for r in parts) else
+                      {k: v for r in parts for k, v in (r.busy_at or {}).items()})

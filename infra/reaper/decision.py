@@ -23,7 +23,12 @@ Rules (issue 7):
 - metrics arrive late (issue 21): idle evidence is judged over a window that ends at the newest
   aggregation period whose data can be complete, ``Policy.delay_s`` before ``now``
   (:func:`evidence_end`); busy evidence counts up to ``now``. A publication delay up to
-  ``delay_s`` changes when the reaper acts, never whether (docs/reaper.md, "Late metrics").
+  ``delay_s`` changes when the reaper acts, never whether (docs/reaper.md, "Late metrics");
+- the node's busy witness (issue 21 item 4, contract C10): a node that publishes
+  ``gpulease-busy-at`` (it carries ``gpulease-busy-witness``) and whose metrics say idle is
+  still busy when its last busy check may fall inside the evidence (busy-at later than the
+  evidence start minus BUSY_AT_REFRESH_S), and when its busy-at is missing, unreadable or in
+  the future (fail safe) — read at judging and again right before acting (:func:`witness`).
 """
 from __future__ import annotations
 
@@ -68,6 +73,12 @@ MARK_STALE_AFTER_S = 24 * 3600
 #: force_flush_interval (default 60 s) plus up to 2 min before a new datapoint can be
 #: retrieved; GCP, Cloud Monitoring's "data is not visible for up to 240 s" after sampling.
 PUBLICATION_DELAY_S = 300
+#: a busy node rewrites its busy witness (tags.BUSY_AT) at least this often (5 min; contract
+#: C10, templates/bootstrap/autostop.sh.j2), so a busy-at of T says "busy at some moment in
+#: [T, T + BUSY_AT_REFRESH_S)" at least.
+BUSY_AT_REFRESH_S = 300
+#: the busy witness: an epoch second in ASCII digits.
+_EPOCH = re.compile(r"[0-9]{1,12}")
 _MINUTES = re.compile(r"[0-9]{1,7}")
 #: a baseline node count as tagged: ASCII digits (a larger value than the group holds simply
 #: means the whole group is baseline).
@@ -108,6 +119,9 @@ class Node:
     name: str = ""
     #: the cloud protects it from scale-in (AWS ProtectedFromScaleIn): never removed alone.
     protected: bool = False
+    #: it publishes a busy witness (carries tags.BUSY_WITNESS): its busy-at is read and a
+    #: missing or unreadable one counts as busy.
+    witness: bool = False
 
     @property
     def rank(self) -> str:
@@ -160,6 +174,10 @@ class ClusterRef:
     created_at: Optional[float] = None
     #: raw per-node idle marks (tags.NODE_IDLE_SINCE on the instance), by node id. Untrusted.
     node_marks: Mapping[str, str] = field(default_factory=dict)
+    #: the busy witness of nodes that publish one, as read (tags.BUSY_AT; None = the node has
+    #: none), by node id; a witness node missing here was not read. None = nothing read yet
+    #: (the engine reads it for the nodes whose metrics say idle). Untrusted.
+    busy_at: Optional[Mapping[str, Optional[str]]] = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -300,6 +318,9 @@ class Verdict:
     #: the floor of every group the per-node actions respect ((group, nodes) pairs; a prepaid
     #: group's floor is its size), re-checked against the membership right before removing.
     floors: tuple[tuple[str, int], ...] = ()
+    #: nodes whose busy witness held them although their metrics said idle, as
+    #: ``{"node", "busy_at", "detail"}`` (busy_at: epoch s, None when missing or unreadable).
+    witness: tuple = ()
 
     def removals(self) -> tuple[NodeAction, ...]:
         return tuple(a for a in self.node_actions if a.action == "remove")
@@ -524,12 +545,59 @@ class NodeVerdict:
     reason: str
     #: highest usable utilization seen from the evidence start to now (None: no data).
     top: Optional[float] = None
+    #: the busy witness made this node busy although its metrics said idle (:func:`witness`).
+    held: Optional[dict] = None
+
+
+def _iso_s(epoch: float) -> str:
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def witness(node: Node, busy_at: Optional[Mapping[str, Optional[str]]], *, now: float,
+            start: float) -> Optional[dict]:
+    """Whether the node's busy witness (contract C10) holds a node whose metrics say idle over
+    ``[start, now)``: None = it does not (or the node publishes none); else ``{"node",
+    "busy_at", "detail"}``. A busy-at T says the node was busy at some moment of
+    ``[T, T + BUSY_AT_REFRESH_S)``, so T later than ``start - BUSY_AT_REFRESH_S`` may fall in
+    the evidence. Missing (no value, or not read), unreadable or in the future beyond the clock
+    skew: held (fail safe) — the node writes one at its first check after boot."""
+    if not node.witness:
+        return None
+    why = f"node {node.id} publishes a busy witness ({tags.BUSY_AT})"
+    if busy_at is None or node.id not in busy_at:
+        return {"node": node.id, "busy_at": None,
+                "detail": f"{why} that was not read: counts as busy"}
+    raw = busy_at[node.id]
+    if raw is None or str(raw).strip() == "":
+        return {"node": node.id, "busy_at": None, "detail": (
+            f"{why} but has none (the node writes it at its first check after boot: still "
+            "booting, or its writes fail): counts as busy")}
+    text = str(raw).strip()
+    if not _EPOCH.fullmatch(text):
+        return {"node": node.id, "busy_at": None, "detail": (
+            f"{why} but its value {_shown(raw)} is unreadable (an epoch second): counts as "
+            "busy")}
+    at = int(text)
+    if at > now + CLOCK_SKEW_S:
+        return {"node": node.id, "busy_at": None, "detail": (
+            f"{why} but its value {_iso_s(at)} is in the future (clock skew or a hand edit): "
+            "counts as busy")}
+    if at > start - BUSY_AT_REFRESH_S:
+        ago = max(int(now - at) // 60, 0)
+        return {"node": node.id, "busy_at": at, "detail": (
+            f"node {node.id} reported itself busy at {_iso_s(at)} ({ago} min ago; "
+            f"{tags.BUSY_AT}: a GPU process, DCGM activity or a job heartbeat the GPU "
+            "utilization metrics do not show)")}
+    return None
 
 
 def assess_nodes(nodes: Sequence[Node], samples: Samples, *, now: float, policy: Policy,
-                 start: float, span: str) -> list[NodeVerdict]:
+                 start: float, span: str,
+                 busy_at: Optional[Mapping[str, Optional[str]]] = None,
+                 use_witness: bool = True) -> list[NodeVerdict]:
     """Each node's verdict over ``[start, evidence_end)`` (idle needs complete data there);
-    a busy sample anywhere in ``[start, now)`` makes the node busy, whatever the delay."""
+    a busy sample anywhere in ``[start, now)`` makes the node busy, whatever the delay, and so
+    does the busy witness of a node whose metrics say idle (``use_witness``; :func:`witness`)."""
     end = evidence_end(now, policy)
     p = policy.period_s
     # Data must start within the first two periods of the evidence: a node launched later is
@@ -562,9 +630,36 @@ def assess_nodes(nodes: Sequence[Node], samples: Samples, *, now: float, policy:
             why = (f"node {node.id} has a {int(missing // 60)}-min gap in its GPU utilization "
                    "data (partial data is not idle)")
         else:
-            out.append(NodeVerdict(node.id, IDLE, "", top))
+            held = witness(node, busy_at, now=now, start=start) if use_witness else None
+            if held is not None:
+                out.append(NodeVerdict(node.id, BUSY, held["detail"], top, held))
+            else:
+                out.append(NodeVerdict(node.id, IDLE, "", top))
             continue
         out.append(NodeVerdict(node.id, INSUFFICIENT, why, top))
+    return out
+
+
+def witness_candidates(ref: ClusterRef, samples: Samples, *, now: float,
+                       policy: Policy) -> list[Node]:
+    """The nodes whose busy witness the decision needs: nodes that publish one and whose
+    metrics alone say idle over the cluster's evidence or their own (since their mark). Busy or
+    incomplete metrics decide without it, so it is read for these only (GCP: one call each)."""
+    window = window_minutes(ref, policy)
+    if window is None or tags.KEEP in ref.tags:
+        return []
+    out = []
+    end = evidence_end(now, policy)
+    cluster_start = evidence_start(ref, now=now, policy=policy, window=window)
+    for n in ref.nodes:
+        if not n.witness:
+            continue
+        since, _ = parse_mark(ref.node_marks.get(n.id), now=now, policy=policy)
+        own = end - window * 60 if since is None else min(end - window * 60, since)
+        if any(assess_nodes([n], samples, now=now, policy=policy, start=start, span="",
+                            use_witness=False)[0].state == IDLE
+               for start in {cluster_start, own}):
+            out.append(n)
     return out
 
 
@@ -576,20 +671,25 @@ def _span(start: float, now: float, policy: Policy, window: int) -> str:
 
 
 def assess(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy,
-           window: int, start: Optional[float] = None) -> tuple[str, str, Optional[float]]:
+           window: int, start: Optional[float] = None,
+           held: Optional[list] = None) -> tuple[str, str, Optional[float]]:
     """Utilization alone -> (BUSY | IDLE | INSUFFICIENT, reason, max utilization seen).
 
     ``start`` defaults to the window's start; for a marked cluster it is the mark (when older),
     so the cluster must have stayed idle ever since it was marked. One busy node makes the
-    cluster busy; one node without complete data makes it insufficient.
+    cluster busy; one node without complete data makes it insufficient. Nodes the busy
+    witness held are appended to ``held`` (when given).
     """
     end = evidence_end(now, policy)
     start = end - window * 60 if start is None else start
     verdicts = assess_nodes(ref.nodes, samples, now=now, policy=policy, start=start,
-                            span=_span(start, now, policy, window))
+                            span=_span(start, now, policy, window), busy_at=ref.busy_at)
+    if held is not None:
+        held += [v.held for v in verdicts if v.held is not None]
     tops = [v.top for v in verdicts if v.top is not None]
     top = max(tops) if tops else None
-    busy = [v for v in verdicts if v.state == BUSY]
+    # a busy sample is the stronger evidence: named first, before a witness
+    busy = sorted((v for v in verdicts if v.state == BUSY), key=lambda v: v.held is not None)
     if busy:
         return BUSY, busy[0].reason, top
     lacking = [v.reason for v in verdicts if v.state == INSUFFICIENT]
@@ -616,7 +716,8 @@ def protected_nodes(ref: ClusterRef, keep_floor: Mapping[str, int]) -> set:
 
 
 def node_plan(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy, window: int,
-              keep_floor: Mapping[str, int], blocked: bool) -> list[NodeAction]:
+              keep_floor: Mapping[str, int], blocked: bool,
+              held: Optional[list] = None) -> list[NodeAction]:
     """Per-node marks, removals and unmarks for a cluster that is not idle as a whole: a node
     idle over its own window (or since its own mark) and not protected is marked; after the
     grace, idle ever since its mark, it is removed; a marked node that is busy, lacks data or
@@ -630,7 +731,11 @@ def node_plan(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy, 
         start = end - window * 60 if since is None else min(end - window * 60, since)
         span = (f"{window}-min window" if since is None or since >= end - window * 60 - 1 else
                 f"{int(math.ceil((end - start) / 60))} min since its idle mark")
-        v = assess_nodes([n], samples, now=now, policy=policy, start=start, span=span)[0]
+        v = assess_nodes([n], samples, now=now, policy=policy, start=start, span=span,
+                         busy_at=ref.busy_at)[0]
+        if v.held is not None and held is not None and \
+                all(h["node"] != n.id for h in held):
+            held.append(v.held)
         if v.state != IDLE or n.id in protected:
             if raw:
                 why = (v.reason if v.state != IDLE else
@@ -716,20 +821,25 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         return Verdict(SKIPPED, f"no running nodes ({what})", NONE, window_minutes=window,
                        holds=holding)
     start = evidence_start(ref, now=now, policy=policy, window=window)
-    state, reason, top = assess(ref, samples, now=now, policy=policy, window=window, start=start)
+    held_by: list = []
+    state, reason, top = assess(ref, samples, now=now, policy=policy, window=window, start=start,
+                                held=held_by)
     if state != IDLE:
         # Not idle as a whole: idle nodes above the floor go one by one (issue 21 item 2).
         acts = node_plan(ref, samples, now=now, policy=policy, window=window,
                          keep_floor=keep_floor,
-                         blocked=any(h.kind != "billed-until" for h in holding))
+                         blocked=any(h.kind != "billed-until" for h in holding), held=held_by)
+        seen = tuple(held_by)
         if marked:
             reason += (f"; clears the idle mark set {_iso(since)}" if since is not None
                        else f"; clears the idle mark ({problem})")
             return _floored(_with_nodes(Verdict(state, reason, UNMARK, top, window,
-                                                baseline_nodes=baseline, holds=holding), acts,
+                                                baseline_nodes=baseline, holds=holding,
+                                                witness=seen), acts,
                                         marked=True), keep_floor)
         return _floored(_with_nodes(Verdict(state, reason, NONE, top, window,
-                                            baseline_nodes=baseline, holds=holding), acts,
+                                            baseline_nodes=baseline, holds=holding,
+                                            witness=seen), acts,
                                     marked=False), keep_floor)
     goal, removed = scale_targets(ref, keep_floor)
     if keep_floor and not removed:

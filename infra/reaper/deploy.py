@@ -272,16 +272,20 @@ GCP_REQUIREMENTS = ("google-cloud-compute", "requests")
 #: instances.aggregatedList -> compute.instances.list (project); instances.get (re-read after
 #: a 412 on setLabels); instanceGroupManagers.aggregatedList -> compute.instanceGroupManagers
 #: .list (MIG target sizes, re-read right before acting); reservations.get; monitoring
-#: projects.timeSeries.list.
+#: projects.timeSeries.list; instances.getGuestAttributes -> compute.instances.getGuestAttributes
+#: (the nodes' busy witness, contract C10).
 GCP_READ_PERMISSIONS = ("compute.instanceGroupManagers.list", "compute.instances.get",
-                        "compute.instances.list", "compute.reservations.get",
-                        "monitoring.timeSeries.list")
+                        "compute.instances.getGuestAttributes", "compute.instances.list",
+                        "compute.reservations.get", "monitoring.timeSeries.list")
 #: instances.setLabels (idle marks, reaper claim); instanceGroupManagers.resize /
-#: .deleteInstances and their regional forms need compute.instanceGroupManagers.update on the
-#: MIG, deleteInstances also compute.instances.delete on the instances (idle nodes above the
-#: floor). The operations they return are not polled, so no zoneOperations.get.
-GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instances.delete",
-                       "compute.instances.setLabels")
+#: .deleteInstances (idle nodes above the floor) and their regional forms: "Authorization
+#: requires the following IAM permission on the specified resource instanceGroupManager:
+#: compute.instanceGroupManagers.update" and nothing on the instances (Compute Engine REST
+#: reference, instanceGroupManagers.deleteInstances / regionInstanceGroupManagers
+#: .deleteInstances, read 2026-12-03): the MIG deletes its VMs itself, as the Google APIs
+#: service agent. (Before: compute.instances.delete too, which the method does not document.)
+#: The operations they return are not polled, so no zoneOperations.get.
+GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instances.setLabels")
 _MIG_MODELS = ("reserved", "on_demand", "spot")
 
 

@@ -69,6 +69,11 @@ class Adaptor(Protocol):
 
     def reservations(self, ref: d.ClusterRef) -> list[Reservation]: ...
 
+    #: the busy witness (tags.BUSY_AT, contract C10) of these nodes as the cloud has it now:
+    #: {node id: raw value, or None when the node has none}. Called only for nodes that carry
+    #: tags.BUSY_WITNESS (an adaptor whose nodes never do need not have it).
+    def busy_witness(self, nodes: Sequence[d.Node]) -> dict: ...
+
     #: each cluster's compute right now (node ids, capacity, deleted groups), by ref.key.
     def members(self, refs: Sequence[d.ClusterRef]) -> dict: ...
 
@@ -112,6 +117,9 @@ class Outcome:
     holds: tuple = ()
     #: per-node marks / unmarks / removals, as ``{"node", "group", "action", "reason"}``.
     node_actions: tuple = ()
+    #: nodes whose busy witness held them (their metrics said idle), as ``{"node",
+    #: "busy_at", "detail"}`` (issue 21 item 4, contract C10).
+    busy_witness: tuple = ()
 
     def as_json(self) -> dict:
         out = {k: getattr(self, k) for k in (
@@ -124,7 +132,8 @@ class Outcome:
                    reservations=[asdict(r) for r in self.reservations],
                    baseline_nodes=self.baseline_nodes, nodes_removed=self.nodes_removed,
                    holds=[dict(h) for h in self.holds],
-                   node_actions=[dict(a) for a in self.node_actions])
+                   node_actions=[dict(a) for a in self.node_actions],
+                   busy_witness=[dict(w) for w in self.busy_witness])
         return out
 
 
@@ -167,7 +176,8 @@ def _outcome(ref: d.ClusterRef, v: d.Verdict, **kw) -> Outcome:
                    window_minutes=v.window_minutes, groups=ref.groups,
                    baseline_nodes=v.baseline_nodes, nodes_removed=removed,
                    holds=tuple(h.as_json() for h in v.holds),
-                   node_actions=tuple(a.as_json() for a in v.node_actions), **kw)
+                   node_actions=tuple(a.as_json() for a in v.node_actions),
+                   busy_witness=tuple(dict(w) for w in v.witness), **kw)
 
 
 def _internal(cloud: str, what: str, exc: BaseException) -> CloudError:
@@ -211,6 +221,34 @@ def _read(ad: Adaptor, refs: Sequence[d.ClusterRef], *, now: float, policy: d.Po
     for minutes, nodes in sorted(buckets.items()):
         samples.update(ad.utilization(nodes, now - minutes * 60, now, policy.period_s))
     return samples
+
+
+def _witness(ad: Adaptor, refs: Sequence[d.ClusterRef], samples: dict, *, now: float,
+             policy: d.Policy, fresh: bool) -> tuple[list, dict]:
+    """``refs`` with the busy witness of their candidate nodes (:func:`d.witness_candidates`)
+    read, one batched call per adaptor; ``fresh`` re-reads it even where discovery brought it
+    (the re-check right before acting). Returns (refs, {ref.key: CloudError} for the clusters
+    whose read failed: nothing is done with those)."""
+    want = {ref.key: d.witness_candidates(ref, samples, now=now, policy=policy)
+            for ref in refs if fresh or ref.busy_at is None or
+            any(n.witness and n.id not in ref.busy_at for n in ref.nodes)}
+    nodes = [n for ns in want.values() for n in ns]
+    if not nodes:
+        return list(refs), {}
+    got, exc = _safely(ad.cloud, "read the busy witness", ad.busy_witness, nodes)
+    out, failed = [], {}
+    for ref in refs:
+        mine = want.get(ref.key) or []
+        if not mine:
+            out.append(ref)
+        elif exc is not None:
+            failed[ref.key] = exc
+            out.append(ref)
+        else:
+            seen = dict(ref.busy_at or {})
+            seen.update({n.id: got.get(n.id) for n in mine})
+            out.append(replace(ref, busy_at=seen))
+    return out, failed
 
 
 def _safely(cloud: str, what: str, fn: Callable, *args: Any, **kw: Any):
@@ -285,7 +323,16 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
                 report.outcomes.append(o)
                 audit.write("error", **o.as_json())
             continue
+        got, exc = _safely(ad.cloud, "read the busy witness", _witness, ad, refs, samples,
+                           now=t, policy=policy, fresh=False)
+        refs, unread = got if exc is None else (refs, {ref.key: exc for ref in refs})
         for ref in refs:
+            if ref.key in unread:
+                o = _error(ref, CloudError(ad.cloud, "read the busy witness",
+                                           str(unread[ref.key])))
+                report.outcomes.append(o)
+                audit.write("error", **o.as_json())
+                continue
             verdict, exc = _safely(ad.cloud, "decide", d.decide, ref, samples, now=t,
                                    policy=policy)
             if exc is not None:
@@ -423,11 +470,28 @@ def _recheck(teardowns, adaptors, r: _Run) -> list:
         t = r.now()
         fresh, exc = _safely(ad.cloud, "re-check GPU utilization", _read, ad,
                              [ref for _, _, ref, _ in mine], now=t, policy=r.policy)
+        # the busy witness again, as it is now: a job that started a minute ago shows there
+        # long before its metrics do (no publication delay)
+        now_refs, unread = {}, {}
+        if exc is None:
+            mine_refs = [ref for _, _, ref, _ in mine]
+            got, werr = _safely(ad.cloud, "re-check the busy witness", _witness, ad, mine_refs,
+                                fresh, now=t, policy=r.policy, fresh=True)
+            if werr is None:
+                now_refs, unread = {x.key: x for x in got[0]}, got[1]
+            else:
+                unread = {ref.key: werr for ref in mine_refs}
         for idx, _, ref, v in mine:
             if exc is not None:
                 r.put(idx, _error(ref, CloudError(ad.cloud, "re-check GPU utilization",
                                                   str(exc)), v.action), "action", ok=False)
                 continue
+            if ref.key in unread:
+                r.put(idx, _error(ref, CloudError(ad.cloud, "re-check the busy witness",
+                                                  str(unread[ref.key])), v.action),
+                      "action", ok=False)
+                continue
+            ref = now_refs.get(ref.key, ref)
             again, err = _safely(ad.cloud, "decide", d.decide, ref, fresh, now=t,
                                  policy=r.policy)
             if err is not None:

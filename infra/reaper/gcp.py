@@ -296,7 +296,7 @@ class GcpReaper:
             meta = {i.key: i.value for i in inst.metadata.items} if inst.metadata else {}
             nodes.append(Node(id=str(inst.id), launched_at=_ts(started) if started
                               else None, location=zone, group=meta.get(CREATED_BY, ""),
-                              name=inst.name))
+                              name=inst.name, witness=tags.BUSY_WITNESS in inst.labels))
             if tags.NODE_IDLE_SINCE in inst.labels:
                 marks[str(inst.id)] = inst.labels[tags.NODE_IDLE_SINCE]
             if meta.get(CREATED_BY):
@@ -328,6 +328,35 @@ class GcpReaper:
                           baseline_tags={g: tuple(v) for g, v in floors.items()},
                           billed_tags={g: tuple(v) for g, v in paid.items()},
                           created_at=min(known) if known else None, node_marks=marks)
+
+    def busy_witness(self, nodes: Sequence[Node]) -> dict[str, Optional[str]]:
+        """The busy witness of these nodes: the guest attribute tags.BUSY_AT_GUEST_ATTRIBUTE
+        each node writes through its metadata server, read with instances.getGuestAttributes
+        (one call per node: the API reads one instance). {id: value, or None when the node has
+        none — a 404 (no such entry, or the instance is gone) or an answer without it}."""
+        from google.api_core.exceptions import NotFound
+
+        namespace, key = tags.BUSY_AT_GUEST_ATTRIBUTE.split("/", 1)
+        out: dict[str, Optional[str]] = {}
+        for n in sorted(nodes, key=lambda x: x.id):
+            def get(n=n):
+                try:
+                    return self.instances.get_guest_attributes(request={
+                        "project": self.project, "zone": n.location,
+                        "instance": n.name or n.id,
+                        "query_path": tags.BUSY_AT_GUEST_ATTRIBUTE}, **_NO_RETRY)
+                except NotFound:
+                    return None
+            got = self._call("compute.instances.getGuestAttributes", get)
+            value = None
+            if got is not None:
+                if got.variable_value:
+                    value = str(got.variable_value)
+                for item in (got.query_value.items if got.query_value else ()):
+                    if item.namespace == namespace and item.key == key:
+                        value = str(item.value)
+            out[n.id] = value
+        return out
 
     def _migs(self) -> dict:
         """Every MIG of the project: (scope, where, name) -> (target size, created epoch s)."""

@@ -14,7 +14,11 @@ series that does not fit continuing on the next page. Points are published late,
 Monitoring documents per metric ("After sampling, data is not visible for up to N seconds"): a
 point stamped later than the fake's ``clock`` minus ``delay_s`` (default :data:`VISIBLE_AFTER_S`;
 tests set both) is not returned yet. MIGs may be zonal or regional; instances leave them by
-resize or deleteInstances (the target size going down with them).
+resize or deleteInstances (the target size going down with them). Guest attributes
+(instances.getGuestAttributes): a VM writes them through its metadata server only when its
+metadata carries ``enable-guest-attributes: TRUE`` (:meth:`FakeGcp.write_guest_attribute`, the
+node's side); a read of a path with no entry is a 404, a namespace with no entries an empty
+``queryValue``.
 Faults can be injected per operation (``fake.faults["resize"] = [503]``); HTML pages, non-JSON
 200s and throttling come from ``tests/fakes/fault_proxy.py`` in front of it. Resources can be
 changed mid-run (:meth:`FakeGcp.scale_mig`, :meth:`FakeGcp.delete_mig`). Every request is
@@ -88,6 +92,8 @@ class FakeGcp:
     clock: Optional[float] = None
     #: publication delay (s): points younger than this are not visible yet.
     delay_s: float = VISIBLE_AFTER_S
+    #: (zone, name) -> {"namespace/key": value}: what the VM wrote through its metadata server.
+    guest_attributes: dict = field(default_factory=dict)
     faults: dict = field(default_factory=dict)         # op -> [status, ...] returned first
     log: list = field(default_factory=list)            # (method, path)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -195,6 +201,23 @@ class FakeGcp:
                 self.points.append((instance_id, g, t, value))
             t += step
 
+    def enable_guest_attributes(self, zone: str, name: str) -> None:
+        """The VM's metadata gets ``enable-guest-attributes: TRUE`` (its instance template's)."""
+        items = self.instances[(zone, name)].setdefault("metadata", {}).setdefault("items", [])
+        items.append({"key": "enable-guest-attributes", "value": "TRUE"})
+
+    def write_guest_attribute(self, zone: str, name: str, path: str, value: str) -> None:
+        """What the node does: PUT .../instance/guest-attributes/<namespace>/<key> on its
+        metadata server. Refused (as the metadata server refuses) unless guest attributes are
+        enabled in the VM's metadata."""
+        inst = self.instances[(zone, name)]
+        meta = {i["key"]: i["value"] for i in (inst.get("metadata") or {}).get("items", [])}
+        if str(meta.get("enable-guest-attributes", "")).upper() != "TRUE":
+            raise PermissionError(f"guest attributes are not enabled on {name}")
+        if path.count("/") != 1 or not all(path.split("/")):
+            raise ValueError(f"a guest attribute path is namespace/key, not {path!r}")
+        self.guest_attributes.setdefault((zone, name), {})[path] = str(value)
+
     def labels_of(self, zone: str, name: str) -> dict:
         return dict(self.instances[(zone, name)]["labels"])
 
@@ -267,6 +290,10 @@ class FakeGcp:
         m = re.fullmatch(rf"/compute/v1/projects/{p}/aggregated/instances", path)
         if m and method == "GET":
             return self._fault("aggregatedList") or self._aggregated(q)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/instances/([^/]+)/"
+                         r"getGuestAttributes", path)
+        if m and method == "GET":
+            return self._fault("getGuestAttributes") or self._guest_attributes(*m.groups(), q)
         m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/instances/([^/]+)(/setLabels)?",
                          path)
         if m:
@@ -325,6 +352,33 @@ class FakeGcp:
         if m and method == "GET":
             return self._fault("timeSeries") or self._time_series(q)
         return 404, {"error": {"code": 404, "message": f"fake has no route {method} {path}"}}
+
+    def _guest_attributes(self, zone: str, name: str, q: dict) -> tuple[int, dict]:
+        """instances.getGuestAttributes: ``variableKey`` (one entry: its value) or
+        ``queryPath`` (a namespace "ns/" or one entry "ns/key": the matching entries)."""
+        inst = self.instances.get((zone, name))
+        if inst is None:
+            return 404, {"error": {"code": 404, "message": f"The resource 'projects/{self.project}"
+                                   f"/zones/{zone}/instances/{name}' was not found"}}
+        entries = self.guest_attributes.get((zone, name), {})
+        base = {"kind": "compute#guestAttributes",
+                "selfLink": f"https://www.googleapis.com/compute/v1/projects/{self.project}/zones/"
+                            f"{zone}/instances/{name}/guestAttributes"}
+        key, query = q.get("variableKey"), q.get("queryPath")
+        missing = (404, {"error": {"code": 404, "message": f"The resource 'projects/{self.project}"
+                                   f"/zones/{zone}/instances/{name}/guestAttributes/"
+                                   f"{key or query}' was not found"}})
+        if key:
+            return (200, {**base, "variableKey": key, "variableValue": entries[key]}) \
+                if key in entries else missing
+        query = str(query or "")
+        if query and not query.endswith("/") and query not in entries:
+            return missing
+        items = [{"namespace": k.split("/", 1)[0], "key": k.split("/", 1)[1], "value": v}
+                 for k, v in sorted(entries.items())
+                 if not query or k == query or k.startswith(query)]
+        return 200, {**base, "queryPath": query,
+                     "queryValue": {"items": items} if items else {}}
 
     @staticmethod
     def _bad_labels(labels: dict) -> Optional[str]:

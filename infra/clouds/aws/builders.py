@@ -9,6 +9,7 @@ import math
 from typing import Optional
 
 from infra.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
+from infra.costing import tags
 from infra.errors import ConfigError, Finding
 from infra.model import ClusterDecision, Offering, StackSpec, StorageSpec
 from infra.quotes import CB_MAX_DAYS, block_hours_for
@@ -389,7 +390,24 @@ def node_policy(*, partition: str, cluster: str, environment: str, cluster_tag: 
                   "Action": ["autoscaling:DescribeAutoScalingInstances",
                              "autoscaling:DescribeAutoScalingGroups"],
                   "Resource": "*"})
+    stmts.append(busy_witness_statement())
     return {"Version": "2012-10-17", "Statement": stmts}
+
+
+def busy_witness_statement() -> dict:
+    """The node's busy witness (contract C10, docs/reaper.md): a node may write ONE tag key,
+    tags.BUSY_AT, on ONE instance, itself. ``${ec2:SourceInstanceARN}`` is the ARN of the
+    instance whose role credentials signed the request (EC2 condition key "ec2:SourceInstanceARN",
+    used as a policy variable in AWS's own policies, e.g. the managed policy
+    AWSElasticDisasterRecoveryRecoveryInstancePolicy and the Systems Manager User Guide's
+    PutComplianceItems example); the resource must equal it. ``aws:TagKeys`` with
+    ForAllValues + a Null check admits requests whose only tag key is BUSY_AT (IAM User Guide,
+    "Controlling access during AWS requests", aws:TagKeys). Not ``aws:ARN``: IAM Access Analyzer
+    calls it an unsupported key, and a statement on it never matches."""
+    return {"Sid": "NodeBusyWitness", "Effect": "Allow", "Action": "ec2:CreateTags",
+            "Resource": "${ec2:SourceInstanceARN}",
+            "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": [tags.BUSY_AT]},
+                          "Null": {"aws:TagKeys": "false"}}}
 
 
 def spot_event_pattern(detail_type: str) -> dict:

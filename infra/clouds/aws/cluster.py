@@ -230,6 +230,10 @@ class GpuCluster(pulumi.ComponentResource):
                 # assembles them into the scratch RAID-0 and wipes it at shutdown.
                 monitoring={"enabled": True}, user_data=encoded(model),
                 instance_market_options=market, capacity_reservation_specification=crs,
+                # the node publishes its busy witness (contract C10): the reaper reads its
+                # gpulease-busy-at, and counts it busy when that is missing or unreadable
+                tag_specifications=[{"resource_type": "instance",
+                                     "tags": {tags.BUSY_WITNESS: "1"}}],
                 tags={"Name": lt_name}, opts=child)
 
         self.launch_template = launch_template(f"{name}-lt", market=None, crs=reservation_spec,

@@ -19,6 +19,7 @@ from infra import naming
 from infra.clouds.gcp import autostop, layout, staging
 from infra.clouds.gcp.reservation import GceReservation
 from infra.clouds.gcp.storage import make_bucket
+from infra.costing import tags
 from infra.costing.context import CostContext
 from infra.model import ClusterDecision, StackSpec, StorageSpec
 
@@ -285,7 +286,8 @@ class GpuCluster(pulumi.ComponentResource):
                         stack=stack, decision=d, purchase_model=model)),
                 service_account={"email": email, "scopes": list(layout.SCOPES)},
                 resource_policies=policy_link,
-                labels={},
+                # the node publishes its busy witness (contract C10, a guest attribute)
+                labels={tags.BUSY_WITNESS: "1"},
             )
             acc = layout.guest_accelerators(d.offering)
             if acc:

@@ -244,9 +244,12 @@ def scheduling(model: str, termination_action: str, *,
 
 
 def node_metadata(user_data: str) -> dict[str, str]:
-    """Instance metadata: OS Login on, project-wide SSH keys and the serial console off."""
+    """Instance metadata: OS Login on, project-wide SSH keys and the serial console off, guest
+    attributes on (the node writes its busy witness there through the metadata server:
+    contract C10, docs/reaper.md)."""
     return {"enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE",
-            "serial-port-enable": "FALSE", "user-data": user_data}
+            "serial-port-enable": "FALSE", "enable-guest-attributes": "TRUE",
+            "user-data": user_data}
 
 
 def models_with_nodes(decision: ClusterDecision) -> list[str]:
