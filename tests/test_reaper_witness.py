@@ -399,3 +399,31 @@ def test_the_node_may_tag_only_itself_with_only_the_witness_key():
 def test_gcp_nodes_have_guest_attributes_on():
     from infra.clouds.gcp import layout
     assert layout.node_metadata("x")["enable-guest-attributes"] == "TRUE"
+
+
+def test_the_witness_reuses_every_signal_of_the_autostop(tmp_path):
+    """GPUs idle, but the job's heartbeat is fresh: the witness is written at once, naming it
+    (the same signal lines as the autostop's, not a copy)."""
+    script, env, state = _node(tmp_path, "aws")
+    beat = tmp_path / "heartbeat"
+    beat.write_text("")
+    env["GPULEASE_HEARTBEAT_FILE"] = str(beat)
+    (state / "busy-at").write_text(str(int(_time.time()) - 120))     # published, then idle
+    (state / "witness-last").write_text("idle")
+    with FakeMetadata("aws") as fake:
+        proc = _witness_run(script, env, fake)
+    assert len(_tagged(tmp_path)) == 1 and "job heartbeat 0 min ago" in proc.stdout, proc.stdout
+    assert (state / "witness-last").read_text().strip() == "busy"
+    text = script.read_text()
+    # one reading of each signal in the script, shared by the autostop and the witness
+    assert text.count("--query-compute-apps=pid") == 1 and text.count("dmon -e 1001,1002") == 1
+
+
+def test_gcp_a_transient_witness_read_is_retried(gcp):
+    ids = _gcp_nodes(gcp, "demo-mig", 1)
+    gcp.put_points(ids[0], T0, T0 + 3 * 3600, 0.0)
+    _write(gcp, "demo-mig-0000", T0 + 40 * 60)
+    gcp.faults["getGuestAttributes"] = [503, 429]
+    o = gcp_reap(reaper(gcp), T0 + 45 * 60)["demo"]
+    assert o.state == d.BUSY and "reported itself busy" in o.reason, o.reason
+    assert sum(p.endswith("/getGuestAttributes") for _, p in gcp.log) == 3
