@@ -769,6 +769,11 @@ def one_run(task: tuple, clusters: Optional[list] = None, minutes: Optional[int]
         mock.start()
         stop = mock.stop
     try:
+        # moto draws instance ids (and so the order jobs take free nodes in) from its own
+        # generator: seeded, a run is the same month every time
+        from moto.moto_api._internal import mock_random
+
+        mock_random.seed(seed)
         moto_strict.install(patch)
         clusters = workload(seed, days) if clusters is None else clusters
         facts = price(clusters)

@@ -295,3 +295,15 @@ def test_the_autostop_default_is_the_products_rule():
     assert B.AUTOSTOP_MINUTES == autostop_minutes(stack, d) > 0
     stack, d = make_stack(o, environment="dev", idle_minutes=45)
     assert B.default_autostop_minutes(45) == autostop_minutes(stack, d)
+
+
+def test_a_seed_is_one_month_moto_ids_included():
+    """moto's instance ids decide which free node a job takes: seeded, two runs are the same."""
+    def run():
+        team = _cluster("team", [B.Job(0, 30, 1, 80), B.Job(200, 260, 2, 80)], nodes=2,
+                        max_nodes=3)
+        out = _run_sim([team], delay=0, hours=5)
+        return {k: v for k, v in out.items() if not k.endswith("seconds")}
+    first, second = run(), run()
+    assert first["events"] and first["stops_reaper"] >= 1
+    assert first == second
