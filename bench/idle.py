@@ -338,7 +338,7 @@ class BusyWitness:
         self.written: dict = {}
 
     def check(self, node: str, now: int, busy: bool) -> Optional[int]:
-        first = node not in self.prev
+        first = node not in self.written          # nothing published yet (the script's state)
         was_busy = self.prev.get(node, False)
         self.prev[node] = busy
         if first:
