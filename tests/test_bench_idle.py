@@ -307,3 +307,30 @@ def test_a_seed_is_one_month_moto_ids_included():
     first, second = run(), run()
     assert first["events"] and first["stops_reaper"] >= 1
     assert first == second
+
+
+@pytest.mark.parametrize("published", [None, 60, B.BUSY_AT_REFRESH_S + 5])
+@pytest.mark.parametrize("previous", [None, "idle", "busy"])
+@pytest.mark.parametrize("util", [0, 73])
+def test_the_bench_witness_writes_when_the_rendered_script_does(tmp_path, published, previous,
+                                                                util):
+    """The bench's BusyWitness against `gpulease-autostop --witness` run by bash (one check):
+    the same state (what was published how many seconds ago, what the previous check found)
+    and the same signal give the same decision to write."""
+    from tests.test_reaper_witness import _node, _tagged, _witness_run
+
+    script, env, state = _node(tmp_path, "aws", busy_pct=util)
+    now = int(time.time())
+    if published is not None:
+        (state / "busy-at").write_text(str(now - published))
+    if previous is not None:
+        (state / "witness-last").write_text(previous)
+    with FakeMetadata("aws") as fake:
+        _witness_run(script, env, fake)
+    w = B.BusyWitness()
+    if published is not None:
+        w.written[INSTANCE_ID] = now - published
+    if previous is not None:
+        w.prev[INSTANCE_ID] = previous == "busy"
+    bench = w.check(INSTANCE_ID, now, util >= B.d.Policy().threshold_pct) is not None
+    assert bench == bool(_tagged(tmp_path))
