@@ -12,7 +12,9 @@ Every time is CPU time (user + system of this process; wall time beside it), the
 ``--repeat`` runs, with two references measured in the same run on the same clusters: the
 one-pass pricing alone (``infra.policy.pricing.price_clusters``), and up to ``--old-up-to``
 clusters the old path (a full ``candidates.evaluate`` of every (cluster, offering) pair, what
-``decide`` did before issue 23). On a busy machine the ratios stay comparable.
+``decide`` did before issue 23). On a busy machine the ratios stay comparable. A decision's
+explanation (rationale, alternatives, commitment terms) is built when first read: "explained s"
+is ``decide`` plus reading every cluster's, what `gpulease explain` or a plan's views pay.
 Targets (issue 23): 1,000 clusters <= 0.5 s, 10,000 <= 5 s and <= 200 MiB peak (tracemalloc),
 the 3x catalog <= 1.5x the time of the shipped one.
 """
@@ -149,6 +151,13 @@ def old_path(stack: StackSpec, catalog) -> int:
     return sum(len(candidates_for(spec, ctx)) for spec in stack.clusters)
 
 
+def explained(stack: StackSpec, catalog) -> int:
+    """decide, then read every cluster's explanation (rationale, alternatives, commitment
+    terms: built when first read), as `gpulease explain` or a plan's views read them."""
+    env = decide(stack, catalog)
+    return sum(len(c.rationale) + len(c.alternatives) + len(c.terms) for c in env.clusters)
+
+
 def best_of(repeat: int, fn, *args):
     """(result, wall s, CPU s) of the run with the least CPU time of ``repeat``."""
     best = None
@@ -175,7 +184,8 @@ def measure(n: int, catalog, profiles: float = 0.0, repeat: int = 3,
     env, wall, cpu = best_of(repeat, decide, stack, catalog)
     ctx = Context.build(stack, catalog, stack.policy)
     _, _, ref = best_of(repeat, price_clusters, stack.clusters, ctx)
-    out = {"clusters": n, "wall": wall, "cpu": cpu, "pricing": ref,
+    _, _, told = best_of(repeat, explained, stack, catalog)
+    out = {"clusters": n, "wall": wall, "cpu": cpu, "pricing": ref, "explained": told,
            "mib": peak_mib(decide, stack, catalog), "monthly": env.monthly_usd,
            "old": None}
     if old:
@@ -185,13 +195,14 @@ def measure(n: int, catalog, profiles: float = 0.0, repeat: int = 3,
 
 def print_sizes(rows: list[dict]) -> None:
     print(f"{'clusters':>9} {'CPU s':>8} {'wall s':>8} {'peak MiB':>9} {'us/cluster':>11} "
-          f"{'pricing s':>10} {'/pricing':>9} {'old path s':>11} {'old/new':>8}")
+          f"{'pricing s':>10} {'/pricing':>9} {'explained s':>12} {'old path s':>11} "
+          f"{'old/new':>8}")
     for m in rows:
         old = f"{m['old']:>11.2f} {m['old'] / m['cpu']:>7.1f}x" if m["old"] else \
             f"{'-':>11} {'-':>8}"
         print(f"{m['clusters']:>9} {m['cpu']:>8.3f} {m['wall']:>8.3f} {m['mib']:>9.1f} "
               f"{m['cpu'] / m['clusters'] * 1e6:>11.0f} {m['pricing']:>10.3f} "
-              f"{m['cpu'] / m['pricing']:>8.1f}x {old}", flush=True)
+              f"{m['cpu'] / m['pricing']:>8.1f}x {m['explained']:>12.3f} {old}", flush=True)
 
 
 def portfolio_stack(catalog) -> StackSpec:

@@ -811,6 +811,45 @@ class Alternative:
     zone: Optional[str] = None
 
 
+class Deferred:
+    """A value computed when it is first read (:class:`Lazy`): ``Deferred(fn)`` calls ``fn()``
+    once. The policy defers what only a person reads (a decision's rationale, alternatives and
+    commitment terms): a plan or a program that never shows them never builds them."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+class Lazy:
+    """A dataclass field that may be given a :class:`Deferred`: reading it computes the value
+    once and keeps it, so every reader (``==``, ``repr``, ``dataclasses.replace`` / ``asdict``,
+    views) sees the value itself. ``default``: the field's default (``Lazy.REQUIRED``: none)."""
+
+    REQUIRED = object()
+
+    def __init__(self, default=REQUIRED):
+        self.default = default
+
+    def __set_name__(self, owner, name):
+        self.slot = "_lazy_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            if self.default is Lazy.REQUIRED:
+                raise AttributeError(self.slot)   # dataclasses: the field has no default
+            return self.default
+        value = obj.__dict__[self.slot]
+        if type(value) is Deferred:
+            value = value.fn()
+            obj.__dict__[self.slot] = value
+        return value
+
+    def __set__(self, obj, value):   # dataclass __init__ (object.__setattr__) only: frozen
+        obj.__dict__[self.slot] = value
+
+
 @dataclass(frozen=True)
 class ClusterDecision:
     spec: ClusterSpec
@@ -822,8 +861,10 @@ class ClusterDecision:
     template: str
     hourly_usd: float
     costs: CostBreakdown
-    rationale: str
-    alternatives: tuple[Alternative, ...] = ()
+    #: why this choice (may be given Deferred: built when first read)
+    rationale: str = Lazy()
+    #: what else was priced and why it lost (may be given Deferred)
+    alternatives: tuple[Alternative, ...] = Lazy(())
     #: the one zone the cluster lands in (AWS zone ID like use1-az4, GCP zone like
     #: us-central1-b); always set by the policy: the cheapest spot zone for spot clusters.
     zone: Optional[str] = None
@@ -832,8 +873,9 @@ class ClusterDecision:
     #: the nodes by demand step and purchase model (empty = derived: one step, by purchase
     #: model in the order reserved, on-demand, spot; see ``node_blocks``).
     blocks: tuple[NodeBlock, ...] = ()
-    #: what each commitment term would cost over the horizon (``gpulease explain``).
-    terms: tuple[TermOption, ...] = ()
+    #: what each commitment term would cost over the horizon (``gpulease explain``; may be
+    #: given Deferred).
+    terms: tuple[TermOption, ...] = Lazy(())
     commitment_horizon_months: int = 12
     #: total the decision's commitment locks in (reserved nodes at a commitment price x months).
     committed_usd: float = 0.0

@@ -265,3 +265,29 @@ def test_an_infeasible_cluster_is_explained_as_the_full_candidates_explain_it():
     reasons = " ".join(f.message for f in want)
     for why in ("regions not enabled", "no RDMA", "quota", "residency", "no price", "not sold"):
         assert why in reasons   # rules and prices: reasons from rule_rejection and evaluate
+
+
+def test_the_explanation_is_built_when_first_read_and_reads_the_same_whenever_read():
+    """decide defers each cluster's rationale, alternatives and commitment terms (only a person
+    reads them: `explain`, the plan's views); read later, in another order, after other
+    decisions, they are what reading them at once gives."""
+    from infra.model import Deferred
+
+    cat = load_catalog()
+    rules = PolicyRules(commitment_term="auto", commitment_horizon_months=18)
+    probe = _shipped_stack(cat, _random_clusters(cat, 60, 5), rules)
+    ctx = Context.build(probe, cat, probe.policy)
+    deployable = [s for s in probe.clusters if any(c.feasible for c in candidates_for(s, ctx))]
+    stk = _shipped_stack(cat, deployable, rules)
+    assert len(stk.clusters) > 30
+    first = decide(stk, cat)
+    lazy = ("_lazy_rationale", "_lazy_alternatives", "_lazy_terms")
+    assert all(type(d.__dict__[k]) is Deferred for d in first.clusters for k in lazy)
+    at_once = [(d.rationale, d.alternatives, d.terms) for d in first.clusters]
+    assert not [k for d in first.clusters for k in lazy if type(d.__dict__[k]) is Deferred]
+    assert all(r and a for r, a, _ in at_once) and any(t for *_, t in at_once)
+    later = decide(stk, cat)
+    decide(_shipped_stack(cat, deployable[:5], PolicyRules()), cat)   # another one between
+    read = [(d.rationale, d.alternatives, d.terms) for d in reversed(later.clusters)][::-1]
+    assert read == at_once
+    assert later == first     # equality reads them too

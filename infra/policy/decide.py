@@ -1,6 +1,7 @@
 """The environment decision: candidates -> exact choice -> budget check -> rationale and alternatives."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional
 
 import numpy as np
@@ -8,7 +9,7 @@ import numpy as np
 from infra import money, oneshot
 from infra.catalog import Catalog
 from infra.errors import Finding, PolicyError
-from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec,
+from infra.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec, Deferred,
                          EnvironmentDecision, PurchaseMix, StackSpec)
 from infra.policy.candidates import (Candidate, Context, evaluate, lock_in, rule_rejection,
                                      term_options)
@@ -136,16 +137,18 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
         months, committed = lock_in(c.offering, c.term, c.costs)
         nxt = next((j for j in ranked[i] if j != col), None)
         runner = None if nxt is None else (q.offerings[nxt], float(q.objective[nxt]))
+        # Explain later: the rationale, the alternatives and the commitment terms are built
+        # when first read (`explain`, the plan's views), from what is bound here.
         decisions.append(ClusterDecision(
             spec=spec, offering=c.offering, nodes=c.nodes, purchase=c.purchase,
             network=c.network, template=c.template, hourly_usd=c.hourly_usd, costs=c.costs,
-            rationale=_rationale(spec, c, len(ranked[i]), runner, rules, stack,
-                                 i in displaced, blocks),
-            alternatives=_alternatives(spec, c, q, orders[i], col, rules, ctx,
-                                       shared_users if i in displaced else None),
+            rationale=Deferred(partial(_rationale, spec, c, len(ranked[i]), runner, rules,
+                                       stack, i in displaced, blocks)),
+            alternatives=Deferred(partial(_alternatives, spec, c, q, orders[i], col, rules, ctx,
+                                          shared_users if i in displaced else None)),
             zone=chosen_zone(c),
             commitment_term=c.term, distributed=c.distributed, blocks=blocks,
-            terms=term_options(spec, c, ctx),
+            terms=Deferred(partial(term_options, spec, c, ctx)),
             commitment_horizon_months=rules.commitment_horizon_months,
             committed_usd=committed, lock_in_months=months,
             spot_risk=spot_risk_doc(ctx, c.offering)))
