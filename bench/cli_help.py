@@ -11,6 +11,8 @@ as a script reads it. Targets (issue 23): `gpulease --help` <= 0.1 s, `catalog l
 (every help screen < 0.5 s, issue 15).
 ``--importtime`` also prints the ten slowest imports of `gpulease --help` (python -X importtime).
 ``--root`` measures another checkout of gpulease (e.g. an older commit) with this interpreter.
+``--write`` records the figures in docs/cli-help-speed.json, which docs/cli.md's "--help speed"
+table is generated from (``python -m infra.cli.reference > docs/cli.md``).
 """
 from __future__ import annotations
 
@@ -28,7 +30,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import benchlib  # noqa: E402
 
 HELP_SCREENS = ([], ["plan"], ["explain"], ["catalog"], ["catalog", "list"],
-                ["catalog", "refresh"], ["catalog", "import"], ["render"], ["reap"])
+                ["catalog", "versions"], ["catalog", "refresh"], ["catalog", "import"],
+                ["catalog", "quotes"], ["render"], ["reap"], ["recommend"])
+#: where --write records the figures (docs/cli.md's "--help speed" table reads it)
+RECORD = ROOT / "docs" / "cli-help-speed.json"
 HEAVY = ("pulumi", "pulumi_aws", "pulumi_gcp", "scipy", "numpy", "boto3", "botocore", "google",
          "pydantic", "yaml", "jinja2", "rich", "requests", "moto")
 
@@ -99,7 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--importtime", action="store_true")
     ap.add_argument("--root", type=Path, default=ROOT,
                     help="gpulease checkout to measure (its infra/ is imported first)")
+    ap.add_argument("--write", action="store_true",
+                    help=f"record the figures in {RECORD.relative_to(ROOT)} (docs/cli.md's "
+                         "table; then regenerate docs/cli.md)")
     args = ap.parse_args(argv)
+    record = {"measured": benchlib.machine(), "python": sys.version.split()[0],
+              "cpus": os.cpu_count(), "repeat": args.repeat, "commit": _commit(args.root),
+              "screens": []}
 
     benchlib.header(f"bench/cli_help.py: fresh interpreters (median of {args.repeat})")
     print(benchlib.compiled(args.root), flush=True)
@@ -108,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
           "heavy packages")
     print(f"{'(python -c pass)':<34} {statistics.median(base):>9.3f} {max(base):>8.3f} "
           f"{statistics.median(base_cpu):>6.3f} {'-':>8}  -")
+    record["reference"] = {"command": "python -c pass", "wall_s": statistics.median(base),
+                           "cpu_s": statistics.median(base_cpu)}
     worst, top = 0.0, (0.0, 0.0)
     for screen in HELP_SCREENS:
         times, cpus, info = [], [], {}
@@ -122,10 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:<34} {statistics.median(times):>9.3f} {max(times):>8.3f} "
               f"{statistics.median(cpus):>6.3f} {info.get('modules', 0):>8}  "
               f"{', '.join(info.get('heavy', [])) or 'none'}")
+        record["screens"].append({"command": label, "wall_s": statistics.median(times),
+                                  "worst_s": max(times), "cpu_s": statistics.median(cpus),
+                                  "modules": info.get("modules", 0),
+                                  "heavy": info.get("heavy", [])})
     cl_walls, cl_cpus, lines = catalog_list(args.repeat, args.root)
     cl = (statistics.median(cl_walls), statistics.median(cl_cpus))
     print(f"{'gpulease catalog list (piped)':<34} {cl[0]:>9.3f} {max(cl_walls):>8.3f} "
           f"{cl[1]:>6.3f} {'-':>8}  {lines} lines")
+    record["catalog_list"] = {"command": "gpulease catalog list (piped)", "wall_s": cl[0],
+                              "worst_s": max(cl_walls), "cpu_s": cl[1], "lines": lines}
     verdict = "under" if worst < TARGET_S else "OVER"
     print(f"slowest help median {worst:.3f} s: {verdict} the {TARGET_S} s target "
           f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, repeat {args.repeat}, "
@@ -143,7 +162,21 @@ def main(argv: list[str] | None = None) -> int:
         for us, name in importtime_top(root=args.root):
             print(f"  {us:>8}  {name}")
     benchlib.footer()
+    if args.write:
+        record["end"] = benchlib.load()
+        RECORD.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {RECORD.relative_to(ROOT)}: now `python -m infra.cli.reference > "
+              "docs/cli.md`")
     return 0
+
+
+def _commit(root: Path) -> str:
+    """The checkout's commit (and "+changes" when its tree differs), for the record."""
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True).stdout
+    head = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no").strip()
+                   else "")
 
 
 if __name__ == "__main__":

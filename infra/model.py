@@ -12,6 +12,8 @@ from decimal import Decimal
 from typing import Literal, Optional
 
 from infra import money
+#: the longest idle window a cluster may ask for (one constant, in infra.limits)
+from infra.limits import MAX_IDLE_MINUTES  # noqa: F401 (re-exported)
 
 Cloud = Literal["aws", "gcp"]
 CLOUDS: tuple[str, ...] = ("aws", "gcp")
@@ -53,9 +55,6 @@ TERM_MONTHS = {"none": 0, "1y": 12, "3y": 36}
 #: the most hours) and the burst above it (the nodes of the later steps).
 DEMAND_PARTS: tuple[str, ...] = ("baseline", "burst")
 
-#: Longest idle window a cluster may ask for (one week): the config rejects more, and the reaper
-#: treats a larger `gpulease-idle-minutes` tag value as invalid.
-MAX_IDLE_MINUTES = 7 * 24 * 60
 #: most GPUs one cluster may ask for (beyond it the input is a mistake, not a plan).
 MAX_CLUSTER_GPUS = 100_000
 #: longest checkpoint interval, and longest spot restart, in minutes: a day.

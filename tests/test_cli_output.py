@@ -411,8 +411,11 @@ HEAVY = ("pulumi", "pulumi_aws", "pulumi_gcp", "scipy", "numpy", "boto3", "botoc
          "jinja2", "yaml", "rich", "moto")
 
 
-@pytest.mark.parametrize("screen", [[], ["plan"], ["explain"], ["catalog"], ["catalog", "list"],
-                                    ["catalog", "refresh"], ["render"], ["reap"]])
+HELP_SCREENS = [[], *([name] for name in COMMANDS), *(["catalog", sub] for sub in (
+    "list", "versions", "refresh", "import", "quotes"))]
+
+
+@pytest.mark.parametrize("screen", HELP_SCREENS)
 def test_help_imports_no_heavy_package(screen):
     probe = ("import json, sys\nfrom infra.cli import main\n"
              "try:\n    main(sys.argv[1:] + ['--help'])\nexcept SystemExit:\n    pass\n"
@@ -422,8 +425,22 @@ def test_help_imports_no_heavy_package(screen):
     loaded = set(json.loads(p.stderr.strip().splitlines()[-1]))
     assert "usage: gpulease" in p.stdout
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
-    if screen != ["reap"]:          # reap's defaults come from the reaper's pydantic settings
-        assert "pydantic" not in loaded
+    assert "pydantic" not in loaded     # reap's defaults: plain constants (infra.reaper.defaults)
+
+
+def test_reap_help_shows_the_reaper_settings_defaults():
+    """`reap --help` reads its defaults from infra.reaper.defaults, the stack's gpulease:reaper
+    settings model too: one value each."""
+    from infra.cli import build_parser
+    from infra.reaper.settings import ReaperSettings
+
+    parser = build_parser(["reap"])
+    args = parser.parse_args(["reap", "--all"])
+    s = ReaperSettings()
+    assert (args.threshold, args.grace_minutes, args.max_actions) == \
+        (s.threshold_pct, s.grace_minutes, s.max_actions)
+    text = _help(parser, "reap")
+    assert f"(default {s.threshold_pct})" in text and f"(default {s.max_actions})" in text
 
 
 def _help(parser: argparse.ArgumentParser, *path: str) -> str:

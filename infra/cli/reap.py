@@ -4,17 +4,19 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from infra.cli import COMMANDS, ui
 from infra.cli.common import add_catalog_args, add_output_args, print_json, progress
 from infra.errors import ConfigError, Finding
-from infra.reaper import decision as d
-from infra.reaper import engine
-from infra.reaper.audit import DEFAULT_PATH, AuditLog, guarded, guarded_call
-from infra.reaper.settings import ReaperSettings
+from infra.limits import MAX_IDLE_MINUTES
+from infra.reaper import defaults
+from infra.reaper.audit import DEFAULT_PATH
 
-_DEFAULTS = {k: f.default for k, f in ReaperSettings.model_fields.items()}
+# The reaper itself (infra.reaper.decision / engine, pydantic for its settings) is imported
+# when the command runs: `gpulease reap --help` needs only the constants above.
+if TYPE_CHECKING:
+    from infra.reaper import engine
 
 DESCRIPTION = """\
 Find gpulease clusters (by their gpulease-cluster + gpulease-environment tags/labels) whose
@@ -61,12 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GCP project (default: $GOOGLE_CLOUD_PROJECT); all zones are scanned")
     p.add_argument("--idle-minutes", metavar="N", type=int,
                    help="idle window for every cluster, 1..%d (default: each cluster's "
-                        "gpulease-idle-minutes tag)" % d.MAX_IDLE_MINUTES)
-    p.add_argument("--threshold", metavar="PCT", type=float, default=_DEFAULTS["threshold_pct"],
+                        "gpulease-idle-minutes tag)" % MAX_IDLE_MINUTES)
+    p.add_argument("--threshold", metavar="PCT", type=float, default=defaults.THRESHOLD_PCT,
                    help="GPU utilization %% below which a node is idle (default %(default)s)")
-    p.add_argument("--grace-minutes", metavar="N", type=int, default=_DEFAULTS["grace_minutes"],
+    p.add_argument("--grace-minutes", metavar="N", type=int, default=defaults.GRACE_MINUTES,
                    help="wait after marking before acting (default %(default)s)")
-    p.add_argument("--max-actions", metavar="N", type=int, default=_DEFAULTS["max_actions"],
+    p.add_argument("--max-actions", metavar="N", type=int, default=defaults.MAX_ACTIONS,
                    help="most clusters torn down per run, shared with any reaper running at "
                         "the same time in the same region/project (default %(default)s)")
     p.add_argument("--apply", action="store_true", help="act (default: dry run, nothing changes)")
@@ -90,11 +92,11 @@ def _validate(args: argparse.Namespace) -> None:
         bad.append(Finding("--stack", "say which environments: --stack ENV (repeatable) or --all"))
     if not 0 < args.threshold <= 100:
         bad.append(Finding("--threshold", f"must be > 0 and <= 100 (got {args.threshold:g})"))
-    if args.idle_minutes is not None and not 0 < args.idle_minutes <= d.MAX_IDLE_MINUTES:
-        bad.append(Finding("--idle-minutes", f"must be > 0 and <= {d.MAX_IDLE_MINUTES} (7 days) "
+    if args.idle_minutes is not None and not 0 < args.idle_minutes <= MAX_IDLE_MINUTES:
+        bad.append(Finding("--idle-minutes", f"must be > 0 and <= {MAX_IDLE_MINUTES} (7 days) "
                            f"(got {args.idle_minutes})"))
-    if not 0 <= args.grace_minutes <= d.MAX_GRACE_MINUTES:
-        bad.append(Finding("--grace-minutes", f"must be >= 0 and <= {d.MAX_GRACE_MINUTES} "
+    if not 0 <= args.grace_minutes <= defaults.MAX_GRACE_MINUTES:
+        bad.append(Finding("--grace-minutes", f"must be >= 0 and <= {defaults.MAX_GRACE_MINUTES} "
                            f"(7 days) (got {args.grace_minutes})"))
     if args.max_actions < 1:
         bad.append(Finding("--max-actions", f"must be >= 1 (got {args.max_actions})"))
@@ -203,6 +205,7 @@ def _pricer(args: argparse.Namespace):
     """Reserved prices from the catalog, loaded only if a reservation needs pricing."""
     from infra.catalog import load_catalog
     from infra.errors import CatalogError
+    from infra.reaper import engine
 
     cache: dict = {}
 
@@ -219,6 +222,10 @@ def _pricer(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from infra.reaper import decision as d
+    from infra.reaper import engine
+    from infra.reaper.audit import AuditLog, guarded, guarded_call
+
     _validate(args)
     destroy = None
     if args.destroy and args.apply:
@@ -268,13 +275,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verb(o: engine.Outcome) -> str:
+    from infra.reaper import decision as d
+
     if o.action == d.NONE:
         return "-"
     return o.action if o.applied else f"would {o.action}"
 
 
-_STATE_STYLE = {d.IDLE: "yellow", d.MARKED: "yellow", d.REAPED: "green", d.BUSY: "",
-                d.ERROR: "bold red", d.SKIPPED: "dim", d.INSUFFICIENT: "dim"}
+def _state_style(state: str) -> str:
+    from infra.reaper import decision as d
+
+    return {d.IDLE: "yellow", d.MARKED: "yellow", d.REAPED: "green", d.BUSY: "",
+            d.ERROR: "bold red", d.SKIPPED: "dim", d.INSUFFICIENT: "dim"}.get(state, "")
 
 
 def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
@@ -291,7 +303,7 @@ def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
              ui.Col("state"), ui.Col("action"), ui.Col("nodes", right=True),
              ui.Col("max GPU", right=True), ui.Col("window", right=True)],
             [[x.cluster, x.environment, x.cloud, x.region,
-              (x.state, _STATE_STYLE.get(x.state, "")), _verb(x), str(x.nodes),
+              (x.state, _state_style(x.state)), _verb(x), str(x.nodes),
               "-" if x.max_gpu_utilization is None else f"{x.max_gpu_utilization:.1f}%",
               "-" if x.window_minutes is None else f"{x.window_minutes}m"] for x in outcomes]))
         o.print()

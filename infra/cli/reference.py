@@ -5,6 +5,8 @@ Run: python -m infra.cli.reference > docs/cli.md   (tests/test_cli_output.py che
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Iterator
 
 from infra.cli import COMMANDS, EPILOG, build_parser
@@ -127,23 +129,19 @@ directory (`infra/cli/crash.py`).
 
 ## `--help` speed
 
-Every help screen answers without importing Pulumi, the cloud SDKs, SciPy, pydantic (except
-`reap --help`, whose defaults come from the reaper's settings model), YAML, Jinja2 or rich:
-only the module of the command asked for is imported, and commands import their dependencies
-when they run. `python bench/cli_help.py` measures it (median of 7 runs, each in a fresh
-interpreter, warm file cache, 2 CPUs shared with other work, Python 3.11.7, measured on
-2026-12-03; `--root` measures another checkout):
+Every help screen answers without importing Pulumi, the cloud SDKs, SciPy, pydantic, YAML,
+Jinja2 or rich: only the module of the command asked for is imported, and commands import their
+dependencies when they run (`reap --help` reads its defaults from `infra/reaper/defaults.py`,
+plain constants the reaper's settings model uses too). `python bench/cli_help.py --write`
+measures every screen (each run in a fresh interpreter, gpulease compiled to bytecode first, as
+an installed package has it) and records the figures in `docs/cli-help-speed.json`, which this
+table is generated from:
 
-| help screen | before (main at b7fea39) | after |
-| --- | --- | --- |
-| `gpulease --help` | 0.244 s, 306 modules (pydantic, YAML, Jinja2) | 0.057 s, 107 modules |
-| `gpulease plan --help` | 0.234 s | 0.077 s, 109 modules |
-| `gpulease catalog list --help` | 0.258 s | 0.071 s, 112 modules |
-| `gpulease reap --help` | 0.239 s | 0.151 s, 239 modules (pydantic) |
-| slowest help screen | 0.258 s | 0.151 s |
+{help_speed}
 
-(An empty interpreter, `python -c pass`, takes 0.022 s on the same machine. Issue 15 measured
-2.7 s before SciPy was taken off the `infra.config` import path.)
+Before issue 15's work (main at b7fea39) `gpulease --help` took 0.244 s and imported 306
+modules (pydantic, YAML, Jinja2); issue 15 measured 2.7 s before SciPy was taken off the
+`infra.config` import path.
 
 ## Examples
 
@@ -171,6 +169,35 @@ NO_COLOR=1 gpulease catalog list --gpu H100 | head -5
 {top}
 ```
 """
+
+
+#: the figures `python bench/cli_help.py --write` records (the "--help speed" table)
+HELP_SPEED = Path(__file__).resolve().parents[2] / "docs" / "cli-help-speed.json"
+
+
+def _help_speed_table() -> str:
+    """docs/cli-help-speed.json as a table: each command's median CPU and wall time, modules."""
+    try:
+        rec = json.loads(HELP_SPEED.read_text(encoding="utf-8"))
+    except OSError:
+        return ("(no figures recorded: run `python bench/cli_help.py --write` in a checkout, "
+                "then regenerate this file)")
+    ref = rec["reference"]
+    rows = ["| command | CPU s | wall s | x empty interpreter (CPU) | modules | heavy packages |",
+            "| --- | ---: | ---: | ---: | ---: | --- |",
+            f"| `{ref['command']}` (reference) | {ref['cpu_s']:.3f} | {ref['wall_s']:.3f} | 1.0x "
+            "| - | - |"]
+    for r in rec["screens"] + [rec["catalog_list"]]:
+        what = ", ".join(r.get("heavy", [])) or "none"
+        if "lines" in r:
+            what = f"{r['lines']} lines of output"
+        rows.append(f"| `{r['command']}` | {r['cpu_s']:.3f} | {r['wall_s']:.3f} | "
+                    f"{r['cpu_s'] / ref['cpu_s']:.1f}x | {r.get('modules') or '-'} | {what} |")
+    rows += ["", f"Medians of {rec['repeat']} runs each; measured {rec['measured']} (load at the "
+                 f"end: {rec['end'].removeprefix('load ')}), commit {rec['commit']}. CPU time is "
+                 "the figure to compare on a shared machine; the empty interpreter beside it is "
+                 "the reference measured in the same run."]
+    return "\n".join(rows)
 
 
 def _commands_table() -> str:
@@ -244,7 +271,8 @@ def render_markdown() -> str:
 def _render() -> str:
     parser = build_parser(full=True)
     lines = INTRO.replace("{commands}", _commands_table()).replace(
-        "{top}", parser.format_help().strip("\n")).splitlines()
+        "{top}", parser.format_help().strip("\n")).replace(
+        "{help_speed}", _help_speed_table()).splitlines()
     lines.append("")
     for name, p in _subparsers(parser):
         lines += _section(f"gpulease {name}", p, 2)

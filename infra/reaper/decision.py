@@ -41,6 +41,7 @@ from typing import Mapping, Optional, Sequence
 from infra.costing import tags
 from infra.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
 from infra.reaper import schedule as rs
+from infra.reaper.defaults import MAX_GRACE_MINUTES  # noqa: F401 (re-exported: d.MAX_GRACE_MINUTES)
 from infra.text import plural
 
 # ---- states and actions (the `--json` vocabulary) ---------------------------------------------
@@ -58,9 +59,9 @@ STATES = (BUSY, IDLE, INSUFFICIENT, MARKED, REAPED, SKIPPED, ERROR)
 # accepted from a tag, --idle-minutes or the stack config (7 days). CloudWatch keeps 60-second
 # datapoints for 15 days ("Amazon CloudWatch concepts", Metrics retention) and the reaper reads
 # a window in one sweep; anything longer is a typo or garbage (issue 14: 1e12).
-#: the longest grace period accepted (7 days), for the same reason: a mark is re-checked against
-#: the data since it was set.
-MAX_GRACE_MINUTES = 7 * 24 * 60
+# MAX_GRACE_MINUTES (imported, one constant in infra.reaper.defaults): the longest grace
+# period accepted (7 days), for the same reason: a mark is re-checked against the data since it
+# was set.
 #: clock skew tolerated between machines that write and read marks and claims (5 min).
 CLOCK_SKEW_S = 300
 #: a mark older than its grace period plus this (1 day) is stale: the reaper was not running, or

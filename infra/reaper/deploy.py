@@ -30,8 +30,9 @@ ROOT = resources.package_root()  # the `infra` package directory (checkout or wh
 #: package files the Lambda imports (relative to ROOT); __init__ files are replaced by empty
 #: ones in the archive so no package-level import can drag pydantic or Pulumi in.
 LAMBDA_FILES = (
-    "errors.py", "model.py", "money.py", "resources.py", "retry.py", "text.py",
-    "catalog/__init__.py", "costing/tags.py", "reaper/decision.py", "reaper/engine.py",
+    "errors.py", "limits.py", "model.py", "money.py", "resources.py", "retry.py", "text.py",
+    "catalog/__init__.py", "costing/tags.py", "reaper/decision.py", "reaper/defaults.py",
+    "reaper/engine.py",
     "reaper/aws.py", "reaper/audit.py", "reaper/errors.py", "reaper/claims.py", "reaper/scheduled.py",
     "reaper/schedule.py",
     "reaper/lambda_handler.py",

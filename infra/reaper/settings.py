@@ -6,7 +6,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from infra.reaper.decision import MAX_GRACE_MINUTES
+from infra.reaper import defaults
 
 #: EventBridge schedule expressions (docs: "Schedule expressions for rules").
 SCHEDULE_PATTERN = re.compile(r"^(rate\((1 (minute|hour|day)|[1-9]\d* (minutes|hours|days))\)"
@@ -20,12 +20,13 @@ class ReaperSettings(BaseModel):
     schedule: Optional[str] = Field(
         None, description='Deploy the reaper on a schedule, e.g. "rate(15 minutes)". '
                           "Absent = not deployed (run `gpulease reap` yourself).")
-    threshold_pct: float = Field(5.0, gt=0, le=100,
+    threshold_pct: float = Field(defaults.THRESHOLD_PCT, gt=0, le=100,
                                  description="GPU utilization below which a node is idle.")
-    grace_minutes: int = Field(30, ge=0, le=MAX_GRACE_MINUTES,
+    grace_minutes: int = Field(defaults.GRACE_MINUTES, ge=0, le=defaults.MAX_GRACE_MINUTES,
                                description="Wait after marking before acting (at most 7 days).")
-    max_actions: int = Field(10, ge=1, description="Most clusters acted on per run, shared with "
-                                                   "reapers running at the same time.")
+    max_actions: int = Field(defaults.MAX_ACTIONS, ge=1,
+                             description="Most clusters acted on per run, shared with reapers "
+                                         "running at the same time.")
     apply: bool = Field(False, description="The scheduled reaper acts (true) or only reports.")
 
     @field_validator("schedule")
