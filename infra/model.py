@@ -848,6 +848,17 @@ class Lazy:
     def __set__(self, obj, value):   # dataclass __init__ (object.__setattr__) only: frozen
         obj.__dict__[self.slot] = value
 
+    @staticmethod
+    def state(obj) -> dict:
+        """``obj``'s ``__dict__`` with every Lazy field computed: what pickling and copying keep
+        (a Deferred holds everything that would build the value, the policy's whole context)."""
+        out = dict(obj.__dict__)
+        for klass in type(obj).__mro__:
+            for name, attr in vars(klass).items():
+                if isinstance(attr, Lazy):
+                    out[attr.slot] = getattr(obj, name)
+        return out
+
 
 @dataclass(frozen=True)
 class ClusterDecision:
@@ -884,6 +895,9 @@ class ClusterDecision:
     spot_risk: Optional[dict] = None
     #: how the cluster's window is bought (None = a monthly load).
     window: Optional[WindowDecision] = None
+
+    def __getstate__(self) -> dict:
+        return Lazy.state(self)
 
     @property
     def name(self) -> str:

@@ -291,3 +291,13 @@ def test_the_explanation_is_built_when_first_read_and_reads_the_same_whenever_re
     read = [(d.rationale, d.alternatives, d.terms) for d in reversed(later.clusters)][::-1]
     assert read == at_once
     assert later == first     # equality reads them too
+    # a copy or a pickle keeps the values, not what would build them (the policy's context)
+    import copy
+    import pickle
+
+    fresh = decide(stk, cat).clusters[0]
+    blob = pickle.dumps(fresh)
+    assert len(blob) < 100_000, len(blob)
+    back = pickle.loads(blob)
+    assert not [k for k in lazy if type(back.__dict__[k]) is Deferred]
+    assert back == first.clusters[0] == copy.deepcopy(fresh)
