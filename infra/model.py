@@ -832,7 +832,9 @@ class Lazy:
         self.default = default
 
     def __set_name__(self, owner, name):
-        self.slot = "_lazy_" + name
+        # the instance keeps the value (or the Deferred) under the field's own name, so
+        # ``type(d)(**d.__dict__)`` still copies a decision; this data descriptor is read first
+        self.slot = name
 
     def __get__(self, obj, objtype=None):
         if obj is None:
