@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Iterator
 
+from infra import resources
 from infra.cli import COMMANDS, EPILOG, build_parser
 
 INTRO = """\
@@ -171,8 +171,9 @@ NO_COLOR=1 gpulease catalog list --gpu H100 | head -5
 """
 
 
-#: the figures `python bench/cli_help.py --write` records (the "--help speed" table)
-HELP_SPEED = Path(__file__).resolve().parents[2] / "docs" / "cli-help-speed.json"
+#: the figures `python bench/cli_help.py --write` records (the "--help speed" table), in the
+#: checkout's docs/ beside the package
+HELP_SPEED = resources.package_root().parent / "docs" / "cli-help-speed.json"
 
 
 def _help_speed_table() -> str:
