@@ -400,7 +400,7 @@ def test_fabric_follows_the_decision_not_the_instance_name():
 
 # ---- autostop, watcher, sshd ----------------------------------------------------------------
 @pytest.mark.parametrize("environment,configured,expected", [
-    ("dev", None, 45), ("staging", None, 45), ("prod", None, 0), ("prod", 30, 30),
+    ("dev", None, 57), ("staging", None, 57), ("prod", None, 0), ("prod", 30, 30),
     ("dev", 0, 0), ("dev", 15, 15)])
 def test_autostop_minutes(environment, configured, expected):
     o = _offering("aws", "none")

@@ -19,7 +19,7 @@ class BootstrapSettings(BaseModel):
     autostop_minutes: Optional[int] = Field(
         None, ge=0, le=2 * MAX_IDLE_MINUTES,
         description="Node-side autostop after this many idle minutes (second line "
-                    "of defence behind the reaper). Absent = the cluster's idle_minutes, "
+                    "of defence behind the reaper). Absent = 1.25 x the cluster's idle_minutes (rounded up), "
                     "except in prod where it is off; 0 = off.")
     checkpoint_signal: str = Field(
         "SIGUSR1", description="Signal sent to the training process on a spot notice "
