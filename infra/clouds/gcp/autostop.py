@@ -2,10 +2,13 @@
 
 The bootstrap's autostop script (``templates/bootstrap/autostop.sh.j2``) runs
 ``gcloud compute instance-groups managed delete-instances <mig> --zone Z --instances <self>``,
-which calls ``instanceGroupManagers.deleteInstances``: that needs
-``compute.instanceGroupManagers.update`` on the MIG and ``compute.instances.delete`` on the
-instance; gcloud reads the MIG (``.get``) and polls the zonal operation (``compute.zoneOperations.get``,
-already in the node's ``roles/compute.viewer``). Without this grant the call is denied and the
+which calls ``instanceGroupManagers.deleteInstances``: "Authorization requires the following IAM
+permission on the specified resource instanceGroupManager: compute.instanceGroupManagers.update"
+and nothing on the instance (Compute Engine REST reference, instanceGroupManagers.deleteInstances,
+read 2026-12-03: the MIG deletes the VM itself, as the reaper's grant in infra/reaper/deploy.py
+also relies on; this grant carried ``compute.instances.delete`` before); gcloud reads the MIG
+(``.get``) and polls the zonal operation (``compute.zoneOperations.get``, already in the node's
+``roles/compute.viewer``). Without this grant the call is denied and the
 script falls back to powering off, which the MIG then repairs by restarting the VM.
 """
 from __future__ import annotations
@@ -20,8 +23,7 @@ import pulumi_gcp as gcp
 from infra.model import ClusterDecision, StackSpec
 
 AUTOSTOP_PERMISSIONS = ("compute.instanceGroupManagers.get",
-                        "compute.instanceGroupManagers.update",
-                        "compute.instances.delete")
+                        "compute.instanceGroupManagers.update")
 
 
 def custom_role_id(stack: StackSpec, cluster: str) -> str:
@@ -38,24 +40,17 @@ def custom_role_id(stack: StackSpec, cluster: str) -> str:
 
 
 def autostop_condition(*, project: str, zone: str, mig_names: Sequence[str],
-                       base_instance_name: str, other_bases: Sequence[str] = ()) -> dict:
-    """IAM condition: only this cluster's MIGs and the instances they create.
+                       cluster: str) -> dict:
+    """IAM condition: only this cluster's MIGs (the grant holds no permission on instances).
 
     Compute Engine resource names in IAM Conditions are
-    ``projects/P/zones/Z/instanceGroupManagers/NAME`` and ``projects/P/zones/Z/instances/NAME``
-    (IAM "Resource attributes for IAM Conditions", resource.name). MIG instances are named
-    ``<base_instance_name>-<4 chars>``.
+    ``projects/P/zones/Z/instanceGroupManagers/NAME`` (IAM "Resource attributes for IAM
+    Conditions", resource.name); exact names, so another cluster's MIG never matches.
     """
     zone_path = f"projects/{project}/zones/{zone}"
     clauses = [f'resource.name == "{zone_path}/instanceGroupManagers/{m}"' for m in mig_names]
-    own = f'resource.name.startsWith("{zone_path}/instances/{base_instance_name}-")'
-    # Another cluster "<name>-x" names its VMs "<name>-x-<4 chars>", which the prefix would
-    # match: exclude those explicitly.
-    for other in sorted(o for o in other_bases if o.startswith(f"{base_instance_name}-")):
-        own += f' && !resource.name.startsWith("{zone_path}/instances/{other}-")'
-    clauses.append(f"({own})")
     return {"title": "own-cluster-migs-only",
-            "description": f"only the MIGs of {base_instance_name} in {zone} and their VMs",
+            "description": f"only the MIGs of {cluster} in {zone}",
             "expression": " || ".join(clauses)}
 
 
@@ -76,8 +71,7 @@ def declare_autostop_grant(name: str, *, stack: StackSpec, decision: ClusterDeci
         description="Delete own VM through its MIG (instanceGroupManagers.deleteInstances)",
         permissions=list(AUTOSTOP_PERMISSIONS), stage="GA", opts=child)
     condition = pulumi.Output.from_input(zone).apply(lambda z: autostop_condition(
-        project=project, zone=z, mig_names=mig_names, base_instance_name=name,
-        other_bases=[c.name for c in stack.clusters if c.name != name]))
+        project=project, zone=z, mig_names=mig_names, cluster=name))
     gcp.projects.IAMMember(
         f"{name}-autostop", project=project, role=role.name, member=member,
         condition=condition, opts=child)
