@@ -91,13 +91,14 @@ KEEP_S = 4 * 3600
 FALSE_REAP_S = 3600
 #: CONTRACTS C10, the node's busy witness: the instance tag a node writes (the epoch second of
 #: its newest check that found any busy signal) and the launch-time tag saying it writes one.
-#: The keys are infra/costing/tags.py's once the reaper side (issue 21 item 4) is on main; the
-#: literal values below are C10's text, used only until then.
-BUSY_AT = getattr(tags, "BUSY_AT", "gpulease-busy-at")
-BUSY_WITNESS = getattr(tags, "BUSY_WITNESS", "gpulease-busy-witness")
-#: C10's node rule: a check every 60 s; while busy the tag is rewritten at least every 300 s.
+#: The keys and the refresh period are the reaper's own (infra/costing/tags.py,
+#: infra.reaper.decision), as the rendered node script also takes them.
+BUSY_AT = tags.BUSY_AT
+BUSY_WITNESS = tags.BUSY_WITNESS
+#: C10's node rule: a check every 60 s; while busy the tag is rewritten at least every
+#: BUSY_AT_REFRESH_S (infra.reaper.decision).
 BUSY_AT_CHECK_MIN = 1
-BUSY_AT_REFRESH_S = 300
+BUSY_AT_REFRESH_S = d.BUSY_AT_REFRESH_S
 #: the sweep driver's agent touches the job heartbeat every 5 min (render.py asks for at most
 #: HEARTBEAT_MINUTES / 2).
 HEARTBEAT_TOUCH_MIN = 5
@@ -252,7 +253,7 @@ def _rendered_autostop(c: Cluster, minutes: int = AUTOSTOP_MINUTES) -> str:
         cloud="aws", autostop_minutes=minutes, idle_threshold_pct=d.Policy().threshold_pct,
         tag_keep=tags.KEEP, tag_baseline=tags.BASELINE_NODES, tag_billed=tags.BILLED_UNTIL,
         tag_busy_at=BUSY_AT, tag_busy_witness=BUSY_WITNESS,
-        busy_at_guest_attribute=getattr(tags, "BUSY_AT_GUEST_ATTRIBUTE", ""),
+        busy_at_guest_attribute=tags.BUSY_AT_GUEST_ATTRIBUTE,
         busy_at_refresh_s=BUSY_AT_REFRESH_S,
         tag_cluster=tags.CLUSTER, tag_environment=tags.ENVIRONMENT,
         metadata_url="http://169.254.169.254", region=REGION, project="",
