@@ -43,7 +43,7 @@ def compiled(root) -> str:
     import compileall
     from pathlib import Path
 
-    ok = compileall.compile_dir(str(Path(root) / "infra"), quiet=1)
+    ok = compileall.compile_dir(str(Path(root) / "gpulease"), quiet=1)
     return (f"bytecode: gpulease's modules compiled under {root} (as installed)" if ok else
             f"bytecode: compiling {root}/infra failed: imports compile from source")
 

@@ -12,7 +12,7 @@ as a script reads it. Targets (issue 23): `gpulease --help` <= 0.1 s, `catalog l
 ``--importtime`` also prints the ten slowest imports of `gpulease --help` (python -X importtime).
 ``--root`` measures another checkout of gpulease (e.g. an older commit) with this interpreter.
 ``--write`` records the figures in docs/cli-help-speed.json, which docs/cli.md's "--help speed"
-table is generated from (``python -m infra.cli.reference > docs/cli.md``).
+table is generated from (``python -m gpulease.cli.reference > docs/cli.md``).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ HEAVY = ("pulumi", "pulumi_aws", "pulumi_gcp", "scipy", "numpy", "boto3", "botoc
 #: prints the loaded module count and the heavy packages after the help screen, as JSON on stderr
 _PROBE = """\
 import json, os, sys
-from infra.cli import main
+from gpulease.cli import main
 try:
     main(sys.argv[1:] + ["--help"])
 except SystemExit:
@@ -72,10 +72,10 @@ def baseline(repeat: int) -> tuple[list[float], list[float]]:
 
 
 def catalog_list(repeat: int, root: Path = ROOT) -> tuple[list[float], list[float], int]:
-    """`python -m infra.cli catalog list` piped (the one-shot command): wall, CPU, lines."""
+    """`python -m gpulease.cli catalog list` piped (the one-shot command): wall, CPU, lines."""
     walls, cpus, lines = [], [], 0
     for _ in range(repeat):
-        wall, cpu, p = benchlib.run([sys.executable, "-m", "infra.cli", "catalog", "list"],
+        wall, cpu, p = benchlib.run([sys.executable, "-m", "gpulease.cli", "catalog", "list"],
                                     cwd=root, capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(p.stderr[-800:])
@@ -87,7 +87,7 @@ def catalog_list(repeat: int, root: Path = ROOT) -> tuple[list[float], list[floa
 
 def importtime_top(n: int = 10, root: Path = ROOT) -> list[tuple[int, str]]:
     p = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                        "from infra.cli import main\ntry:\n main(['--help'])\n"
+                        "from gpulease.cli import main\ntry:\n main(['--help'])\n"
                         "except SystemExit:\n pass"], cwd=root, capture_output=True, text=True,
                        check=True)
     rows = []
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         record["end"] = benchlib.load()
         RECORD.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {RECORD.relative_to(ROOT)}: now `python -m infra.cli.reference > "
+        print(f"wrote {RECORD.relative_to(ROOT)}: now `python -m gpulease.cli.reference > "
               "docs/cli.md`")
     return 0
 

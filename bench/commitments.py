@@ -13,9 +13,9 @@ import sys
 from collections import Counter
 from typing import Optional
 
-from infra.catalog import available_versions, load_catalog
-from infra.errors import GpuleaseError
-from infra.model import Offering
+from gpulease.catalog import available_versions, load_catalog
+from gpulease.errors import GpuleaseError
+from gpulease.model import Offering
 
 
 def family(o: Offering) -> str:

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
-from infra.catalog import Catalog, load_catalog
-from infra.errors import GpuleaseError
-from infra.model import Offering
+from gpulease.catalog import Catalog, load_catalog
+from gpulease.errors import GpuleaseError
+from gpulease.model import Offering
 
 #: shared/peer-catalog beside the checkout, or above a worktree (/work/wt/<branch>).
 DEFAULT_PEER = next((p / "shared" / "peer-catalog" for p in Path(__file__).resolve().parents[1:4]

@@ -6,14 +6,14 @@ Six clusters (128 GPUs on AWS) follow workload archetypes, minute by minute, fro
 random generator: an office-hours dev cluster; a training run planned for 25 days that ends
 early; a hyper-parameter sweep with gaps between rounds; a nightly fine-tune with its declared
 schedule (``schedule: [{cron: "0 2 * * *", minutes: 120}]``, CONTRACTS C3, tagged as
-``infra.reaper.schedule.tag_values`` encodes it); a forgotten demo; a bursty team on a demand
+``gpulease.reaper.schedule.tag_values`` encodes it); a forgotten demo; a bursty team on a demand
 profile (a committed baseline of 2 nodes, ``gpulease-baseline-nodes``, plus burst nodes).
 Inside the jobs: data loading at each job's start and checkpoint writes every hour (GPU at
 0-2 %), a 40-minute CPU phase at 3 % GPU (training), an hour of missing metrics (the agent not
 publishing: once inside the training job, once on the idle dev cluster at night).
 
-Every 15 simulated minutes the reaper's real engine (``infra.reaper.engine.run`` with
-``apply=True`` and the default policy, the AWS adaptor ``infra.reaper.aws.AwsReaper``) runs
+Every 15 simulated minutes the reaper's real engine (``gpulease.reaper.engine.run`` with
+``apply=True`` and the default policy, the AWS adaptor ``gpulease.reaper.aws.AwsReaper``) runs
 against moto's server made strict by ``tests/fakes/moto_strict.py``: GetMetricData hides
 datapoints younger than the publication delay (0, 1 and 3 minutes here) as of the simulated
 clock, TerminateInstanceInAutoScalingGroup refuses to go below MinSize. The engine's calls go
@@ -32,7 +32,7 @@ reaper nobody scales anything down. Reported per run: idle GPU-hours (GPUs runni
 on their node), the cut against the run without reaper, false reaps (a node stopped while a
 job ran on it, or whose capacity a job needed again within the hour: a scale-up within 60 min
 of the stop), steps below a baseline (an action that left a baseline group under its
-baseline), cold starts, and dollars at the catalog's on-demand prices (infra.catalog).
+baseline), cold starts, and dollars at the catalog's on-demand prices (gpulease.catalog).
 Progress goes to stderr.
 """
 from __future__ import annotations
@@ -54,10 +54,10 @@ from typing import Optional
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from infra.bootstrap.render import HEARTBEAT_MINUTES  # noqa: E402
-from infra.costing import tags  # noqa: E402
-from infra.reaper import decision as d  # noqa: E402
-from infra.reaper import schedule as rs  # noqa: E402
+from gpulease.bootstrap.render import HEARTBEAT_MINUTES  # noqa: E402
+from gpulease.costing import tags  # noqa: E402
+from gpulease.reaper import decision as d  # noqa: E402
+from gpulease.reaper import schedule as rs  # noqa: E402
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -70,16 +70,16 @@ DAY_MIN = 24 * 60
 REAP_EVERY_MIN = 15
 #: autostop.timer.j2: OnBootSec=15min, OnUnitActiveSec=5min.
 AUTOSTOP_BOOT_MIN, AUTOSTOP_EVERY_MIN = 15, 5
-#: the stack config's default idle window (infra.config ClusterSpec idle_minutes = 60).
+#: the stack config's default idle window (gpulease.config ClusterSpec idle_minutes = 60).
 IDLE_MINUTES = 60
 
 
 def default_autostop_minutes(idle_minutes: int = IDLE_MINUTES) -> int:
     """The node autostop's wait on a cluster with this idle window in a stack outside prod that
-    configures none: infra.bootstrap.render.autostop_minutes's own rule (one source of truth)."""
+    configures none: gpulease.bootstrap.render.autostop_minutes's own rule (one source of truth)."""
     from types import SimpleNamespace
 
-    from infra.bootstrap.render import autostop_minutes
+    from gpulease.bootstrap.render import autostop_minutes
 
     return autostop_minutes(SimpleNamespace(bootstrap=None, is_prod=False),
                             SimpleNamespace(spec=SimpleNamespace(idle_minutes=idle_minutes)))
@@ -91,12 +91,12 @@ KEEP_S = 4 * 3600
 FALSE_REAP_S = 3600
 #: CONTRACTS C10, the node's busy witness: the instance tag a node writes (the epoch second of
 #: its newest check that found any busy signal) and the launch-time tag saying it writes one.
-#: The keys and the refresh period are the reaper's own (infra/costing/tags.py,
-#: infra.reaper.decision), as the rendered node script also takes them.
+#: The keys and the refresh period are the reaper's own (gpulease/costing/tags.py,
+#: gpulease.reaper.decision), as the rendered node script also takes them.
 BUSY_AT = tags.BUSY_AT
 BUSY_WITNESS = tags.BUSY_WITNESS
 #: C10's node rule: a check every 60 s; while busy the tag is rewritten at least every
-#: BUSY_AT_REFRESH_S (infra.reaper.decision).
+#: BUSY_AT_REFRESH_S (gpulease.reaper.decision).
 BUSY_AT_CHECK_MIN = 1
 BUSY_AT_REFRESH_S = d.BUSY_AT_REFRESH_S
 #: the sweep driver's agent touches the job heartbeat every 5 min (render.py asks for at most
@@ -232,7 +232,7 @@ def workload(seed: int, days: int) -> list[Cluster]:
 
 def price(clusters: list[Cluster]) -> dict:
     """GPUs per node and on-demand USD per node-hour from the shipped catalog."""
-    from infra.catalog import load_catalog
+    from gpulease.catalog import load_catalog
 
     cat = load_catalog()
     facts = {}
@@ -246,7 +246,7 @@ def price(clusters: list[Cluster]) -> dict:
 
 # ---- the node autostop: the rendered script's rules -----------------------------------------
 def _rendered_autostop(c: Cluster, minutes: int = AUTOSTOP_MINUTES) -> str:
-    from infra.bootstrap.render import HEARTBEAT_FILE, HEARTBEAT_MINUTES, environment
+    from gpulease.bootstrap.render import HEARTBEAT_FILE, HEARTBEAT_MINUTES, environment
 
     return environment().get_template("autostop.sh.j2").render(
         heartbeat_file=HEARTBEAT_FILE, heartbeat_minutes=HEARTBEAT_MINUTES,
@@ -386,7 +386,7 @@ class Store:
         self.pending.append((t, iid, value))
 
     def flush(self, now: float, horizon: float) -> None:
-        from infra.reaper.aws import METRIC, NAMESPACE
+        from gpulease.reaper.aws import METRIC, NAMESPACE
 
         for t, iid, v in sorted(self.pending):
             self.stamps.append(t)
@@ -427,7 +427,7 @@ class Sim:
         self.ms.set_metric_delay(delay_min * 60)
         self.reaper = None
         if reaper:
-            from infra.reaper.aws import AwsReaper
+            from gpulease.reaper.aws import AwsReaper
 
             self.reaper = AwsReaper.for_region(REGION)
             self._guard_reads()
@@ -636,7 +636,7 @@ class Sim:
         self._refresh(m, "autostop")
 
     def _reap(self, m: int) -> None:
-        from infra.reaper import engine
+        from gpulease.reaper import engine
 
         now = START + m * MIN
         self.ms.set_clock(now)
@@ -888,7 +888,7 @@ def main(argv: Optional[list] = None) -> int:
                          "comma-separated (default reaper,reaper+autostop)")
     ap.add_argument("--autostop-minutes", type=int, default=AUTOSTOP_MINUTES,
                     help="the node autostop's wait in minutes (default %(default)s: "
-                         "infra.bootstrap.render.autostop_minutes for the bench's idle window "
+                         "gpulease.bootstrap.render.autostop_minutes for the bench's idle window "
                          "outside prod)")
     ap.add_argument("--sensitivity", action=argparse.BooleanOptionalAction, default=None,
                     help="add the run 'reaper, sweep driver writes no heartbeat' at the middle "

@@ -1,4 +1,4 @@
-"""Natural sort: gpulease's own key (``infra.cli.ui.natural_key``) against natsort, the maintained
+"""Natural sort: gpulease's own key (``gpulease.cli.ui.natural_key``) against natsort, the maintained
 library, on the strings gpulease sorts, and what natsort would cost to import.
 
 Run: PYTHONPATH=DIR python bench/natural_sort.py [--random 20000] [--repeat 7]
@@ -12,7 +12,7 @@ gpulease's key and with natsort's keys (``natsort_keygen`` with ``ns.DEFAULT``,
 ``.xlarge`` read as ``.1xlarge``) and prints how many positions differ. Then the CPU time of a
 fresh interpreter importing natsort, against an empty interpreter (``python -c pass``, the
 reference measured in the same run) and one importing gpulease's table module
-(``infra.cli.ui``), median of ``--repeat`` runs each.
+(``gpulease.cli.ui``), median of ``--repeat`` runs each.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import benchlib  # noqa: E402
 
 
 def strings() -> list[str]:
-    from infra.catalog import load_catalog
+    from gpulease.catalog import load_catalog
 
     out: set = set()
     for o in load_catalog().offerings:
@@ -56,7 +56,7 @@ def main() -> int:
     except ImportError:
         print("natsort is not importable: see the docstring (PYTHONPATH=DIR)", file=sys.stderr)
         return 2
-    from infra.cli.ui import _XLARGE, natural_key
+    from gpulease.cli.ui import _XLARGE, natural_key
 
     benchlib.header(f"natural sort: gpulease's key vs natsort {natsort.__version__}")
     rng = random.Random(1)
@@ -83,7 +83,7 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
     rows = [("python -c pass (reference)", "pass"), ("import natsort", "import natsort"),
-            ("import infra.cli.ui", "import infra.cli.ui")]
+            ("import gpulease.cli.ui", "import gpulease.cli.ui")]
     base = None
     for label, code in rows:
         wall, cpu = benchlib.median_run([sys.executable, "-c", code], args.repeat, env=env,

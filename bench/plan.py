@@ -3,7 +3,7 @@
 Run: python bench/plan.py [--sizes 10,50,100,200] [--repeat 2] [--target-resources 1260]
      python bench/plan.py --in-process [--sizes ...] [--preview] [--engine-gc [--one-shot]]
 
-Default: the real command, ``python -m infra.cli plan --config FILE --json`` (a one-shot process:
+Default: the real command, ``python -m gpulease.cli plan --config FILE --json`` (a one-shot process:
 imports, policy, the program under mocks, costing, guardrails, conformance, output), on stacks of
 N clusters on both clouds from a fixed portfolio (the prod stack's clouds, unlimited quota and
 budget). Per size: the plan's resources, the median CPU time (user + system of the child) and
@@ -13,10 +13,10 @@ resource, R^2), the plan whose resources are nearest ``--target-resources`` (iss
 interpreter that only imports what a plan needs (the Pulumi SDK, both providers, gpulease).
 Targets (issue 23): fixed cost <= 3 s, <= 2 ms per resource, the 1,260-resource plan <= 5 s.
 
-``--in-process`` runs ``infra.planner.plan.run`` in this process instead (no imports, no
+``--in-process`` runs ``gpulease.planner.plan.run`` in this process instead (no imports, no
 output) and prints the garbage collector's share; ``--engine-gc`` leaves the collector running
 during the run, as the real engine does (the mocks pause it); with ``--one-shot`` the process is
-marked one-shot as the Pulumi entry point marks it (infra/oneshot.py: the program then pauses
+marked one-shot as the Pulumi entry point marks it (gpulease/oneshot.py: the program then pauses
 the collector itself and freezes what it built).
 """
 from __future__ import annotations
@@ -38,13 +38,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import benchlib  # noqa: E402
-from infra.config import read_stack_file  # noqa: E402
-from infra.planner.plan import run  # noqa: E402
+from gpulease.config import read_stack_file  # noqa: E402
+from gpulease.planner.plan import run  # noqa: E402
 
 TARGET_FIXED_S, TARGET_MS_PER_RESOURCE, TARGET_PLAN_S = 3.0, 2.0, 5.0
 #: what every plan imports before it does anything: the reference floor of the fixed cost
-IMPORTS = ("import pulumi, pulumi_aws, pulumi_gcp, infra.program, infra.planner.plan, "
-           "infra.policy, infra.conformance, infra.guardrails.evaluate")
+IMPORTS = ("import pulumi, pulumi_aws, pulumi_gcp, gpulease.program, gpulease.planner.plan, "
+           "gpulease.policy, gpulease.conformance, gpulease.guardrails.evaluate")
 
 #: (name, gpu, gpus, hours/month, priority, checkpoint minutes, distributed, dataset)
 PORTFOLIO = (
@@ -115,7 +115,7 @@ def measure(n: int, repeat: int, preview: bool, engine_gc: bool = False) -> dict
 
 def in_process(args) -> int:
     if args.one_shot:
-        from infra import oneshot
+        from gpulease import oneshot
 
         oneshot.enable()
     print(f"{'clusters':>8} {'resources':>9} {'custom':>7} {'median s':>9} {'gc s':>6} "
@@ -138,7 +138,7 @@ def write_stack(n: int, directory: Path) -> Path:
 
 def cli_plan(path: Path, repeat: int) -> tuple[int, float, float]:
     """(resources, median wall s, median CPU s) of `gpulease plan --config PATH --json`."""
-    cmd = [sys.executable, "-m", "infra.cli", "plan", "--config", str(path), "--json"]
+    cmd = [sys.executable, "-m", "gpulease.cli", "plan", "--config", str(path), "--json"]
     walls, cpus, resources = [], [], 0
     for _ in range(repeat):
         wall, cpu, p = benchlib.run(cmd, cwd=ROOT, capture_output=True, text=True)

@@ -10,7 +10,7 @@ clusters that carry a 2-3 step demand profile (timed separately too).
 
 Every time is CPU time (user + system of this process; wall time beside it), the best of
 ``--repeat`` runs, with two references measured in the same run on the same clusters: the
-one-pass pricing alone (``infra.policy.pricing.price_clusters``), and up to ``--old-up-to``
+one-pass pricing alone (``gpulease.policy.pricing.price_clusters``), and up to ``--old-up-to``
 clusters the old path (a full ``candidates.evaluate`` of every (cluster, offering) pair, what
 ``decide`` did before issue 23). On a busy machine the ratios stay comparable. A decision's
 explanation (rationale, alternatives, commitment terms) is built when first read: "explained s"
@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import benchlib  # noqa: E402
-from infra.catalog import load_catalog  # noqa: E402
-from infra.model import CloudSpec, ClusterSpec, DemandStep, StackSpec  # noqa: E402
-from infra.policy import decide  # noqa: E402
-from infra.policy.candidates import Context, candidates_for  # noqa: E402
-from infra.policy.costmodel import CostInputs, Rates, blend_costs  # noqa: E402
-from infra.policy.pricing import price_clusters  # noqa: E402
-from infra.policy.rules import PolicyRules  # noqa: E402
+from gpulease.catalog import load_catalog  # noqa: E402
+from gpulease.model import CloudSpec, ClusterSpec, DemandStep, StackSpec  # noqa: E402
+from gpulease.policy import decide  # noqa: E402
+from gpulease.policy.candidates import Context, candidates_for  # noqa: E402
+from gpulease.policy.costmodel import CostInputs, Rates, blend_costs  # noqa: E402
+from gpulease.policy.pricing import price_clusters  # noqa: E402
+from gpulease.policy.rules import PolicyRules  # noqa: E402
 
 #: issue 23's targets
 TARGET_1K_S, TARGET_10K_S, TARGET_10K_MIB, TARGET_3X = 0.5, 5.0, 200.0, 1.5
@@ -305,8 +305,8 @@ WINDOW_PORTFOLIO = (
 
 
 def window_stack(catalog) -> StackSpec:
-    from infra.model import Window
-    from infra.quotes.model import parse_time
+    from gpulease.model import Window
+    from gpulease.quotes.model import parse_time
 
     clusters = tuple(
         ClusterSpec(name=n, gpu=g, gpus=k, hours_per_month=min(h, 730.0), priority=p,
@@ -321,7 +321,7 @@ def window_stack(catalog) -> StackSpec:
 def without_new_models(book):
     """The same quote book without Capacity Blocks, flex-start and calendar mode: the best
     plan gpulease could make before them (spot risk kept)."""
-    from infra.quotes.model import QuoteBook
+    from gpulease.quotes.model import QuoteBook
 
     return QuoteBook(quotes=[], risks=list(book.risks), sources=dict(book.sources),
                      origins=book.origins, version=book.version)
@@ -332,7 +332,7 @@ def scaled(book, factor: float):
     published rates are older than the catalog's on-demand prices)."""
     import dataclasses as dc
 
-    from infra.quotes.model import QuoteBook
+    from gpulease.quotes.model import QuoteBook
 
     qs = [dc.replace(q, hourly_usd=q.hourly_usd * factor if q.hourly_usd else q.hourly_usd,
                      upfront_usd=q.upfront_usd * factor if q.upfront_usd else q.upfront_usd)
@@ -344,8 +344,8 @@ def scaled(book, factor: float):
 def window_portfolio(catalog, cb_factor: float = 1.0) -> list[tuple]:
     """Per work item: (name, with the new models: decision, without them: decision, naive
     all-on-demand total, naive's shape)."""
-    from infra.quotes.model import parse_time
-    from infra.quotes.store import shipped_book
+    from gpulease.quotes.model import parse_time
+    from gpulease.quotes.store import shipped_book
 
     now = parse_time(WINDOW_NOW)
     stack = window_stack(catalog)
@@ -366,7 +366,7 @@ def window_portfolio(catalog, cb_factor: float = 1.0) -> list[tuple]:
 
 def print_windows(catalog) -> None:
     print(f"\nwindow portfolio (judged at {WINDOW_NOW}; catalog {catalog.version}, quote data "
-          "infra/quotes/data): with Capacity Blocks / flex-start / calendar mode vs the best plan "
+          "gpulease/quotes/data): with Capacity Blocks / flex-start / calendar mode vs the best plan "
           "without them vs naive all-on-demand; totals per work item")
     tot_new = tot_old = tot_naive = 0.0
     for name, a, b, naive, where in window_portfolio(catalog):

@@ -35,10 +35,10 @@ from moto.server import ThreadedMotoServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from infra.costing import tags  # noqa: E402
-from infra.reaper import decision as d  # noqa: E402
-from infra.reaper import engine  # noqa: E402
-from infra.reaper.aws import METRIC, NAMESPACE, AwsReaper  # noqa: E402
+from gpulease.costing import tags  # noqa: E402
+from gpulease.reaper import decision as d  # noqa: E402
+from gpulease.reaper import engine  # noqa: E402
+from gpulease.reaper.aws import METRIC, NAMESPACE, AwsReaper  # noqa: E402
 
 REGION = "us-east-1"
 PERIOD = 300          # GetMetricData Period; the agent's 60-s samples are folded into 5-min maxima

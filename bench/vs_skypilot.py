@@ -40,11 +40,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import benchlib  # noqa: E402
-from infra.catalog import parse_catalog  # noqa: E402
-from infra.catalog.importers.skypilot import GPU_NAMES, import_skypilot  # noqa: E402
-from infra.model import CloudSpec, ClusterSpec, StackSpec  # noqa: E402
-from infra.policy import decide  # noqa: E402
-from infra.policy.rules import PolicyRules  # noqa: E402
+from gpulease.catalog import parse_catalog  # noqa: E402
+from gpulease.catalog.importers.skypilot import GPU_NAMES, import_skypilot  # noqa: E402
+from gpulease.model import CloudSpec, ClusterSpec, StackSpec  # noqa: E402
+from gpulease.policy import decide  # noqa: E402
+from gpulease.policy.rules import PolicyRules  # noqa: E402
 
 TARGET_RATIO = 300.0
 

@@ -26,10 +26,10 @@ from typing import Any, Optional
 from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, PolicyPack,
                            ResourceValidationPolicy, StackValidationPolicy)
 
-from infra.costing import tags
-from infra.planner.mocks import UNKNOWN_MASK
-from infra.guardrails.rules import (MANDATORY, RULES, GuardedResource, Rule, RuleContext,
-                                    tag_dict, tag_kind)
+from gpulease.costing import tags
+from gpulease.planner.mocks import UNKNOWN_MASK
+from gpulease.guardrails.rules import (MANDATORY, RULES, GuardedResource, Rule, RuleContext,
+                                       tag_dict, tag_kind)
 
 PACK_NAME = "gpulease-guardrails"
 STACK_TYPE = "pulumi:pulumi:Stack"

@@ -20,8 +20,8 @@ SHIPPED_STACKS = ("dev", "staging", "prod")
 @lru_cache(maxsize=None)
 def program_run(stack: str):
     """THE Pulumi program run under mocks for a shipped stack (cached per session)."""
-    from infra.config import read_stack_file
-    from infra.planner.plan import run
+    from gpulease.config import read_stack_file
+    from gpulease.planner.plan import run
 
     values = read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
     return run(values, stack=stack)

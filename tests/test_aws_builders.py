@@ -5,11 +5,11 @@ import dataclasses
 
 import pytest
 
-from infra.catalog import load_catalog
-from infra.clouds.aws import builders
-from infra.errors import ConfigError
-from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown, Offering,
-                         PurchaseMix, StackSpec, StorageSpec)
+from gpulease.catalog import load_catalog
+from gpulease.clouds.aws import builders
+from gpulease.errors import ConfigError
+from gpulease.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown, Offering,
+                            PurchaseMix, StackSpec, StorageSpec)
 
 
 def offering(itype="p5.48xlarge", *, gpu="H100", gpus=8, rdma="efa", cards=32, efa=32,
@@ -79,7 +79,7 @@ def test_equivalent_types_from_the_real_catalog():
 
 
 def test_equivalents_exclude_dearer_other_layout_and_no_spot():
-    from infra.catalog import parse_catalog
+    from gpulease.catalog import parse_catalog
 
     rows = []
     for itype, od, spot, cards in [("p5.48xlarge", 55.0, 20.0, 32), ("p5x.cheap", 50.0, 18.0, 32),

@@ -11,16 +11,16 @@ import re
 import botocore.session
 import pytest
 
-from infra.catalog import load_catalog
-from infra.clouds.aws import deploy
-from infra import money
-from infra.costing import tags, transform
-from infra.errors import ConfigError, GuardrailError
-from infra.model import (CapacityBlockPin, CloudSpec, ClusterDecision, ClusterSpec,
-                         CostBreakdown, EnvironmentDecision, PurchaseMix, StackSpec,
-                         StorageDecision, StorageSpec, TierShare, parse_utc)
-from infra.planner import mocks
-from infra.planner.mocks import run_program
+from gpulease.catalog import load_catalog
+from gpulease.clouds.aws import deploy
+from gpulease import money
+from gpulease.costing import tags, transform
+from gpulease.errors import ConfigError, GuardrailError
+from gpulease.model import (CapacityBlockPin, CloudSpec, ClusterDecision, ClusterSpec,
+                            CostBreakdown, EnvironmentDecision, PurchaseMix, StackSpec,
+                            StorageDecision, StorageSpec, TierShare, parse_utc)
+from gpulease.planner import mocks
+from gpulease.planner.mocks import run_program
 
 ASG = "aws:autoscaling/group:Group"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -609,7 +609,7 @@ def test_a_cluster_for_every_aws_offering_in_the_catalog():
         assert bool(asg.inputs.get("placementGroup")) is (o.rdma == "efa"), asg.urn
 
 
-# ---- zones and lookups answered from data (infra/planner/data/lookups.json) --------------------
+# ---- zones and lookups answered from data (gpulease/planner/data/lookups.json) --------------------
 def test_a_zone_id_places_subnet_by_id_and_reservation_by_its_name():
     c = make_cluster(zone="use1-az4")
     r = run(make_env([c], [make_storage()]))
@@ -658,10 +658,10 @@ def test_the_pinned_block_lands_in_its_zone():
 
 def _zone_name(subnet) -> str:
     """A subnet's AZ name: declared by name, or by zone ID mapped as the region's
-    getAvailabilityZones answers (the offline data: infra/planner/data/lookups.json)."""
+    getAvailabilityZones answers (the offline data: gpulease/planner/data/lookups.json)."""
     if "availabilityZone" in subnet.inputs:
         return subnet.inputs["availabilityZone"]
-    from infra.planner.mocks import load_lookups
+    from gpulease.planner.mocks import load_lookups
 
     zid = subnet.inputs["availabilityZoneId"]
     region = [r for r, zs in load_lookups()["aws"]["zones"].items()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.costing import tags
+from gpulease.costing import tags
 from tests.test_bootstrap_watcher import FakeMetadata, INSTANCE_ID, _idle_node, _run, asg_doc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +63,7 @@ def test_a_forgotten_demo_is_reaped_after_its_window_and_grace_and_nothing_busy_
     idle_min = per["demo"]["idle_gpu_hours"] * 60 / 8
     assert 10 + 95 <= idle_min <= 10 + 126, idle_min
     # dollars: the catalog's on-demand price of the node (set on the cluster by the run)
-    from infra.catalog import load_catalog
+    from gpulease.catalog import load_catalog
 
     hourly = load_catalog().offering("aws", B.REGION, "g6.48xlarge").price("on_demand")
     assert demo.usd_hour == hourly
@@ -284,10 +284,10 @@ def test_the_sweeps_driver_spans_end_at_the_long_gaps():
 
 def test_the_autostop_default_is_the_products_rule():
     """The bench's default wait is what the bootstrap renders for a dev cluster with the bench's
-    idle window and no configured value (infra.bootstrap.render.autostop_minutes), not a copy
+    idle window and no configured value (gpulease.bootstrap.render.autostop_minutes), not a copy
     of the rule's constant."""
-    from infra.bootstrap.render import autostop_minutes
-    from infra.catalog import load_catalog
+    from gpulease.bootstrap.render import autostop_minutes
+    from gpulease.catalog import load_catalog
     from tests.test_bootstrap_fixtures import make_stack
 
     o = next(o for o in load_catalog().offerings if o.cloud == "aws")

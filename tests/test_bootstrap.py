@@ -14,16 +14,16 @@ import jinja2
 import pytest
 import yaml
 
-from infra import naming
-from infra.bootstrap import render as R
-from infra.bootstrap.fabric import FABRICS, fabric_env
-from infra.bootstrap.settings import BootstrapSettings
-from infra.catalog import load_catalog
-from infra.costing import tags
-from infra.model import RDMA_KINDS
-from infra.reaper import aws as reaper_aws
-from infra.reaper import decision
-from infra.reaper import gcp as reaper_gcp
+from gpulease import naming
+from gpulease.bootstrap import render as R
+from gpulease.bootstrap.fabric import FABRICS, fabric_env
+from gpulease.bootstrap.settings import BootstrapSettings
+from gpulease.catalog import load_catalog
+from gpulease.costing import tags
+from gpulease.model import RDMA_KINDS
+from gpulease.reaper import aws as reaper_aws
+from gpulease.reaper import decision
+from gpulease.reaper import gcp as reaper_gcp
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_bootstrap_fixtures import make_stack
 from tests.timeouts import HANG_S
@@ -417,7 +417,7 @@ def test_autostop_minutes(environment, configured, expected):
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])
 def test_autostop_opt_out_key_comes_from_the_tag_module(cloud):
-    """The autostop reads the opt-out under infra.costing.tags.KEEP; the template spells no key."""
+    """The autostop reads the opt-out under gpulease.costing.tags.KEEP; the template spells no key."""
     assert tags.KEEP not in (R.TEMPLATE_DIR / "autostop.sh.j2").read_text()
     o = next(o for o in load_catalog().offerings if o.cloud == cloud)
     stack, d = make_stack(o)
@@ -494,7 +494,7 @@ def test_ops_agent_config_collects_gpu_metrics():
 
 # ---- gpulease:bootstrap settings through the real config reader ---------------------------------
 def _parse_with_bootstrap(bootstrap: dict):
-    from infra.config import parse_stack_config
+    from gpulease.config import parse_stack_config
     values = {
         "gpulease:owner": "ml", "gpulease:cost_center": "cc", "gpulease:budget_monthly_usd": 1000,
         "gpulease:clouds": {"aws": {"regions": ["us-east-1"], "quota_gpus": {"us-east-1": 8}}},
@@ -506,7 +506,7 @@ def _parse_with_bootstrap(bootstrap: dict):
 
 
 def test_bootstrap_settings_are_validated():
-    from infra.errors import ConfigError
+    from gpulease.errors import ConfigError
     assert _parse_with_bootstrap({"checkpoint_signal": "usr2"}).bootstrap.checkpoint_signal == \
         "SIGUSR2"
     with pytest.raises(ConfigError) as exc:

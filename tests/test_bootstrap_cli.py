@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import stat
 
-from infra.bootstrap import render as R
-from infra.cli import main
-from infra.cli.common import load_stack
-from infra.policy import decide
+from gpulease.bootstrap import render as R
+from gpulease.cli import main
+from gpulease.cli.common import load_stack
+from gpulease.policy import decide
 
 
 #: a test stack of its own (the shipped stacks change with their owners' work).

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from infra.bootstrap.settings import BootstrapSettings
-from infra.model import (ClusterDecision, ClusterSpec, CloudSpec, CostBreakdown, Offering,
-                         PurchaseMix, StackSpec, StorageSpec)
+from gpulease.bootstrap.settings import BootstrapSettings
+from gpulease.model import (ClusterDecision, ClusterSpec, CloudSpec, CostBreakdown, Offering,
+                            PurchaseMix, StackSpec, StorageSpec)
 
 _MIX = {"spot": PurchaseMix(spot=2), "on_demand": PurchaseMix(on_demand=2),
         "reserved": PurchaseMix(reserved=2), "mixed": PurchaseMix(on_demand=1, spot=1)}

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.bootstrap import render as R
-from infra.catalog import load_catalog
-from infra.costing import tags
+from gpulease.bootstrap import render as R
+from gpulease.catalog import load_catalog
+from gpulease.costing import tags
 from tests.test_bootstrap_fixtures import make_stack
 from tests.timeouts import HANG_S
 

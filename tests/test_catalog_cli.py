@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.catalog import OFFERING_COLUMNS, load_catalog
-from infra.cli import main
-from infra.catalog.refresh import file_state
+from gpulease.catalog import OFFERING_COLUMNS, load_catalog
+from gpulease.cli import main
+from gpulease.catalog.refresh import file_state
 from tests.fakes.gcp_billing import FakeBilling
 from tests.test_refresh_gcp import R, _base_catalog, _skus
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from infra.catalog import load_catalog
-from infra.catalog.build import snapshot
-from infra.catalog.invariants import price_problems
+from gpulease.catalog import load_catalog
+from gpulease.catalog.build import snapshot
+from gpulease.catalog.invariants import price_problems
 
 NEW = load_catalog(version="2026.12.03.2")
 OLD = load_catalog(version="2026.12.03.1")
@@ -145,7 +145,7 @@ def test_bench_counts_the_coverage_of_both_versions(capsys):
     (["on_demand", "spot", "reservation"], False),     # not sold that way: nothing to explain
 ])
 def test_the_rationale_says_an_unpriced_commitment_is_sold(options, said):
-    from infra.policy import decide
+    from gpulease.policy import decide
     from tests.test_policy_fixtures import catalog, cluster, offering, stack
 
     rows = [{**offering("aws", "us-east-1", "p5.48xlarge", rdma="efa", od=60.0, c1=None,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.catalog import DATA_DIR, FORMAT, TIER_CLASSES, load_catalog, parse_catalog
-from infra.model import CLOUDS
+from gpulease.catalog import DATA_DIR, FORMAT, TIER_CLASSES, load_catalog, parse_catalog
+from gpulease.model import CLOUDS
 
 SHIPPED = DATA_DIR / "2026.12.02.json"
 RAW = json.loads(SHIPPED.read_text(encoding="utf-8"))

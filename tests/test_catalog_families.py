@@ -1,4 +1,4 @@
-"""Every catalog row holds to its family's documented facts (infra/catalog/build/families.json):
+"""Every catalog row holds to its family's documented facts (gpulease/catalog/build/families.json):
 purchase options, RDMA / GPUDirect kind, EFA interfaces and network cards, placement."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from infra.catalog import load_catalog
-from infra.catalog.families import facts_for, family_of, load_families
-from infra.model import PURCHASE_OPTIONS, RDMA_KINDS
-from infra.policy import decide
+from gpulease.catalog import load_catalog
+from gpulease.catalog.families import facts_for, family_of, load_families
+from gpulease.model import PURCHASE_OPTIONS, RDMA_KINDS
+from gpulease.policy import decide
 from tests.test_policy_fixtures import cluster, stack
 
 CAT = load_catalog()

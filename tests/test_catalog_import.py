@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.catalog import FORMAT_V2, load_catalog, parse_catalog
-from infra.catalog.refresh import checksum
-from infra.cli import main
+from gpulease.catalog import FORMAT_V2, load_catalog, parse_catalog
+from gpulease.catalog.refresh import checksum
+from gpulease.cli import main
 
 GOOD = Path(__file__).resolve().parent / "fixtures" / "skypilot" / "good"
 NOW = dt.datetime(2026, 12, 9, 10, 0, tzinfo=dt.timezone.utc)
@@ -120,7 +120,7 @@ def _with_aws_line(tmp_path, *lines: str) -> Path:
      "column Region: '../../etc' is not a AWS region name"),
     (_P5.replace("use1-az1", "use1-az1/../x").replace("p5.48x", "p5w.48x"),
      "column AvailabilityZone: 'use1-az1/../x' is not an AWS zone ID"),
-    # a NUL byte stops the file at the input boundary (infra/inputs.py), before any row
+    # a NUL byte stops the file at the input boundary (gpulease/inputs.py), before any row
     (_P5.replace("use1-az1", "use1-az1\x00").replace("p5.48x", "p5v.48x"),
      "binary data (a NUL byte at offset"),
 ])

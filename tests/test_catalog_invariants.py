@@ -1,4 +1,4 @@
-"""Price invariants (infra/catalog/invariants.py): errors at load naming the row, drops counted in
+"""Price invariants (gpulease/catalog/invariants.py): errors at load naming the row, drops counted in
 the build, and the default catalog's GCP prices built from SKUs."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from infra.catalog import load_catalog, parse_catalog
-from infra.catalog.invariants import (INVARIANTS, PLAUSIBLE_USD_PER_GPU_HOUR, enforce,
-                                      price_problems)
-from infra.errors import CatalogError
+from gpulease.catalog import load_catalog, parse_catalog
+from gpulease.catalog.invariants import (INVARIANTS, PLAUSIBLE_USD_PER_GPU_HOUR, enforce,
+                                         price_problems)
+from gpulease.errors import CatalogError
 
 CAT = load_catalog()
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from infra.catalog import load_catalog, parse_catalog
-from infra.cli import main
-from infra.errors import CatalogError
+from gpulease.catalog import load_catalog, parse_catalog
+from gpulease.cli import main
+from gpulease.errors import CatalogError
 
 NEW = load_catalog()
 RAW = NEW.raw

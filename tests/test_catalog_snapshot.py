@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from infra.catalog import TIER_CLASSES, load_catalog
-from infra.model import CLOUDS
+from gpulease.catalog import TIER_CLASSES, load_catalog
+from gpulease.model import CLOUDS
 
 CAT = load_catalog()
 RAW = CAT.raw

@@ -16,8 +16,8 @@ import boto3
 import pytest
 import yaml
 
-from infra import credentials
-from infra.cli import main, quiet_third_party_warnings
+from gpulease import credentials
+from gpulease.cli import main, quiet_third_party_warnings
 from tests.test_recommend_cli import STACK
 from tests.timeouts import HANG_S
 
@@ -141,7 +141,7 @@ def test_an_sdk_credentials_error_after_the_check_is_exit_2(no_aws, monkeypatch,
     between the check and a call) is the same exit 2 and message, not a crash report."""
     from botocore.exceptions import NoCredentialsError
 
-    from infra.cli import render
+    from gpulease.cli import render
 
     def raising(args):
         try:
@@ -246,8 +246,8 @@ def test_schema_findings_are_located(old, new, needle, at, finding, tmp_path, ca
 
 def test_every_loader_finding_is_located_and_warnings_too(tmp_path):
     """No finding of a bad stack file is left without a position; a warning gets one too."""
-    from infra.config import locate
-    from infra.errors import ConfigError, Finding
+    from gpulease.config import locate
+    from gpulease.errors import ConfigError, Finding
 
     text = PROD.replace("  gpulease:owner:", "  gpulease:ownr:", 1).replace(
         "      gpus: 16\n", "      gpus: 16.5\n      colour: blue\n", 1).replace(
@@ -256,7 +256,7 @@ def test_every_loader_finding_is_located_and_warnings_too(tmp_path):
     (tmp_path / "stacks").mkdir()
     path = tmp_path / "stacks" / "Pulumi.prod.yaml"
     path.write_text(text)
-    from infra.cli.common import load_stack
+    from gpulease.cli.common import load_stack
     import argparse
 
     with pytest.raises(ConfigError) as exc:
@@ -276,7 +276,7 @@ def test_every_loader_finding_is_located_and_warnings_too(tmp_path):
 
 def test_a_tab_inside_a_value_is_not_blamed_on_indentation(tmp_path):
     """A tab that is not indentation (inside a quoted value) is valid YAML: no finding at all."""
-    from infra.config import read_stack_file
+    from gpulease.config import read_stack_file
 
     p = tmp_path / "Pulumi.dev.yaml"
     p.write_text(DEV.replace("ml-platform", '"ml\tplatform"', 1))
@@ -289,13 +289,13 @@ def test_third_party_warnings_are_dropped_and_gpuleases_own_kept():
         warnings.simplefilter("always")
         quiet_third_party_warnings()
         for module in ("google.api_core._python_version_support", "botocore.client", "infra2",
-                       "infra.cli.plan", "infra"):
+                       "gpulease.cli.plan", "gpulease"):
             warnings.warn_explicit(f"from {module}", FutureWarning, "x.py", 1, module=module)
-    assert [str(w.message) for w in seen] == ["from infra.cli.plan", "from infra"]
+    assert [str(w.message) for w in seen] == ["from gpulease.cli.plan", "from gpulease"]
 
 
 def _run(*flags: str, env: dict, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *flags, "-m", "infra.cli", "catalog", "refresh",
+    return subprocess.run([sys.executable, *flags, "-m", "gpulease.cli", "catalog", "refresh",
                            "--cloud", "gcp", "--region", "us-central1", "--out", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_S)
 

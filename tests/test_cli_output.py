@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli import COMMANDS, build_parser, main, ui
-from infra.cli.plan import _exit, blocking_reason, explain_hint, increase_reason, render_plan
-from infra.errors import EXIT_BAD_INPUT, EXIT_COST_INCREASE, EXIT_FAILED, EXIT_OK, EXIT_POLICY
+from gpulease.cli import COMMANDS, build_parser, main, ui
+from gpulease.cli.plan import _exit, blocking_reason, explain_hint, increase_reason, render_plan
+from gpulease.errors import EXIT_BAD_INPUT, EXIT_COST_INCREASE, EXIT_FAILED, EXIT_OK, EXIT_POLICY
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -70,9 +70,9 @@ def test_plural(n, word, expected):
 
 
 def test_no_module_writes_a_plural_rule_of_its_own():
-    """One plural rule (infra/text.py, issue 25 item 7): no `'s' if n == 1` in messages."""
+    """One plural rule (gpulease/text.py, issue 25 item 7): no `'s' if n == 1` in messages."""
     own = re.compile(r"""\{\s*['"]s['"]\s+if\b|\(\s*['"]{2}\s+if\s+[^()]*==\s*1\s+else\s+['"]s['"]""")
-    found = {str(path.relative_to(ROOT)): n for path in (ROOT / "infra").rglob("*.py")
+    found = {str(path.relative_to(ROOT)): n for path in (ROOT / "gpulease").rglob("*.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if own.search(line)}
     assert found == {}, found
@@ -371,7 +371,7 @@ def test_mistyped_command_suggests_the_right_one(capsys):
 
 
 def test_a_command_that_forgets_its_reason_still_gets_one(capsys, monkeypatch):
-    import infra.cli.render as render
+    import gpulease.cli.render as render
 
     monkeypatch.setattr(render, "run", lambda args: EXIT_FAILED)
     assert main(["render", "--stack", "dev", "--cluster", "x", "--out", "o"]) == EXIT_FAILED
@@ -417,7 +417,7 @@ HELP_SCREENS = [[], *([name] for name in COMMANDS), *(["catalog", sub] for sub i
 
 @pytest.mark.parametrize("screen", HELP_SCREENS)
 def test_help_imports_no_heavy_package(screen):
-    probe = ("import json, sys\nfrom infra.cli import main\n"
+    probe = ("import json, sys\nfrom gpulease.cli import main\n"
              "try:\n    main(sys.argv[1:] + ['--help'])\nexcept SystemExit:\n    pass\n"
              "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)")
     p = subprocess.run([sys.executable, "-c", probe, *screen], cwd=ROOT, capture_output=True,
@@ -425,14 +425,14 @@ def test_help_imports_no_heavy_package(screen):
     loaded = set(json.loads(p.stderr.strip().splitlines()[-1]))
     assert "usage: gpulease" in p.stdout
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
-    assert "pydantic" not in loaded     # reap's defaults: plain constants (infra.reaper.defaults)
+    assert "pydantic" not in loaded     # reap's defaults: plain constants (gpulease.reaper.defaults)
 
 
 def test_reap_help_shows_the_reaper_settings_defaults():
-    """`reap --help` reads its defaults from infra.reaper.defaults, the stack's gpulease:reaper
+    """`reap --help` reads its defaults from gpulease.reaper.defaults, the stack's gpulease:reaper
     settings model too: one value each."""
-    from infra.cli import build_parser
-    from infra.reaper.settings import ReaperSettings
+    from gpulease.cli import build_parser
+    from gpulease.reaper.settings import ReaperSettings
 
     parser = build_parser(["reap"])
     args = parser.parse_args(["reap", "--all"])
@@ -469,11 +469,11 @@ def test_top_level_help_lists_every_command_without_importing_them():
 
 # ---- docs/cli.md -------------------------------------------------------------------------------
 def test_cli_reference_is_generated_from_the_parsers():
-    from infra.cli.reference import render_markdown
+    from gpulease.cli.reference import render_markdown
 
     current = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert current == render_markdown(), (
-        "docs/cli.md is stale: run `python -m infra.cli.reference > docs/cli.md`")
+        "docs/cli.md is stale: run `python -m gpulease.cli.reference > docs/cli.md`")
 
 
 def _example_commands() -> list[list[str]]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.catalog import load_catalog
-from infra.config import parse_stack_config, read_stack_file
-from infra.errors import ConfigError
+from gpulease.catalog import load_catalog
+from gpulease.config import parse_stack_config, read_stack_file
+from gpulease.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = "stacks/Pulumi.dev.yaml"
@@ -177,7 +177,7 @@ def test_cli_bad_config_exit_2_no_traceback(tmp_path):
     bad["config"]["gpulease:clusters"][0]["gpu"] = "A1000"
     f = tmp_path / "Pulumi.broken.yaml"
     f.write_text(yaml.safe_dump(bad))
-    r = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "--config", str(f)],
+    r = subprocess.run([sys.executable, "-m", "gpulease.cli", "plan", "--config", str(f)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr

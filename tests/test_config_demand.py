@@ -10,10 +10,10 @@ import sys
 import pytest
 import yaml
 
-from infra.config import MAX_DEMAND_STEPS
-from infra.errors import ConfigError
-from infra.model import DemandStep
-from infra.policy.rules import PolicyRules
+from gpulease.config import MAX_DEMAND_STEPS
+from gpulease.errors import ConfigError
+from gpulease.model import DemandStep
+from gpulease.policy.rules import PolicyRules
 from tests.test_config import BASE, ROOT, SRC, catalog, parse  # noqa: F401 (fixture)
 
 PROFILE = [{"gpus": 16, "hours_per_month": 730}, {"gpus": 64, "hours_per_month": 200}]
@@ -141,7 +141,7 @@ def test_cli_bad_profile_exit_2_no_traceback_nothing_planned(tmp_path):
     doc["config"]["gpulease:clusters"][0]["demand"][1]["gpus"] = 16
     f = tmp_path / "Pulumi.broken.yaml"
     f.write_text(yaml.safe_dump(doc))
-    r = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "--config", str(f)],
+    r = subprocess.run([sys.executable, "-m", "gpulease.cli", "plan", "--config", str(f)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""

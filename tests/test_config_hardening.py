@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.config import MAX_STACK_FILE_BYTES, read_stack_file
+from gpulease.cli import main
+from gpulease.config import MAX_STACK_FILE_BYTES, read_stack_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT / "stacks" / "Pulumi.dev.yaml"
@@ -224,10 +224,12 @@ def test_no_clusters_is_a_warning_the_plan_shows(tmp_path):
 
 # ---- the program reads config through pulumi.Config ------------------------------------------
 def test_program_reports_typo_keys_of_the_stack_file():
-    from infra.config import read_stack_file as read, values_for_pulumi
-    from infra.errors import ConfigError
-    from infra.planner.mocks import run_program
-    from infra.program import main as program
+    from gpulease.config import read_stack_file as read, values_for_pulumi
+    from gpulease.errors import ConfigError
+    from gpulease.planner.mocks import run_program
+    from gpulease.planner.program import load
+
+    program = load().main
 
     values = read(DEV)
     with pytest.raises(ConfigError) as exc:
@@ -239,10 +241,12 @@ def test_program_reports_typo_keys_of_the_stack_file():
 
 def test_program_reads_the_stack_file_keys_itself_under_pulumi_up():
     # `pulumi up` gives the program no file keys: it reads them beside itself.
-    from infra.program import _stack_file_keys
+    from gpulease.planner.program import load
+    from gpulease.program import _stack_file_keys
 
-    assert "gpulease:clusters" in _stack_file_keys("dev")
-    assert _stack_file_keys("no-such-stack") == []
+    project = load().PROJECT_DIR   # the program's own project directory (Pulumi.yaml, stacks/)
+    assert "gpulease:clusters" in _stack_file_keys("dev", project)
+    assert _stack_file_keys("no-such-stack", project) == []
 
 
 def test_every_finding_of_a_large_stack_at_once(tmp_path):

@@ -13,12 +13,12 @@ import pulumi_gcp as gcp
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.conformance import check, generate, has_errors, physical_name, specs
-from infra.conformance import names as N
-from infra.conformance import tables
-from infra.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_POLICY
-from infra.planner.mocks import run_program
+from gpulease.cli import main
+from gpulease.conformance import check, generate, has_errors, physical_name, specs
+from gpulease.conformance import names as N
+from gpulease.conformance import tables
+from gpulease.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_POLICY
+from gpulease.planner.mocks import run_program
 from tests.conftest import ROOT, SHIPPED_STACKS, program_run
 from tests.timeouts import HANG_S
 
@@ -39,7 +39,7 @@ _T = {"gpulease-cluster": "c"}
 
 # ---- the specs themselves --------------------------------------------------------------------
 def test_shipped_specs_are_what_the_installed_libraries_say():
-    """infra/conformance/data/specs.json regenerated from botocore, google-cloud-compute and
+    """gpulease/conformance/data/specs.json regenerated from botocore, google-cloud-compute and
     google-cloud-storage is byte for byte the shipped file (a new table row, a changed
     REFS_OUTSIDE_TABLES or a new library pin must regenerate it)."""
     fresh = generate.render(generate.generate())
@@ -55,7 +55,7 @@ def test_shipped_specs_are_what_the_installed_libraries_say():
 
 
 def test_a_reference_the_data_lacks_says_how_to_regenerate():
-    with pytest.raises(KeyError, match="infra.conformance.generate"):
+    with pytest.raises(KeyError, match="gpulease.conformance.generate"):
         specs.aws_param("ec2", "CreateLaunchTemplate", "LaunchTemplateData.NoSuchMember")
 
 
@@ -65,7 +65,7 @@ def test_the_plan_reads_constants_without_importing_the_client_libraries():
     import subprocess
     import sys
 
-    probe = ("import sys\nfrom infra.cli import main\ntry:\n    main(['plan', '--stack', 'prod'])\n"
+    probe = ("import sys\nfrom gpulease.cli import main\ntry:\n    main(['plan', '--stack', 'prod'])\n"
              "except SystemExit as e:\n    assert e.code == 0, e.code\n"
              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('botocore', 'boto3')"
              " or m.startswith(('google.cloud', 'google.api_core')))\n"
@@ -520,7 +520,7 @@ def test_names_at_every_maximum_are_caught_not_silently_cut(tmp_path, capsys, mo
     f.write_text(yaml.safe_dump(doc))
     code = main(["plan", "--config", str(f), "--json"])
     out = capsys.readouterr().out
-    # Names that do not fit are shortened with a digest (infra.naming.fit_name), never cut:
+    # Names that do not fit are shortened with a digest (gpulease.naming.fit_name), never cut:
     # the plan is accepted, every bucket name is valid and no two are the same.
     assert code == EXIT_OK, out
     plan = json.loads(out)
@@ -535,7 +535,7 @@ def _stack_with_bad_instance_type(tmp_path: Path) -> tuple[Path, Path]:
     """staging with a catalog whose p5 rows carry a type name EC2 does not have
     (`p5.48xlarge-x`): the config, the policy and the mocks accept it, the botocore model's
     InstanceType enum does not, so `pulumi up` would fail at CreateLaunchTemplate."""
-    from infra.catalog import default_catalog_path
+    from gpulease.catalog import default_catalog_path
 
     cat = json.loads(default_catalog_path().read_text())
     for row in cat["offerings"]:
@@ -595,7 +595,7 @@ def test_the_planted_list_covers_every_rule_and_both_clouds():
 
 def test_every_constrained_type_the_shipped_stacks_declare_has_a_table():
     """Types with constrained inputs in the shipped stacks are mapped (or named by a generic
-    rule); a new type in the program must be added to infra/conformance/tables.py or to the
+    rule); a new type in the program must be added to gpulease/conformance/tables.py or to the
     documented list of types with no constrained input."""
     unconstrained = {
         "aws:ec2/routeTableAssociation:RouteTableAssociation", "aws:ec2/natGateway:NatGateway",

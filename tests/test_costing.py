@@ -8,12 +8,12 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 import pytest
 
-from infra.catalog import parse_catalog
-from infra.costing import tags, transform
-from infra.costing.context import CostContext
-from infra.costing.costs import resource_monthly_usd
-from infra.model import ClusterDecision, ClusterSpec, CostBreakdown, PurchaseMix, StackSpec
-from infra.planner.mocks import run_program
+from gpulease.catalog import parse_catalog
+from gpulease.costing import tags, transform
+from gpulease.costing.context import CostContext
+from gpulease.costing.costs import resource_monthly_usd
+from gpulease.model import ClusterDecision, ClusterSpec, CostBreakdown, PurchaseMix, StackSpec
+from gpulease.planner.mocks import run_program
 
 # Test fixture catalog: synthetic figures, used only to check arithmetic.
 CATALOG = parse_catalog({
@@ -71,7 +71,7 @@ def test_gcp_migs_by_purchase_model_and_egress_on_work_bucket():
 
 def test_nat_priced_from_catalog_and_free_resources_are_zero():
     assert resource_monthly_usd("aws:ec2/natGateway:NatGateway", "nat", None, CATALOG) == \
-        Decimal("36.50")   # money: whole cents (infra.money)
+        Decimal("36.50")   # money: whole cents (gpulease.money)
     assert resource_monthly_usd("aws:ec2/securityGroup:SecurityGroup", "sg", ctx(), CATALOG) == 0.0
 
 

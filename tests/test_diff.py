@@ -5,10 +5,10 @@ import io
 
 import pytest
 
-from infra.cli import ui
-from infra.cli.plan import render_diff
-from infra.errors import ConfigError
-from infra.planner.diff import diff_plans, exceeds, resource_key, shown_rows
+from gpulease.cli import ui
+from gpulease.cli.plan import render_diff
+from gpulease.errors import ConfigError
+from gpulease.planner.diff import diff_plans, exceeds, resource_key, shown_rows
 
 T_ASG = "aws:autoscaling/group:Group"
 T_BUCKET = "aws:s3/bucket:Bucket"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import select
 import subprocess
 import sys
@@ -23,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra import resources
-from infra.costing import tags
+from gpulease import resources
+from gpulease.costing import tags
 from tests.fakes import moto_strict
 from tests.timeouts import HANG_S
 
@@ -64,20 +65,27 @@ def _checkout_files(folder: str) -> set[str]:
 
 def test_the_wheel_carries_every_data_file(dist):
     names = set(zipfile.ZipFile(dist["wheel"]).namelist())
-    for folder in resources.TOP_LEVEL:   # templates/, policy-pack/ -> infra/_data/<folder>/
-        want = {f"infra/{resources.BUNDLED}/{folder}/{f}" for f in _checkout_files(folder)}
+    for folder in resources.TOP_LEVEL:   # templates/, policy-pack/ -> gpulease/_data/<folder>/
+        want = {f"gpulease/{resources.BUNDLED}/{folder}/{f}" for f in _checkout_files(folder)}
         assert want and want <= names, sorted(want - names)[:5]
-    package_data = {str(p.relative_to(ROOT)) for p in (ROOT / "infra").rglob("*")
+    # the Pulumi program: its entry point rides along, for `gpulease plan` of a wheel install
+    assert f"gpulease/{resources.BUNDLED}/{resources.PROGRAM}/__main__.py" in names
+    # one top-level package, gpulease; beside it only the documented pickle alias (a namespace
+    # portion: no infra/__init__.py that would hide a user's own infra/ folder)
+    top = {n.split("/", 1)[0] for n in names if "/" in n and ".dist-info/" not in n}
+    assert top == {"gpulease", "infra"}, top
+    assert [n for n in names if n.startswith("infra/")] == ["infra/clouds/gcp/reservation.py"]
+    package_data = {str(p.relative_to(ROOT)) for p in (ROOT / "gpulease").rglob("*")
                     if p.is_file() and p.suffix not in (".py", ".pyc")
                     and "__pycache__" not in p.parts}
-    assert {"infra/planner/data/lookups.json", "infra/catalog/build/families.json",
-            "infra/conformance/data/specs.json"} <= package_data
+    assert {"gpulease/planner/data/lookups.json", "gpulease/catalog/build/families.json",
+            "gpulease/conformance/data/specs.json"} <= package_data
     assert package_data <= names, sorted(package_data - names)[:5]
     assert not [n for n in names if n.endswith(".pyc") or n.startswith("tests/")]
 
 
 def test_the_wheel_declares_runtime_dependencies_and_test_tools_as_an_extra(dist):
-    meta = zipfile.ZipFile(dist["wheel"]).read("gpulease-0.1.0.dist-info/METADATA").decode()
+    meta = zipfile.ZipFile(dist["wheel"]).read("gpulease-0.2.0.dist-info/METADATA").decode()
     reqs = Parser().parsestr(meta).get_all("Requires-Dist")
     def name(r: str) -> str:
         return re.split(r"[\s<>=!\[;]", r, maxsplit=1)[0].lower()
@@ -88,26 +96,26 @@ def test_the_wheel_declares_runtime_dependencies_and_test_tools_as_an_extra(dist
     assert not runtime & TEST_TOOLS, runtime & TEST_TOOLS
     assert TEST_TOOLS <= extra
     # the console script
-    entry = zipfile.ZipFile(dist["wheel"]).read("gpulease-0.1.0.dist-info/entry_points.txt")
-    assert b"gpulease = infra.cli:console" in entry
+    entry = zipfile.ZipFile(dist["wheel"]).read("gpulease-0.2.0.dist-info/entry_points.txt")
+    assert b"gpulease = gpulease.cli:console" in entry
 
 
 def test_the_sdist_carries_what_the_wheel_is_built_from(dist):
     with tarfile.open(dist["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    for need in ("pyproject.toml", "Pulumi.yaml", "infra/resources.py",
+    for need in ("pyproject.toml", "Pulumi.yaml", "gpulease/resources.py",
                  "templates/bootstrap/cloud-config.yaml.j2", "policy-pack/__main__.py",
-                 "infra/planner/data/lookups.json", "stacks/Pulumi.dev.yaml"):
+                 "gpulease/planner/data/lookups.json", "stacks/Pulumi.dev.yaml"):
         assert need in names, need
 
 
 def test_data_is_found_through_one_module():
-    """Every reader of a data folder asks infra.resources; only build tools writing into the
+    """Every reader of a data folder asks gpulease.resources; only build tools writing into the
     checkout, and the Pulumi project directory, use their own file's location."""
-    allowed = {"infra/catalog/build/snapshot.py", "infra/quotes/build.py",
-               "infra/planner/replace_build.py", "infra/quotes/store.py",
-               "infra/reaper/destroy.py", "infra/clouds/aws/__init__.py", "infra/program.py"}
-    users = {str(p.relative_to(ROOT)) for p in (ROOT / "infra").rglob("*.py")
+    allowed = {"gpulease/catalog/build/snapshot.py", "gpulease/quotes/build.py",
+               "gpulease/planner/replace_build.py", "gpulease/quotes/store.py",
+               "gpulease/reaper/destroy.py", "gpulease/clouds/aws/__init__.py"}
+    users = {str(p.relative_to(ROOT)) for p in (ROOT / "gpulease").rglob("*.py")
              if "Path(__file__)" in p.read_text(encoding="utf-8")}
     assert users <= allowed, sorted(users - allowed)
     # in the checkout, the top-level folders are the checkout's own
@@ -152,6 +160,7 @@ def test_the_wheel_in_an_empty_venv(dist, project, tmp_path):
     venv = _install(dist["wheel"], tmp_path)
     _runtime_has_no_test_tools(venv)
     _plans_and_renders_outside_the_checkout(venv, project)
+    _a_users_own_infra_folder_hides_nothing(venv, project)
     _reaps_a_dry_run_against_moto(venv, project)
     _prints_its_data_folders(venv, project)
     _starts_the_policy_pack(venv, project)
@@ -167,8 +176,8 @@ def _runtime_has_no_test_tools(venv: Path) -> None:
 def _plans_and_renders_outside_the_checkout(venv: Path, project: Path) -> None:
     gl = str(venv / "bin" / "gpulease")
     env = _clean_env(project)
-    where = _run([str(venv / "bin" / "python"), "-c", "import infra, infra.resources as r; "
-                  "print(infra.__file__); print(r.templates()); print(r.policy_pack())"],
+    where = _run([str(venv / "bin" / "python"), "-c", "import gpulease, gpulease.resources as r; "
+                  "print(gpulease.__file__); print(r.templates()); print(r.policy_pack())"],
                  cwd=project, env=env)
     pkg, tpl, pack = where.stdout.split()
     assert str(venv) in pkg and str(ROOT) not in where.stdout   # the wheel's copy, not ours
@@ -179,7 +188,7 @@ def _plans_and_renders_outside_the_checkout(venv: Path, project: Path) -> None:
     assert plan.returncode == 0, plan.stderr
     doc = json.loads(plan.stdout)
     # the same plan as the checkout's (catalog, lookups, templates all found in the wheel)
-    mine = _run([sys.executable, "-m", "infra.cli", "plan", "--stack", "dev", "--format", "json"],
+    mine = _run([sys.executable, "-m", "gpulease.cli", "plan", "--stack", "dev", "--format", "json"],
                 cwd=ROOT, env={**_clean_env(project), "PYTHONPATH": str(ROOT)})
     assert mine.returncode == 0, mine.stderr
     ref = json.loads(mine.stdout)
@@ -197,6 +206,31 @@ def _plans_and_renders_outside_the_checkout(venv: Path, project: Path) -> None:
     rendered = {str(p.relative_to(project / "boot")) for p in (project / "boot").rglob("*")
                 if p.is_file()}
     assert any(r.endswith("cloud-config.yaml") for r in rendered), rendered
+
+
+def _a_users_own_infra_folder_hides_nothing(venv: Path, project: Path) -> None:
+    """A Pulumi project's own ``infra/`` folder (a common name for the program's folder) beside
+    the stacks: gpulease, its program (the wheel's copy) and the pickle alias old state needs
+    still import (until 0.2.0 the package was ``infra``: "No module named 'infra.clouds'")."""
+    own = project / "infra"
+    (own / "clouds").mkdir(parents=True)
+    (own / "__main__.py").write_text("raise SystemExit('the user program must not run')\n")
+    (own / "network.py").write_text("VPC = 'mine'\n")
+    env = _clean_env(project)
+    probe = _run([str(venv / "bin" / "python"), "-c",
+                  "import gpulease.resources as r, infra.network, infra.clouds.gcp.reservation as a;"
+                  " from gpulease.clouds.gcp.reservation import ReservationProvider as P;"
+                  " print(r.program_file()); print(infra.network.VPC, a.ReservationProvider is P)"],
+                 cwd=project, env=env)
+    assert probe.returncode == 0, probe.stderr
+    program, mine = probe.stdout.strip().split("\n")
+    assert str(venv) in program and program.endswith("gpulease/_data/infra/__main__.py")
+    assert mine == "mine True"
+    plan = _run([str(venv / "bin" / "gpulease"), "plan", "--stack", "dev", "--format", "json"],
+                cwd=project, env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["resources"]
+    shutil.rmtree(own)
 
 
 def _reaps_a_dry_run_against_moto(venv: Path, project: Path) -> None:
@@ -232,10 +266,10 @@ def _reaps_a_dry_run_against_moto(venv: Path, project: Path) -> None:
 
 
 def _prints_its_data_folders(venv: Path, project: Path) -> None:
-    p = _run([str(venv / "bin" / "python"), "-m", "infra.resources", "policy-pack"],
+    p = _run([str(venv / "bin" / "python"), "-m", "gpulease.resources", "policy-pack"],
              cwd=project, env=_clean_env(project))
     assert p.returncode == 0 and Path(p.stdout.strip(), "__main__.py").is_file()
-    bad = _run([str(venv / "bin" / "python"), "-m", "infra.resources", "stacks"],
+    bad = _run([str(venv / "bin" / "python"), "-m", "gpulease.resources", "stacks"],
                cwd=project, env=_clean_env(project))
     assert bad.returncode == 2 and "usage" in bad.stderr
 
@@ -247,7 +281,7 @@ def _starts_the_policy_pack(venv: Path, project: Path) -> None:
     pack's folder, with the first python3 on PATH): in the environment gpulease is installed in,
     its imports resolve and its gRPC server starts and prints its port, as the engine expects."""
     py = str(venv / "bin" / "python")
-    pack = Path(_run([py, "-m", "infra.resources", "policy-pack"], cwd=project,
+    pack = Path(_run([py, "-m", "gpulease.resources", "policy-pack"], cwd=project,
                      env=_clean_env(project)).stdout.strip())
     assert str(venv) in str(pack)
     assert yaml.safe_load((pack / "PulumiPolicy.yaml").read_text())["runtime"] == {

@@ -7,15 +7,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_config_reference_is_generated_from_the_models():
-    from infra.config_reference import render_markdown
+    from gpulease.config_reference import render_markdown
 
     current = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     assert current == render_markdown(), (
-        "docs/config.md is stale: run `python -m infra.config_reference > docs/config.md`")
+        "docs/config.md is stale: run `python -m gpulease.config_reference > docs/config.md`")
 
 
 def test_config_reference_lists_every_key():
-    from infra.config import StackConfigModel
+    from gpulease.config import StackConfigModel
 
     text = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     for key in StackConfigModel.model_fields:
@@ -27,7 +27,7 @@ def test_config_reference_lists_every_key():
 
 def _declared_types() -> set[str]:
     """Every resource type the shipped stacks and the conformance stress stacks declare."""
-    from infra.planner.plan import run
+    from gpulease.planner.plan import run
     from tests.conftest import SHIPPED_STACKS, program_run
     from tests.test_conformance import _stress_stack
 
@@ -62,7 +62,7 @@ def test_readme_picture_is_what_plan_prints():
     import sys
 
     block = _readme_block("$ gpulease plan --stack dev")
-    out = subprocess.run([sys.executable, "-m", "infra.cli", "plan", "--stack", "dev"],
+    out = subprocess.run([sys.executable, "-m", "gpulease.cli", "plan", "--stack", "dev"],
                          cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "NO_COLOR": "1"}).stdout
     printed = {line.rstrip() for line in out.splitlines()}
@@ -77,7 +77,7 @@ def test_readme_quick_start_stack_plans(tmp_path):
 
     import yaml
 
-    from infra.cli import main
+    from gpulease.cli import main
 
     doc = yaml.safe_load(_readme_block("config:\n  gpulease:owner"))
     path = tmp_path / "Pulumi.mine.yaml"

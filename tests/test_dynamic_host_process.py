@@ -1,7 +1,7 @@
 """`pulumi up` starts the dynamic-provider host as its own process: the project's virtualenv
 python running ``python -u -m pulumi.dynamic`` (the SDK's ``pulumi-resource-pulumi-python``
 launcher), a gRPC server that unpickles the provider from ``__provider``. The pickle refers to
-``infra.clouds.gcp.reservation`` by name, so that module must import in a fresh interpreter
+``gpulease.clouds.gcp.reservation`` by name, so that module must import in a fresh interpreter
 from the install README describes. This test starts that very process, outside the repository
 (the installed package, not the working directory, provides ``infra``), and speaks gRPC to it
 as the engine does: Check at preview with an unknown policy, Create and Read against the local
@@ -17,8 +17,8 @@ import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
-from infra.clouds.gcp.reservation import ReservationProvider
-from infra.planner.dynhost import UNKNOWN, from_struct, to_struct
+from gpulease.clouds.gcp.reservation import ReservationProvider
+from gpulease.planner.dynhost import UNKNOWN, from_struct, to_struct
 from tests.fakes.gcp_compute_reservations import FakeReservations
 from tests.test_gcp_reservation import PROPS, URN
 from tests.timeouts import HANG_S

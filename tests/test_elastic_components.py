@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from infra.clouds.aws import builders
-from infra.costing import tags
-from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, DemandStep, NodeBlock,
-                         PurchaseMix)
+from gpulease.clouds.aws import builders
+from gpulease.costing import tags
+from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, DemandStep, NodeBlock,
+                            PurchaseMix)
 from tests import test_aws_components as A
 from tests import test_gcp_components as G
 from tests.conftest import program_run
@@ -208,8 +208,8 @@ def test_a_mig_spanning_baseline_and_burst_starts_with_the_baseline():
 
 # ---- the shipped prod stack plans both clouds' blends -----------------------------------------
 def test_prod_plans_committed_baselines_with_bursts_on_both_clouds():
-    from infra.cli.plan import _conformance, _violations
-    from infra.planner.plan import build_plan
+    from gpulease.cli.plan import _conformance, _violations
+    from gpulease.planner.plan import build_plan
 
     run = program_run("prod")
     plan = build_plan(run, stack="prod")
@@ -241,7 +241,7 @@ def test_the_worked_example_in_docs_policy_md():
     import dataclasses
     from pathlib import Path
 
-    from infra.policy import decide
+    from gpulease.policy import decide
 
     run = program_run("prod")
     env, catalog = run.result.decision, run.result.catalog

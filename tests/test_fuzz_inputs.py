@@ -14,7 +14,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.cli import main
+from gpulease.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = {name: yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())
@@ -116,7 +116,7 @@ def test_mutated_stack_files_plan_or_fail_cleanly(tmp_path_factory, case):
 
 # ---- the catalog ------------------------------------------------------------------------------
 def _catalog_doc() -> dict:
-    from infra.catalog import default_catalog_path
+    from gpulease.catalog import default_catalog_path
 
     return json.loads(default_catalog_path().read_text(encoding="utf-8"))
 

@@ -9,21 +9,21 @@ import pulumi_gcp
 import pytest
 from google.cloud import compute_v1
 
-from infra import money
-from infra.catalog import TIER_CLASSES, parse_catalog
-from infra.clouds import gcp as gcp_adaptor
-from infra.clouds.gcp import cluster as cluster_mod
-from infra.clouds.gcp import layout
-from infra.costing import tags
-from infra.errors import ConfigError
-from infra.costing import transform as cost_transform
-from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
-                         EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
-                         StorageSpec, TierShare)
-from infra.planner import mocks
-from infra.planner.mocks import run_program
+from gpulease import money
+from gpulease.catalog import TIER_CLASSES, parse_catalog
+from gpulease.clouds import gcp as gcp_adaptor
+from gpulease.clouds.gcp import cluster as cluster_mod
+from gpulease.clouds.gcp import layout
+from gpulease.costing import tags
+from gpulease.errors import ConfigError
+from gpulease.costing import transform as cost_transform
+from gpulease.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
+                            EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
+                            StorageSpec, TierShare)
+from gpulease.planner import mocks
+from gpulease.planner.mocks import run_program
 
-BOOTSTRAP_PRESENT = importlib.util.find_spec("infra.bootstrap.render") is not None
+BOOTSTRAP_PRESENT = importlib.util.find_spec("gpulease.bootstrap.render") is not None
 
 T_IT = "gcp:compute/instanceTemplate:InstanceTemplate"
 T_MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
@@ -32,7 +32,7 @@ T_NET = "gcp:compute/network:Network"
 T_SUB = "gcp:compute/subnetwork:Subnetwork"
 T_BUCKET = "gcp:storage/bucket:Bucket"
 T_RES = "gcp:compute/reservation:Reservation"
-#: a reservation with a compact placement policy (infra.clouds.gcp.reservation)
+#: a reservation with a compact placement policy (gpulease.clouds.gcp.reservation)
 T_DYN_RES = "pulumi-python:dynamic/gpulease:GceReservation"
 T_POL = "gcp:compute/resourcePolicy:ResourcePolicy"
 T_BIAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -82,7 +82,7 @@ def _bootstrap(monkeypatch):
 
 
 def test_bootstrap_renderer_is_present():
-    assert BOOTSTRAP_PRESENT, "infra/bootstrap/render.py (render_user_data) has not landed yet"
+    assert BOOTSTRAP_PRESENT, "gpulease/bootstrap/render.py (render_user_data) has not landed yet"
 
 
 def make_stack(*, env="prod", network=None, subnets=(), ssh=False, action="STOP",
@@ -155,7 +155,7 @@ def prod():
                      distributed=False, index=3),
     ]
     env = make_env(clusters, [corpus], env="prod")
-    import infra.clouds.gcp.cluster as cm
+    import gpulease.clouds.gcp.cluster as cm
     if not BOOTSTRAP_PRESENT:
         saved = cm.render_user_data
         cm.render_user_data = lambda *, stack, decision, purchase_model: \
@@ -436,7 +436,7 @@ def test_cost_context_roles_and_ledger(prod):
     env, r = prod
     ledger = r.result
     pre = env.cluster("pretrain")
-    # money (infra.money): each component converted to cents once, then added
+    # money (gpulease.money): each component converted to cents once, then added
     assert ledger.get(T_MIG, "pretrain-spot").monthly_usd == \
         pre.costs.amount("spot_usd") + pre.costs.amount("spot_rework_usd")
     assert ledger.get(T_MIG, "pretrain-on_demand").monthly_usd == \
@@ -524,7 +524,7 @@ def test_existing_network_is_used_and_nothing_is_created():
 
 
 def test_existing_network_without_subnet_in_region_is_a_config_error():
-    from infra.errors import ConfigError
+    from gpulease.errors import ConfigError
 
     env = make_env([make_cluster("byo", "a3-megagpu-8g", PurchaseMix(on_demand=1))], env="dev",
                    network="shared",
@@ -582,7 +582,7 @@ def test_gpu_cluster_for_every_offering_of_the_fixture_catalog():
 
 
 def test_gpu_cluster_for_every_gcp_offering_of_the_shipped_catalog():
-    from infra.catalog import available_versions, load_catalog
+    from gpulease.catalog import available_versions, load_catalog
 
-    assert available_versions(), "no shipped catalog in infra/catalog/data/ yet"
+    assert available_versions(), "no shipped catalog in gpulease/catalog/data/ yet"
     _check_every_offering(load_catalog())

@@ -6,11 +6,11 @@ import re
 import pytest
 from google.cloud import compute_v1
 
-from infra.catalog import TIER_CLASSES
-from infra.clouds.gcp import layout
-from infra.errors import ConfigError
-from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, Offering, PurchaseMix,
-                         StackSpec, StorageSpec)
+from gpulease.catalog import TIER_CLASSES
+from gpulease.clouds.gcp import layout
+from gpulease.errors import ConfigError
+from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, Offering, PurchaseMix,
+                            StackSpec, StorageSpec)
 
 
 def offering(instance_type: str, rdma: str = "none", gpus: int = 8,

@@ -1,7 +1,7 @@
 """The compact-placement reservation's dynamic provider, driven the way `pulumi up` drives it.
 
 Every lifecycle test goes through Pulumi's own dynamic-provider host code
-(``pulumi/dynamic/__main__.py``'s servicer, ``infra.planner.dynhost``) with the provider
+(``pulumi/dynamic/__main__.py``'s servicer, ``gpulease.planner.dynhost``) with the provider
 serialized as the SDK serializes it, against the local Compute REST fake
 (tests/fakes/gcp_compute_reservations.py): preview with unknown inputs, create, refresh with
 the reservation gone, a retried create, operation errors, malformed answers.
@@ -13,8 +13,8 @@ import uuid
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from infra.clouds.gcp import reservation as res
-from infra.planner.dynhost import UNKNOWN, DynamicHost, HostError
+from gpulease.clouds.gcp import reservation as res
+from gpulease.planner.dynhost import UNKNOWN, DynamicHost, HostError
 from tests.fakes.gcp_compute_reservations import REQUEST_ID_WINDOW_S, FakeReservations
 
 POLICY = ("https://www.googleapis.com/compute/v1/projects/acme-ml/regions/us-central1/"

@@ -10,12 +10,12 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from infra import money
-from infra.costing import tags
-from infra.guardrails import rules as R
-from infra.guardrails.evaluate import evaluate, has_mandatory
-from infra.guardrails.rules import GuardedResource, RuleContext
-from infra.planner.mocks import run_program
+from gpulease import money
+from gpulease.costing import tags
+from gpulease.guardrails import rules as R
+from gpulease.guardrails.evaluate import evaluate, has_mandatory
+from gpulease.guardrails.rules import GuardedResource, RuleContext
+from gpulease.planner.mocks import run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 CTX = RuleContext(environment="dev", budget_monthly_usd=1000.0)
@@ -745,7 +745,7 @@ def test_prod_ledger_total_is_what_the_budget_rules_see():
 
 
 def R_evaluate_guarded(run):
-    from infra.guardrails.evaluate import guarded
+    from gpulease.guardrails.evaluate import guarded
 
     return guarded(run.resources)
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from markupsafe import escape
 
-from infra.cli import main
-from infra.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
-from infra.guardrails.rules import HEADROOM_WARN_SHARE
-from infra.planner import html as H
-from infra.planner.html import render_html, write_html
+from gpulease.cli import main
+from gpulease.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
+from gpulease.guardrails.rules import HEADROOM_WARN_SHARE
+from gpulease.planner import html as H
+from gpulease.planner.html import render_html, write_html
 from tests.conftest import ROOT, program_run
 from tests.test_diff import PROD, T_ASG, make_plan
 from tests.timeouts import HANG_S
@@ -28,7 +28,7 @@ from tests.tools import require_tool
 @lru_cache(maxsize=None)
 def shipped_plan(stack: str) -> dict:
     """The plan document of a shipped stack, as `gpulease plan --json` builds it."""
-    from infra.planner.plan import build_plan
+    from gpulease.planner.plan import build_plan
 
     plan = build_plan(program_run(stack), stack=stack)
     plan["source"] = f"stacks/Pulumi.{stack}.yaml"

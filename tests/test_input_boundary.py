@@ -1,4 +1,4 @@
-"""The input boundary (infra/inputs.py) and the CLI's last resort (infra/cli/crash.py).
+"""The input boundary (gpulease/inputs.py) and the CLI's last resort (gpulease/cli/crash.py).
 
 One set of limits for every file gpulease reads; a file that breaks one is exit 2 naming the
 file and the field; an exception nobody expected is exit 1 with one line and a report file,
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra import inputs
-from infra.cli import main
-from infra.errors import InputError
+from gpulease import inputs
+from gpulease.cli import main
+from gpulease.errors import InputError
 
 
 def run(argv):
@@ -29,7 +29,7 @@ def run(argv):
 
 # ---- the last resort -------------------------------------------------------------------------
 def test_an_unexpected_exception_is_one_line_and_a_report(monkeypatch, tmp_path):
-    import infra.cli.catalog as catalog_cli
+    import gpulease.cli.catalog as catalog_cli
 
     def boom(args):
         raise RecursionError("maximum recursion depth exceeded\nwhile decoding")
@@ -49,7 +49,7 @@ def test_an_unexpected_exception_is_one_line_and_a_report(monkeypatch, tmp_path)
 
 
 def test_the_last_resort_without_a_writable_directory(monkeypatch, tmp_path):
-    import infra.cli.catalog as catalog_cli
+    import gpulease.cli.catalog as catalog_cli
 
     monkeypatch.setattr(catalog_cli, "run_versions", lambda args: {}["x"])
     blocker = tmp_path / "file"
@@ -188,8 +188,8 @@ def test_mutated_skypilot_csvs_import_sane_or_fail_located(tmp_path_factory, clo
     import shutil
     from pathlib import Path
 
-    from infra.catalog import load_catalog, parse_catalog
-    from infra.catalog.importers.skypilot import import_skypilot
+    from gpulease.catalog import load_catalog, parse_catalog
+    from gpulease.catalog.importers.skypilot import import_skypilot
 
     good = Path(__file__).resolve().parent / "fixtures" / "skypilot" / "good"
     d = tmp_path_factory.mktemp("v8") / "v8"
@@ -217,7 +217,7 @@ def test_mutated_skypilot_csvs_import_sane_or_fail_located(tmp_path_factory, clo
 
 # ---- catalogs: the issue's cases through the CLI ---------------------------------------------
 def _catalog_doc() -> dict:
-    from infra.catalog import default_catalog_path
+    from gpulease.catalog import default_catalog_path
 
     return json.loads(default_catalog_path().read_text(encoding="utf-8"))
 
@@ -291,7 +291,7 @@ def test_the_fast_check_passes_exactly_the_documents_the_walk_passes(doc, number
 
 
 def test_the_shipped_catalog_is_clean_without_the_walk():
-    from infra.catalog import default_catalog_path
+    from gpulease.catalog import default_catalog_path
 
     doc = json.loads(default_catalog_path().read_text())
     assert inputs._clean(doc, True) and _walked(doc, True, inputs.MAX_DEPTH, inputs.MAX_VALUES)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli import main
-from infra.errors import EXIT_BAD_INPUT, EXIT_OK
-from infra.planner.dynamic import check_dynamic
-from infra.planner.mocks import UNKNOWN_MASK, ProviderRejected
+from gpulease.cli import main
+from gpulease.errors import EXIT_BAD_INPUT, EXIT_OK
+from gpulease.planner.dynamic import check_dynamic
+from gpulease.planner.mocks import UNKNOWN_MASK, ProviderRejected
 from tests.conftest import program_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def _doubled_prod() -> dict:
     GCP clusters without one, six AWS clusters declared after them."""
     import copy
 
-    from infra.config import read_stack_file
+    from gpulease.config import read_stack_file
 
     values = copy.deepcopy(read_stack_file(ROOT / "stacks" / "Pulumi.prod.yaml"))
     values["gpulease:budget_monthly_usd"] = 1e12
@@ -92,8 +92,8 @@ def _doubled_prod() -> dict:
 
 def _same_as_whole_preview(values: dict, stack: str):
     """The scoped preview run against the whole program's preview, resource by resource."""
-    from infra.planner.dynamic import preview_clusters, run_preview
-    from infra.planner.plan import run
+    from gpulease.planner.dynamic import preview_clusters, run_preview
+    from gpulease.planner.plan import run
 
     up = run(values, stack=stack)
     whole = run(values, stack=stack, preview=True)
@@ -132,13 +132,13 @@ def test_the_preview_run_declares_only_the_clusters_holding_a_dynamic_resource()
 
 
 def test_the_scoped_preview_of_prod_is_the_whole_preview_for_what_it_declares():
-    from infra.config import read_stack_file
+    from gpulease.config import read_stack_file
 
     _same_as_whole_preview(read_stack_file(ROOT / "stacks" / "Pulumi.prod.yaml"), "prod")
 
 
 def test_a_dynamic_resource_outside_the_clusters_or_missed_runs_the_whole_preview():
-    from infra.planner.dynamic import preview_clusters, run_preview
+    from gpulease.planner.dynamic import preview_clusters, run_preview
 
     up = program_run("prod")
     assert preview_clusters(up) == {"pretrain"}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import money
-from infra.cli import main, ui
+from gpulease import money
+from gpulease.cli import main, ui
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -79,11 +79,11 @@ def test_the_formatter():
     assert money.signed(0) == "+$0.00" and money.signed(-0.125) == "-$0.13"
     assert money.short(455935.5) == "$455,936" and money.short(0.09) == "$0.09"
     # the CLI, the HTML report and the policy's sentences use it, not a copy
-    from infra.planner import html
+    from gpulease.planner import html
     import importlib
 
-    decide = importlib.import_module("infra.policy.decide")   # infra.policy.decide: a function
-    window_choice = importlib.import_module("infra.policy.window_choice")
+    decide = importlib.import_module("gpulease.policy.decide")   # gpulease.policy.decide: a function
+    window_choice = importlib.import_module("gpulease.policy.window_choice")
 
     assert ui.money is money.fmt and ui.signed_money is money.signed
     assert html.money is money.fmt and html.money_short is money.short
@@ -91,14 +91,14 @@ def test_the_formatter():
 
 
 def test_cost_tags_encode_the_ledger_amount():
-    from infra.costing import tags
+    from gpulease.costing import tags
 
     assert tags.usd(Decimal("187")) == "187.00" and tags.usd(2.675) == "2.68"
     assert tags.cents(1234.565) == "123457" and tags.from_cents("123457") == Decimal("1234.57")
 
 
 def test_a_cost_breakdown_total_is_the_sum_of_its_components_shown():
-    from infra.model import CostBreakdown
+    from gpulease.model import CostBreakdown
 
     c = CostBreakdown(reserved_usd=3059.584, on_demand_usd=1545.216)
     assert round(c.monthly_usd, 2) == 4604.80 or round(c.monthly_usd, 2) == 4604.8
@@ -146,9 +146,9 @@ def test_shipped_stacks_found():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_view_shows_the_same_total(views, stack):
-    from infra.cli.plan import render_diff, render_plan
-    from infra.planner.diff import diff_plans
-    from infra.planner.html import report_variables
+    from gpulease.cli.plan import render_diff, render_plan
+    from gpulease.planner.diff import diff_plans
+    from gpulease.planner.html import report_variables
 
     v = views[stack]
     plan = v["plan"]
@@ -190,7 +190,7 @@ def test_every_view_shows_the_same_total(views, stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_view_shows_the_same_cluster_totals(views, stack):
-    from infra.planner.diff import diff_plans
+    from gpulease.planner.diff import diff_plans
 
     v = views[stack]
     plan = v["plan"]
@@ -222,8 +222,8 @@ def test_every_view_shows_the_same_cluster_totals(views, stack):
 def test_guardrails_judge_the_plans_total(views, stack):
     """budget-cap fires a cent over the plan's total and not at it; its message quotes the
     total as the plan shows it."""
-    from infra.guardrails import rules as R
-    from infra.guardrails.rules import RuleContext
+    from gpulease.guardrails import rules as R
+    from gpulease.guardrails.rules import RuleContext
 
     total = money.usd(views[stack]["plan"]["totals"]["monthly_usd"])
     at = RuleContext(budget_monthly_usd=float(total), planned_monthly_usd=total)
@@ -239,7 +239,7 @@ def test_guardrails_judge_the_plans_total(views, stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_cost_tags_carry_the_ledger_amounts(views, stack):
-    from infra.costing import tags
+    from gpulease.costing import tags
 
     for r in views[stack]["plan"]["resources"]:
         t = r.get("tags") or {}
@@ -251,7 +251,7 @@ def test_cost_tags_carry_the_ledger_amounts(views, stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_a_saved_plan_reads_back_to_the_cent(views, stack, tmp_path):
-    from infra.planner.saved import load_saved_plan
+    from gpulease.planner.saved import load_saved_plan
 
     plan = views[stack]["plan"]
     f = tmp_path / "plan.json"
@@ -262,7 +262,7 @@ def test_a_saved_plan_reads_back_to_the_cent(views, stack, tmp_path):
     plan2 = json.loads(json.dumps(plan))
     plan2["totals"]["monthly_usd"] = float(money.usd(plan["totals"]["monthly_usd"]) + money.CENT)
     f.write_text(json.dumps(plan2))
-    from infra.errors import ConfigError
+    from gpulease.errors import ConfigError
 
     with pytest.raises(ConfigError, match="is not the sum of the resources"):
         load_saved_plan(str(f), flag="--diff")

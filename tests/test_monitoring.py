@@ -11,13 +11,13 @@ import jinja2
 import pytest
 import yaml
 
-from infra.catalog import parse_catalog
-from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
-                         PurchaseMix, StackSpec, StorageDecision, StorageSpec, TierShare)
-from infra.errors import ConfigError
-from infra.monitoring import (DASHBOARD_FILE, RULES_FILE, const_series, flex_node_hourly_usd,
-                              monitoring_variables, promql_string, render_monitoring,
-                              write_monitoring)
+from gpulease.catalog import parse_catalog
+from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
+                            PurchaseMix, StackSpec, StorageDecision, StorageSpec, TierShare)
+from gpulease.errors import ConfigError
+from gpulease.monitoring import (DASHBOARD_FILE, RULES_FILE, const_series, flex_node_hourly_usd,
+                                 monitoring_variables, promql_string, render_monitoring,
+                                 write_monitoring)
 from tests.tools import require_tool
 
 # Test fixture catalog: synthetic figures, used only to check the rendering arithmetic.
@@ -371,7 +371,7 @@ def _keys(obj, prefix="") -> set:
 
 
 def test_templates_fail_loudly_on_a_missing_variable():
-    from infra.monitoring import _env
+    from gpulease.monitoring import _env
 
     with pytest.raises(jinja2.UndefinedError):
         _env().get_template("prometheus-rules.yml.j2").render(environment="x")

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from infra import naming
-from infra.errors import ConfigError
-from infra.planner.plan import run
+from gpulease import naming
+from gpulease.errors import ConfigError
+from gpulease.planner.plan import run
 from tests.test_offline_plan import BUCKET, GCE_NAME, SA_ID
 
 #: every name at its longest, digits and dashes, every purchase model on both clouds,

@@ -8,10 +8,10 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 import pytest
 
-from infra.planner import mocks
-from infra.planner.mocks import (AutoName, ProviderRejected, autoname_rule, generated_name,
-                                 run_program)
-from infra.planner.plan import build_plan
+from gpulease.planner import mocks
+from gpulease.planner.mocks import (AutoName, ProviderRejected, autoname_rule, generated_name,
+                                    run_program)
+from gpulease.planner.plan import build_plan
 from tests.conftest import SHIPPED_STACKS, program_run
 
 #: GCE resource names ("Naming resources": RFC 1035, [a-z]([-a-z0-9]*[a-z0-9])?, 1-63 chars).
@@ -164,8 +164,8 @@ def _assert_known_inputs_equal(preview, up, path):
 def test_preview_declares_the_same_resources_with_the_same_inputs(stack):
     """No resource is declared inside an apply, no decision reads a value only known after
     create: `pulumi preview` and `pulumi up` see the same resources and known inputs."""
-    from infra.config import read_stack_file
-    from infra.planner.plan import run
+    from gpulease.config import read_stack_file
+    from gpulease.planner.plan import run
     from tests.conftest import ROOT
 
     up = program_run(stack)

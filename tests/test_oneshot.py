@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from infra import oneshot
-from infra.cli import main
+from gpulease import oneshot
+from gpulease.cli import main
 from tests.conftest import ROOT
 from tests.timeouts import HANG_S
 
@@ -20,7 +20,7 @@ _PROBE = """\
 import atexit, gc, sys
 atexit.register(lambda: sys.stderr.write(f"\\nATEXIT frozen={gc.get_freeze_count()}\\n"))
 sys.argv = ["gpulease", *sys.argv[1:]]
-from infra.cli import console
+from gpulease.cli import console
 console()
 """
 

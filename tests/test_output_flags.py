@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli import main
+from gpulease.cli import main
 from tests.timeouts import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]

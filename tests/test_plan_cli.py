@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra import catalog as catalog_mod
-from infra.cli import main
-from infra.errors import EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY
+from gpulease import catalog as catalog_mod
+from gpulease.cli import main
+from gpulease.errors import EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY
 
 ROOT = Path(__file__).resolve().parents[1]
 

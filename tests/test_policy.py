@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from infra.quotes.model import QuoteBook
+from gpulease.quotes.model import QuoteBook
 
-from infra.errors import ConfigError, PolicyError
-from infra.model import HOURS_PER_MONTH, PurchaseMix
-from infra.policy import decide
-from infra.policy.rules import PolicyRules
-from infra.policy.storage import lifecycle_cost
-from infra.policy.templates import _parse, cluster_templates, template_names
+from gpulease.errors import ConfigError, PolicyError
+from gpulease.model import HOURS_PER_MONTH, PurchaseMix
+from gpulease.policy import decide
+from gpulease.policy.rules import PolicyRules
+from gpulease.policy.storage import lifecycle_cost
+from gpulease.policy.templates import _parse, cluster_templates, template_names
 from tests.test_policy_fixtures import catalog, cluster, dataset, offering, stack
 
 H100 = dict(gpu="H100", gpn=8)

@@ -1,7 +1,7 @@
 """Demand profiles: the blended purchase is optimal, proved by brute force on small cases.
 
 The reference implementations here are written from docs/policy.md independently of
-infra.policy: node hours from the demand steps, the per-node cost of each purchase model, the
+gpulease.policy: node hours from the demand steps, the per-node cost of each purchase model, the
 gang rework as a sum over (interrupted spot node, stalled node) pairs, and every per-node
 assignment (3^N). Prices are synthetic test fixtures.
 """
@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.errors import PolicyError
-from infra.model import (HOURS_PER_MONTH, ClusterSpec, CostBreakdown, DemandStep, NodeStep,
-                         PurchaseMix)
-from infra.policy import decide
-from infra.policy.blend import assignments
-from infra.policy.candidates import Context, billed_months, candidates_for
-from infra.policy.costmodel import CostInputs, Rates, blend_costs, cluster_costs
-from infra.policy.rules import PolicyRules
+from gpulease.errors import PolicyError
+from gpulease.model import (HOURS_PER_MONTH, ClusterSpec, CostBreakdown, DemandStep, NodeStep,
+                            PurchaseMix)
+from gpulease.policy import decide
+from gpulease.policy.blend import assignments
+from gpulease.policy.candidates import Context, billed_months, candidates_for
+from gpulease.policy.costmodel import CostInputs, Rates, blend_costs, cluster_costs
+from gpulease.policy.rules import PolicyRules
 from tests.test_policy_fixtures import catalog, offering, stack
 
 MODELS = ("reserved", "on_demand", "spot")

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.errors import PolicyError
-from infra.model import PurchaseMix
-from infra.policy import decide
-from infra.policy.candidates import Context, candidates_for
-from infra.policy.costmodel import Rates, cluster_costs
-from infra.policy.rules import PolicyRules
-from infra.policy.solver import Option, solve
+from gpulease.errors import PolicyError
+from gpulease.model import PurchaseMix
+from gpulease.policy import decide
+from gpulease.policy.candidates import Context, candidates_for
+from gpulease.policy.costmodel import Rates, cluster_costs
+from gpulease.policy.rules import PolicyRules
+from gpulease.policy.solver import Option, solve
 from tests.test_policy_fixtures import catalog, cluster, offering, stack
 
 REGIONS = [("aws", "us-east-1"), ("aws", "us-west-2"), ("gcp", "us-central1"),

@@ -5,7 +5,7 @@ import json
 
 import yaml
 
-from infra.cli import main
+from gpulease.cli import main
 from tests.test_policy_fixtures import catalog, offering
 
 STACK = {"config": {

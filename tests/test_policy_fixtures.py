@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from infra.catalog import TIER_CLASSES, parse_catalog
-from infra.model import CloudSpec, ClusterSpec, StackSpec, StorageSpec
-from infra.policy.rules import PolicyRules
+from gpulease.catalog import TIER_CLASSES, parse_catalog
+from gpulease.model import CloudSpec, ClusterSpec, StackSpec, StorageSpec
+from gpulease.policy.rules import PolicyRules
 
 #: synthetic storage $/GB-month per tier (hot..archive) and egress $/GB — TEST FIXTURES ONLY.
 STORAGE_PRICES = (0.02, 0.01, 0.004, 0.001)

@@ -1,5 +1,5 @@
 """Price first, explain later (issue 23 item 1): the one-pass pricing of every (cluster,
-offering) pair (infra/policy/pricing.py) gives, bit for bit, what ``candidates.evaluate`` — the
+offering) pair (gpulease/policy/pricing.py) gives, bit for bit, what ``candidates.evaluate`` — the
 full candidate, the old path — gives for the same pair: the objective the solve minimises, the
 monthly bill, the purchase mix, the GPUs and feasibility. Checked on 3,000 random
 clusters on the shipped catalog and on random small catalogs under random rules (terms, RDMA,
@@ -15,15 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.catalog import load_catalog
-from infra.model import CloudSpec, ClusterSpec, DemandStep, PurchaseMix, StackSpec
-from infra.errors import PolicyError
-from infra.policy import decide
-from infra.policy.decide import _infeasible
-from infra.policy.candidates import Context, candidates_for, evaluate
-from infra.policy.pricing import price_clusters
-from infra.policy.rules import PolicyRules
-from infra.policy.templates import get_template, template_names
+from gpulease.catalog import load_catalog
+from gpulease.model import CloudSpec, ClusterSpec, DemandStep, PurchaseMix, StackSpec
+from gpulease.errors import PolicyError
+from gpulease.policy import decide
+from gpulease.policy.decide import _infeasible
+from gpulease.policy.candidates import Context, candidates_for, evaluate
+from gpulease.policy.pricing import price_clusters
+from gpulease.policy.rules import PolicyRules
+from gpulease.policy.templates import get_template, template_names
 from tests.test_policy_fixtures import catalog, cluster, dataset, offering, stack
 
 
@@ -271,7 +271,7 @@ def test_the_explanation_is_built_when_first_read_and_reads_the_same_whenever_re
     """decide defers each cluster's rationale, alternatives and commitment terms (only a person
     reads them: `explain`, the plan's views); read later, in another order, after other
     decisions, they are what reading them at once gives."""
-    from infra.model import Deferred
+    from gpulease.model import Deferred
 
     cat = load_catalog()
     rules = PolicyRules(commitment_term="auto", commitment_horizon_months=18)

@@ -7,12 +7,12 @@ import json
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.cli.explain import add_months, commitment_doc
-from infra.model import ClusterSpec, DemandStep
-from infra.policy import decide
-from infra.policy.candidates import billed_months
-from infra.policy.rules import PolicyRules
+from gpulease.cli import main
+from gpulease.cli.explain import add_months, commitment_doc
+from gpulease.model import ClusterSpec, DemandStep
+from gpulease.policy import decide
+from gpulease.policy.candidates import billed_months
+from gpulease.policy.rules import PolicyRules
 from tests.test_policy_fixtures import catalog, offering, stack
 
 #: TEST FIXTURE prices: commitment 1y = 60 % and 3y = 40 % of on-demand.

@@ -1,4 +1,4 @@
-"""The window cost model (infra.policy.windows): each purchase model's price and fit, by table."""
+"""The window cost model (gpulease.policy.windows): each purchase model's price and fit, by table."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from infra.policy import windows as W
-from infra.quotes.model import Quote
+from gpulease.policy import windows as W
+from gpulease.quotes.model import Quote
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 3, 9, 0, tzinfo=UTC)

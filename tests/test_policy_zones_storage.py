@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from infra.catalog import TIER_CLASSES as TIER_CLASSES_
-from infra.catalog import load_catalog, parse_catalog
-from infra.catalog.importers.skypilot import GPU_NAMES, import_skypilot
-from infra.errors import PolicyError
-from infra.model import CloudSpec, ClusterSpec, StackSpec, StorageSpec
-from infra.policy import decide
-from infra.policy.rules import PolicyRules
-from infra.policy.storage import (RESTORE_CLASSES, candidate_lifecycles, lifecycle_cost,
-                                  storage_decision)
+from gpulease.catalog import TIER_CLASSES as TIER_CLASSES_
+from gpulease.catalog import load_catalog, parse_catalog
+from gpulease.catalog.importers.skypilot import GPU_NAMES, import_skypilot
+from gpulease.errors import PolicyError
+from gpulease.model import CloudSpec, ClusterSpec, StackSpec, StorageSpec
+from gpulease.policy import decide
+from gpulease.policy.rules import PolicyRules
+from gpulease.policy.storage import (RESTORE_CLASSES, candidate_lifecycles, lifecycle_cost,
+                                     storage_decision)
 from tests.test_policy_fixtures import catalog, cluster, offering, stack
 
 #: shared/peer-catalog beside the checkout (CI), or above a worktree (/work/wt/<branch>).
@@ -171,7 +171,7 @@ def test_a_dataset_that_is_read_never_lands_in_a_class_that_needs_a_restore():
 
 
 def test_the_components_apply_the_lifecycle_the_policy_chose():
-    from infra.clouds.gcp.layout import lifecycle_rules
+    from gpulease.clouds.gcp.layout import lifecycle_rules
 
     read, _ = storage_decision(_corpus(), load_catalog(), reads_per_month=2.0)
     rules = lifecycle_rules(read.lifecycle)
@@ -202,7 +202,7 @@ def _skypilot_choice(peer: Path, gpu: str, count: int, spot: bool, local_zones: 
         v = float(text) if text else 0.0
         return v if v > 0 else None
 
-    from infra.catalog.families import facts_for
+    from gpulease.catalog.families import facts_for
 
     def sold(cloud, itype):            # the documented purchase options (families.json)
         f = facts_for(cloud, itype)
@@ -226,7 +226,7 @@ def _skypilot_choice(peer: Path, gpu: str, count: int, spot: bool, local_zones: 
             elif GPU_NAMES.get(r["AcceleratorName"]) == gpu and r["AcceleratorCount"] and \
                     int(float(r["AcceleratorCount"])) == per_node:
                 accs[(r["Region"], r["AvailabilityZone"], r["AcceleratorName"])] = r
-    from infra.catalog.importers.skypilot import _gcp_shape
+    from gpulease.catalog.importers.skypilot import _gcp_shape
     for itype, zones in hosts.items():
         shape = _gcp_shape(itype)
         if shape is None or shape[1] != per_node or GPU_NAMES[shape[0]] != gpu \

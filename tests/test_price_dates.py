@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.catalog import provenance
-from infra.cli import main
+from gpulease.catalog import provenance
+from gpulease.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def _run(argv) -> tuple[int, str]:
 
 
 def _catalog_raw(plan: dict) -> dict:
-    return json.loads((ROOT / "infra" / "catalog" / "data" /
+    return json.loads((ROOT / "gpulease" / "catalog" / "data" /
                        f"{plan['catalog']['version']}.json").read_text())
 
 
@@ -103,7 +103,7 @@ def test_the_plan_header_shows_the_span_and_the_undated(prod):
 
 def _estimate_stack(tmp_path) -> Path:
     """A stack whose dataset lives where the catalog has no regional S3 figure."""
-    raw = json.loads((ROOT / "infra" / "catalog" / "data" / "2026.12.03.1.json").read_text())
+    raw = json.loads((ROOT / "gpulease" / "catalog" / "data" / "2026.12.03.1.json").read_text())
     est = sorted(s["region"] for s in raw["storage"]
                  if s["cloud"] == "aws" and s["storage_class"] == "STANDARD" and s.get("estimate"))
     gpu_regions = {o["region"] for o in raw["offerings"] if o["cloud"] == "aws" and o["gpu"] == "L4"}

@@ -8,9 +8,9 @@ import keyword
 
 import pytest
 
-from infra import money
-from infra.costing import tags
-from infra.planner.plan import build_plan
+from gpulease import money
+from gpulease.costing import tags
+from gpulease.planner.plan import build_plan
 from tests.conftest import program_run
 
 PKG = {"aws": "pulumi_aws", "gcp": "pulumi_gcp"}
@@ -78,7 +78,7 @@ def test_resource_costs_add_up_to_the_decision(shipped_run):
     env = run.result.decision
     by_cluster = run.result.ledger.by_cluster()
     for c in env.clusters:
-        # to the cent: each resource carries converted components (infra.money)
+        # to the cent: each resource carries converted components (gpulease.money)
         assert by_cluster.get(c.name, money.ZERO) == c.monthly_money, c.name
         assert abs(float(c.monthly_money) - c.monthly_usd) <= 0.005 * 7, c.name
     storage_total = sum(e.monthly_usd for e in run.result.ledger.entries.values()
@@ -141,7 +141,7 @@ def test_storage_is_never_deleted_with_the_stack():
 
 
 def test_shipped_stacks_pass_every_mandatory_guardrail(shipped_run):
-    from infra.guardrails.evaluate import evaluate
+    from gpulease.guardrails.evaluate import evaluate
 
     stack, run = shipped_run
     spec = run.result.decision.stack
@@ -154,7 +154,7 @@ def test_aws_cluster_reading_a_gcs_dataset_waits_for_the_bucket():
     """GCP is deployed first, so the AWS-side reader grants can depend on the GCS bucket."""
     import yaml
 
-    from infra.planner.plan import run
+    from gpulease.planner.plan import run
     from tests.conftest import ROOT
 
     values = yaml.safe_load((ROOT / "stacks" / "Pulumi.staging.yaml").read_text())["config"]

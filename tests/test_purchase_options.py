@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from infra.errors import CatalogError, PolicyError
-from infra.model import PURCHASE_OPTIONS, Offering, PurchaseMix
-from infra.policy import decide
+from gpulease.errors import CatalogError, PolicyError
+from gpulease.model import PURCHASE_OPTIONS, Offering, PurchaseMix
+from gpulease.policy import decide
 from tests.test_policy_fixtures import catalog, cluster, offering, stack
 
 #: how Google documents A3 Ultra: reservation-bound (future reservations, with commitments),
-#: flex-start and spot; no on-demand VMs (catalog data: infra/catalog/build/families.json).
+#: flex-start and spot; no on-demand VMs (catalog data: gpulease/catalog/build/families.json).
 ULTRA = ["spot", "commitment", "future_reservation", "flex_start"]
 
 

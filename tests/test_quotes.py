@@ -9,12 +9,12 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from infra.catalog import load_catalog
-from infra.catalog.fetchers.clients import AwsClients, make_aws_clients
-from infra.errors import CatalogError, CloudError, InputError
-from infra.quotes import aws as qa
-from infra.quotes import block_hours_for, calendar_days_for, gcp as qg, valid_block_hours
-from infra.quotes.store import parse_document, shipped_book, write_cache
+from gpulease.catalog import load_catalog
+from gpulease.catalog.fetchers.clients import AwsClients, make_aws_clients
+from gpulease.errors import CatalogError, CloudError, InputError
+from gpulease.quotes import aws as qa
+from gpulease.quotes import block_hours_for, calendar_days_for, gcp as qg, valid_block_hours
+from gpulease.quotes.store import parse_document, shipped_book, write_cache
 from tests.fakes import aws_quotes, moto_strict
 from tests.fakes.gcp_advice import FakeAdvice, FreeCapacity, SpotAdvice
 from tests.fakes.gcp_billing import sku
@@ -319,7 +319,7 @@ def test_cache_round_trip_and_replacement(tmp_path, ec2):
 
 
 def test_a_damaged_cache_is_a_located_error(tmp_path):
-    from infra.quotes.store import load_book
+    from gpulease.quotes.store import load_book
 
     p = tmp_path / "quotes.json"
     p.write_bytes(b"\xff\xfe{")          # a UTF-16 byte-order mark: named as such
@@ -343,7 +343,7 @@ def quotes_args(**kw) -> argparse.Namespace:
 
 
 def test_command_offline_json(capsys, tmp_path, monkeypatch):
-    from infra.cli.quotes import run_quotes
+    from gpulease.cli.quotes import run_quotes
 
     monkeypatch.setenv("GPULEASE_QUOTES_CACHE", str(tmp_path / "none.json"))
     assert run_quotes(quotes_args(source="offline", gpu="H100", region=["us-east-2"],
@@ -356,7 +356,7 @@ def test_command_offline_json(capsys, tmp_path, monkeypatch):
 
 
 def test_command_live_caches_and_shows_offerings(capsys, tmp_path, monkeypatch, ec2):
-    from infra.cli.quotes import run_quotes
+    from gpulease.cli.quotes import run_quotes
 
     cache = tmp_path / "quotes.json"
     monkeypatch.setenv("GPULEASE_QUOTES_CACHE", str(cache))
@@ -375,7 +375,7 @@ def test_command_live_caches_and_shows_offerings(capsys, tmp_path, monkeypatch, 
 
 
 def test_command_bad_arguments_exit_2(capsys, tmp_path, monkeypatch, ec2):
-    from infra.cli.quotes import run_quotes
+    from gpulease.cli.quotes import run_quotes
 
     monkeypatch.setenv("GPULEASE_QUOTES_CACHE", str(tmp_path / "q.json"))
     with pytest.raises(InputError) as exc:
@@ -388,7 +388,7 @@ def test_command_bad_arguments_exit_2(capsys, tmp_path, monkeypatch, ec2):
 
 
 def test_command_every_call_failing_exits_1(capsys, tmp_path, monkeypatch):
-    from infra.cli.quotes import run_quotes
+    from gpulease.cli.quotes import run_quotes
 
     monkeypatch.setenv("GPULEASE_QUOTES_CACHE", str(tmp_path / "q.json"))
 
@@ -410,7 +410,7 @@ def test_command_every_call_failing_exits_1(capsys, tmp_path, monkeypatch):
 def test_the_shipped_books_cached_fingerprint_is_the_one_of_its_records():
     """shipped_book hands out the fingerprint computed once per data file (the policy's caches
     are keyed on it); it must be what the records give, and change when records are added."""
-    from infra.quotes.model import SpotRisk
+    from gpulease.quotes.model import SpotRisk
 
     book = shipped_book()
     cached = book.fingerprint()
@@ -426,7 +426,7 @@ def test_the_shipped_books_cached_fingerprint_is_the_one_of_its_records():
 def test_a_data_file_added_to_the_quote_directory_is_seen(tmp_path, monkeypatch):
     import os
 
-    from infra.quotes import store
+    from gpulease.quotes import store
 
     src = store.data_path()
     monkeypatch.setattr(store, "DATA_DIR", tmp_path)
@@ -440,7 +440,7 @@ def test_a_data_file_added_to_the_quote_directory_is_seen(tmp_path, monkeypatch)
 
 def test_the_cache_path_follows_the_environment_it_is_read_from(monkeypatch, tmp_path):
     """cache_path is memoised on the variables it reads: a change of any of them is seen."""
-    from infra.quotes.store import cache_path
+    from gpulease.quotes.store import cache_path
 
     monkeypatch.setenv("GPULEASE_QUOTES_CACHE", str(tmp_path / "a.json"))
     assert cache_path() == tmp_path / "a.json"

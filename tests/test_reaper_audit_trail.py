@@ -10,10 +10,10 @@ from datetime import datetime, timedelta, timezone
 import boto3
 import pytest
 
-from infra.cli import main
-from infra.costing import tags
-from infra.errors import CloudError
-from infra.reaper.audit import AuditLog, guarded
+from gpulease.cli import main
+from gpulease.costing import tags
+from gpulease.errors import CloudError
+from gpulease.reaper.audit import AuditLog, guarded
 from tests.fakes import moto_strict
 
 REGION = "us-west-2"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.costing import tags
+from gpulease.costing import tags
 from tests.test_bootstrap_watcher import (AUTOSTOP, GCP_ZONE, INSTANCE_ID, NO_APPS, FakeMetadata,
                                           _calls, _files, _idle_node, _quiet_signals, _run,
                                           asg_doc)
@@ -297,14 +297,14 @@ def test_outside_the_declared_windows_the_node_leaves(tmp_path, cloud):
 
 
 def test_the_node_and_the_reaper_agree_on_every_hold(tmp_path):
-    """The autostop's schedule rule (run as rendered) and infra.reaper.schedule.schedule_hold
+    """The autostop's schedule rule (run as rendered) and gpulease.reaper.schedule.schedule_hold
     give the same answer over a week of times for a few windows."""
     import datetime as _dt
     import random
     import subprocess
     import sys
 
-    from infra.reaper import schedule as rs
+    from gpulease.reaper import schedule as rs
     windows = (("0 2 * * *", 120), ("*/20 9-17 * * 1-5", 15), ("30 23 13 * 5", 90))
     text = _files("aws", tmp_path, schedule=windows)[AUTOSTOP].read_text()
     rule = text.split("SCHEDULE_RULE='", 1)[1].split("\n'\n", 1)[0]
@@ -404,7 +404,7 @@ def test_an_unreadable_heartbeat_counts_as_busy(tmp_path):
 
 
 def test_the_rendered_node_knows_where_the_heartbeat_lives(tmp_path):
-    from infra.bootstrap.render import HEARTBEAT_FILE, HEARTBEAT_MINUTES
+    from gpulease.bootstrap.render import HEARTBEAT_FILE, HEARTBEAT_MINUTES
     files = _files("aws", tmp_path)
     text = files[AUTOSTOP].read_text()
     assert f"HEARTBEAT_FILE=${{GPULEASE_HEARTBEAT_FILE:-{HEARTBEAT_FILE}}}" in text

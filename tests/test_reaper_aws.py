@@ -15,13 +15,13 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
-from infra.catalog import parse_catalog
-from infra.costing import tags
-from infra.reaper import decision as d
-from infra.reaper import engine
-from infra.reaper.audit import AuditLog
-from infra.reaper.aws import METRIC, NAMESPACE, AwsReaper
-from infra.retry import Backoff
+from gpulease.catalog import parse_catalog
+from gpulease.costing import tags
+from gpulease.reaper import decision as d
+from gpulease.reaper import engine
+from gpulease.reaper.audit import AuditLog
+from gpulease.reaper.aws import METRIC, NAMESPACE, AwsReaper
+from gpulease.retry import Backoff
 from tests.fakes import moto_strict
 
 REGION = "us-east-1"
@@ -449,7 +449,7 @@ def test_an_unreadable_baseline_tag_is_never_guessed(aws):
 # ---- a cluster of two groups (Capacity Block group + the burst group) ------------------------
 def test_a_cluster_of_two_groups_is_one_cluster(aws, tmp_path):
     """A Capacity Block cluster runs its reserved nodes in ``<c>-block-asg`` and the rest in
-    ``<c>-asg`` (infra/clouds/aws/cluster.py), both tagged with the same cluster: the reaper
+    ``<c>-asg`` (gpulease/clouds/aws/cluster.py), both tagged with the same cluster: the reaper
     sees one cluster, reads every node of both, and scales the burst down to the floors."""
     block, block_ids, t0 = aws.cluster("dev", "pretrain", nodes=2,
                                        extra={tags.BASELINE_NODES: "2"})

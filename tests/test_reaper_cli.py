@@ -7,8 +7,8 @@ import time
 import boto3
 import pytest
 
-from infra.cli import main
-from infra.costing import tags
+from gpulease.cli import main
+from gpulease.costing import tags
 from tests.fakes import moto_strict
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 

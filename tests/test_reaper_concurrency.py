@@ -1,7 +1,7 @@
 """Concurrent reapers share one --max-actions (issue 14): the claim protocol, proven three ways.
 
 1. A model check (hypothesis): any interleaving of any number of reapers running
-   ``infra.reaper.claims`` over a linearizable tag store never acts on more than the cap.
+   ``gpulease.reaper.claims`` over a linearizable tag store never acts on more than the cap.
 2. Two real reapers racing on moto's server (threads), in the worst interleaving (both write
    their claims before either reads) and in free-running races.
 3. The same race on GCP's fake (labels on instances, fingerprint-guarded withdrawal).
@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.costing import tags
-from infra.reaper import claims as cl
-from infra.reaper import decision as d
-from infra.reaper import engine
-from infra.reaper.aws import AwsReaper
-from infra.reaper.gcp import GcpReaper
-from infra.retry import Backoff
+from gpulease.costing import tags
+from gpulease.reaper import claims as cl
+from gpulease.reaper import decision as d
+from gpulease.reaper import engine
+from gpulease.reaper.aws import AwsReaper
+from gpulease.reaper.gcp import GcpReaper
+from gpulease.retry import Backoff
 from tests.fakes import moto_strict
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_reaper_aws import REGION, Env
@@ -50,7 +50,7 @@ class Store:
 
 
 class ModelReaper:
-    """The engine's claim phase (infra.reaper.engine._claim), one store operation per step."""
+    """The engine's claim phase (gpulease.reaper.engine._claim), one store operation per step."""
 
     def __init__(self, name: str, candidates: list, cap: int):
         self.token, self.candidates, self.cap = name, candidates, cap

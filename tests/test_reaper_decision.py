@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.costing import tags
-from infra.reaper import decision as d
+from gpulease.costing import tags
+from gpulease.reaper import decision as d
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00Z
 H = 3600
@@ -159,7 +159,7 @@ def test_samples_outside_the_window_are_ignored():
 def test_decision_module_imports_no_sdk():
     import subprocess
     import sys
-    code = ("import sys; import infra.reaper.decision, infra.reaper.engine; "
+    code = ("import sys; import gpulease.reaper.decision, gpulease.reaper.engine; "
             "bad = [m for m in ('boto3','botocore','google','pydantic','pulumi') if m in sys.modules];"
             "print(bad); sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

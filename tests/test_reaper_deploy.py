@@ -15,13 +15,13 @@ import textwrap
 
 import pytest
 
-from infra.costing import tags
-from infra.costing.context import CostContext
-from infra.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
-                         Offering, PurchaseMix, StackSpec)
-from infra.planner.mocks import run_program
-from infra.reaper import deploy
-from infra.reaper.settings import ReaperSettings
+from gpulease.costing import tags
+from gpulease.costing.context import CostContext
+from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
+                            Offering, PurchaseMix, StackSpec)
+from gpulease.planner.mocks import run_program
+from gpulease.reaper import deploy
+from gpulease.reaper.settings import ReaperSettings
 from tests.fakes import moto_strict
 from tests.timeouts import HANG_S
 
@@ -50,7 +50,7 @@ def test_lambda_on_schedule_with_least_privilege_role():
     assert isinstance(comp.cost_context, CostContext) and comp.cost_context.cluster == tags.SHARED
     fn = run.one("aws:lambda/function:Function")
     assert fn.inputs["runtime"] == "python3.12"
-    assert fn.inputs["handler"] == "infra.reaper.lambda_handler.handler"
+    assert fn.inputs["handler"] == "gpulease.reaper.lambda_handler.handler"
     assert fn.inputs["environment"]["variables"] == {
         "GPULEASE_ENVIRONMENT": "dev", "GPULEASE_REGIONS": "us-west-2",
         "GPULEASE_THRESHOLD_PCT": "5.0", "GPULEASE_GRACE_MINUTES": "45",
@@ -109,11 +109,11 @@ BOOT = textwrap.dedent("""
     # only the bundle's files: no editable install's finder may supply a module it lacks
     sys.meta_path[:] = [f for f in sys.meta_path
                         if "editable" not in getattr(f, "__module__", type(f).__module__)]
-    from infra.reaper.lambda_handler import handler
-    import infra.catalog                  # loaded when a reservation is priced: it must import
-    assert infra.catalog.available_versions(), "the catalog data rides along"
+    from gpulease.reaper.lambda_handler import handler
+    import gpulease.catalog                  # loaded when a reservation is priced: it must import
+    assert gpulease.catalog.available_versions(), "the catalog data rides along"
     out = handler({}, None)
-    assert "infra.reaper.settings" not in sys.modules
+    assert "gpulease.reaper.settings" not in sys.modules
     print("RESULT " + json.dumps(out))
 """)
 
@@ -124,7 +124,7 @@ def test_lambda_bundle_runs_without_pydantic_or_pulumi(tmp_path):
     for name, src in deploy.archive_files().items():
         (bundle / name).parent.mkdir(parents=True, exist_ok=True)
         (bundle / name).write_bytes(src.read_bytes())
-    for pkg in ("infra", "infra/costing", "infra/reaper"):
+    for pkg in ("gpulease", "gpulease/costing", "gpulease/reaper"):
         (bundle / pkg / "__init__.py").write_text("")
     server, url = moto_strict.start_server()   # an empty account, backends warm
     try:

@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from infra.costing import tags
-from infra.costing.context import CostContext
-from infra.errors import ConfigError
-from infra.model import CloudSpec
-from infra.planner.mocks import run_program
-from infra.reaper import deploy
+from gpulease.costing import tags
+from gpulease.costing.context import CostContext
+from gpulease.errors import ConfigError
+from gpulease.model import CloudSpec
+from gpulease.planner.mocks import run_program
+from gpulease.reaper import deploy
 from tests.conftest import ROOT, program_run
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_reaper_deploy import env_decision
@@ -246,7 +246,7 @@ def test_archive_imports_nothing_of_pydantic_or_pulumi():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             for m in mods:
                 assert m.split(".")[0] not in BLOCKED, f"{name} imports {m}"
-                assert m != "infra.reaper.settings", f"{name} imports the pydantic settings"
+                assert m != "gpulease.reaper.settings", f"{name} imports the pydantic settings"
     pins = dict(line.split("==") for line in files["requirements.txt"].decode().split())
     # the versions the reaper code runs with here: constraints.txt's pins (README's install)
     repo = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().split("\n")
@@ -254,7 +254,7 @@ def test_archive_imports_nothing_of_pydantic_or_pulumi():
     assert pins == {"google-cloud-compute": repo["google-cloud-compute"],
                     "requests": repo["requests"]}
     assert files["main.py"].decode().endswith(
-        "from infra.reaper.gcp_function import handler  # noqa: F401\n")
+        "from gpulease.reaper.gcp_function import handler  # noqa: F401\n")
 
 
 BOOT = textwrap.dedent("""
@@ -264,7 +264,7 @@ BOOT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     from main import handler              # what the Python runtime loads
     body, status, headers = handler(None)
-    assert "infra.reaper.settings" not in sys.modules
+    assert "gpulease.reaper.settings" not in sys.modules
     print("RESULT " + json.dumps({"status": status, "headers": headers, "body": json.loads(body)}))
 """) % (BLOCKED,)
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from infra.errors import CloudError, ConfigError
-from infra.reaper import destroy
+from gpulease.errors import CloudError, ConfigError
+from gpulease.reaper import destroy
 
 BUCKET_TYPES = ("aws:s3/bucketV2:BucketV2", "aws:s3/bucket:Bucket", "gcp:storage/bucket:Bucket")
 

@@ -16,14 +16,14 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 
-from infra.costing import tags
-from infra.reaper import decision as d
-from infra.reaper import aws as aws_adaptor
-from infra.reaper import engine
-from infra.reaper.audit import AuditLog
-from infra.reaper.aws import AwsReaper
-from infra.reaper.errors import MalformedResponse
-from infra.retry import Backoff
+from gpulease.costing import tags
+from gpulease.reaper import decision as d
+from gpulease.reaper import aws as aws_adaptor
+from gpulease.reaper import engine
+from gpulease.reaper.audit import AuditLog
+from gpulease.reaper.aws import AwsReaper
+from gpulease.reaper.errors import MalformedResponse
+from gpulease.retry import Backoff
 from tests.fakes import moto_strict
 from tests.fakes.fault_proxy import FaultProxy
 from tests.test_reaper_aws import BUCKET, OBJECTS, REGION, Env

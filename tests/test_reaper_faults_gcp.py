@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from infra.costing import tags
-from infra.reaper import decision as d
-from infra.reaper import deploy, engine
-from infra.reaper.audit import AuditLog
-from infra.reaper.gcp import GcpReaper
-from infra.retry import Backoff
+from gpulease.costing import tags
+from gpulease.reaper import decision as d
+from gpulease.reaper import deploy, engine
+from gpulease.reaper.audit import AuditLog
+from gpulease.reaper.gcp import GcpReaper
+from gpulease.retry import Backoff
 from tests.fakes.fault_proxy import FaultProxy
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 

@@ -5,12 +5,12 @@ import time
 
 import pytest
 
-from infra.catalog import parse_catalog
-from infra.costing import tags
-from infra.reaper import decision as d
-from infra.reaper import engine
-from infra.reaper.gcp import GcpReaper
-from infra.retry import Backoff
+from gpulease.catalog import parse_catalog
+from gpulease.costing import tags
+from gpulease.reaper import decision as d
+from gpulease.reaper import engine
+from gpulease.reaper.gcp import GcpReaper
+from gpulease.retry import Backoff
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.timeouts import HANG_S
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from infra.reaper import schedule as S
+from gpulease.reaper import schedule as S
 
 
 def utc(*a) -> float:
@@ -121,7 +121,7 @@ def test_windows_from_tags_reports_unreadable_values():
 def _dev_values(**cluster):
     from pathlib import Path
 
-    from infra.config import read_stack_file
+    from gpulease.config import read_stack_file
     values = read_stack_file(Path(__file__).resolve().parents[1] / "stacks" / "Pulumi.dev.yaml")
     values = dict(values)
     clusters = [dict(c) for c in values["gpulease:clusters"]]
@@ -133,7 +133,7 @@ def _dev_values(**cluster):
 def test_a_declared_schedule_is_stamped_on_the_node_groups():
     """The plan labels the cluster's instance templates (so its VMs carry them, where the reaper
     reads labels) with the encoded windows and the lead."""
-    from infra.planner.plan import run
+    from gpulease.planner.plan import run
 
     values = _dev_values(schedule=[{"cron": "0 2 * * *", "minutes": 120},
                                    {"cron": "30 9 * * mon-fri", "minutes": 45}],
@@ -151,7 +151,7 @@ def test_a_declared_schedule_is_stamped_on_the_node_groups():
 
 
 def test_without_a_schedule_nothing_extra_is_stamped():
-    from infra.planner.plan import run
+    from gpulease.planner.plan import run
 
     result = run(_dev_values(), stack="dev")
     for r in result.resources:
@@ -167,9 +167,9 @@ def test_without_a_schedule_nothing_extra_is_stamped():
     ("0 2 * * *", "schedule", "must be a list"),
 ])
 def test_a_bad_schedule_names_the_config_path(schedule, path, fragment):
-    from infra.catalog import load_catalog
-    from infra.config import parse_stack_config
-    from infra.errors import ConfigError
+    from gpulease.catalog import load_catalog
+    from gpulease.config import parse_stack_config
+    from gpulease.errors import ConfigError
 
     with pytest.raises(ConfigError) as e:
         parse_stack_config(_dev_values(schedule=schedule), stack="dev",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.costing import tags
-from infra.reaper import decision as d
+from gpulease.costing import tags
+from gpulease.reaper import decision as d
 from tests.test_reaper_aws import _team, aws, by_cluster, reap  # noqa: F401 (fixture)
 from tests.test_reaper_gcp import ZONE, T0, gcp, labels, mig_size, reaper  # noqa: F401
 from tests.test_reaper_gcp import reap as gcp_reap
@@ -271,7 +271,7 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import time as _time  # noqa: E402
 
-from infra.bootstrap import render as R  # noqa: E402
+from gpulease.bootstrap import render as R  # noqa: E402
 from tests.test_bootstrap_fixtures import make_stack  # noqa: E402
 from tests.test_bootstrap_watcher import (AUTOSTOP, INSTANCE_ID, FakeMetadata, _calls,  # noqa: E402
                                           _fake_cli, _files, _offering, _quiet_signals, _run)
@@ -384,7 +384,7 @@ def test_every_node_runs_the_witness_every_minute(cloud, environment):
 
 
 def test_the_node_may_tag_only_itself_with_only_the_witness_key():
-    from infra.clouds.aws import builders
+    from gpulease.clouds.aws import builders
     policy = builders.node_policy(partition="aws", cluster="c", environment="e",
                                   cluster_tag=tags.CLUSTER, environment_tag=tags.ENVIRONMENT,
                                   dataset_bucket=None, dataset_prefix=None,
@@ -397,7 +397,7 @@ def test_the_node_may_tag_only_itself_with_only_the_witness_key():
 
 
 def test_gcp_nodes_have_guest_attributes_on():
-    from infra.clouds.gcp import layout
+    from gpulease.clouds.gcp import layout
     assert layout.node_metadata("x")["enable-guest-attributes"] == "TRUE"
 
 

@@ -17,11 +17,11 @@ import time
 import boto3
 import pytest
 
-from infra.costing import tags
-from infra.recommend import profile as pf
-from infra.recommend.engine import window
-from infra.reaper.aws import ASG_DIMENSION, METRIC, NAMESPACE, AwsReaper
-from infra.retry import Backoff
+from gpulease.costing import tags
+from gpulease.recommend import profile as pf
+from gpulease.recommend.engine import window
+from gpulease.reaper.aws import ASG_DIMENSION, METRIC, NAMESPACE, AwsReaper
+from gpulease.retry import Backoff
 from tests.fakes import moto_strict
 
 REGION = "us-east-1"
@@ -37,7 +37,7 @@ def cloud(moto_url, monkeypatch):
     history = History()
     # `gpulease recommend` reads the window this history was written for, however long the
     # test takes to get there (an hour turning in between would shift it by one hour)
-    monkeypatch.setattr("infra.cli.recommend.clock", lambda: history.now)
+    monkeypatch.setattr("gpulease.cli.recommend.clock", lambda: history.now)
     return history
 
 
@@ -214,7 +214,7 @@ def test_an_hour_at_the_threshold_is_busy_and_a_minute_before_the_window_is_not(
 def test_a_failing_cloud_is_a_cloud_error_after_retries(cloud):
     from botocore.exceptions import ClientError
 
-    from infra.errors import CloudError
+    from gpulease.errors import CloudError
 
     asg, (iid,) = cloud.group("prod", "pretrain", 1)
     cloud.ran(asg, iid, range(24), 70.0)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.recommend import profile as pf
-from infra.recommend.saving import Profile, apply_to_values
+from gpulease.cli import main
+from gpulease.recommend import profile as pf
+from gpulease.recommend.saving import Profile, apply_to_values
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_recommend_aws import bursty, cloud  # noqa: F401 (fixtures)
 from tests.test_recommend_gcp import labels, ran
@@ -72,9 +72,9 @@ def _not_json(name: str):
 
 
 def plan_usd(values: dict) -> float:
-    from infra.catalog import load_catalog
-    from infra.config import parse_stack_config
-    from infra.policy import decide
+    from gpulease.catalog import load_catalog
+    from gpulease.config import parse_stack_config
+    from gpulease.policy import decide
 
     spec = parse_stack_config(values, stack="prod", source="test", catalog=load_catalog())
     return round(decide(spec, load_catalog()).monthly_usd, 2)
@@ -188,7 +188,7 @@ def test_a_stack_without_its_gcp_project_is_exit_2(tmp_path, capsys, monkeypatch
 
 
 def test_help_imports_no_heavy_package():
-    probe = ("import json, sys\nfrom infra.cli import main\n"
+    probe = ("import json, sys\nfrom gpulease.cli import main\n"
              "try:\n    main(['recommend', '--help'])\nexcept SystemExit:\n    pass\n"
              "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)")
     p = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,

@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from infra.costing import tags
-from infra.errors import CloudError
-from infra.recommend import profile as pf
-from infra.recommend.engine import window
-from infra.reaper.gcp import METRIC, GcpReaper
-from infra.retry import Backoff
+from gpulease.costing import tags
+from gpulease.errors import CloudError
+from gpulease.recommend import profile as pf
+from gpulease.recommend.engine import window
+from gpulease.reaper.gcp import METRIC, GcpReaper
+from gpulease.retry import Backoff
 from tests.fakes import gcp_compute_monitoring as fakes
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 

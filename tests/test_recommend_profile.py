@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.recommend import profile as pf
+from gpulease.recommend import profile as pf
 
 H = 3600
 DAYS = 30
@@ -211,7 +211,7 @@ def test_rendered_yaml_without_a_profile_is_only_comments():
 def test_the_baseline_percentile_clears_every_commitments_break_even():
     """docs/recommend.md's reason for the 10th percentile: a level busy 90% of the hours is above
     the break-even utilization (commitment rate / on-demand rate) of every offering shipped."""
-    from infra.catalog import load_catalog
+    from gpulease.catalog import load_catalog
 
     ratios = [getattr(o, k) / o.on_demand_usd for o in load_catalog().offerings
               for k in ("commit_1y_usd", "commit_3y_usd") if getattr(o, k) and o.on_demand_usd]

@@ -7,11 +7,11 @@ import warnings
 
 import pytest
 
-from infra.catalog import load_catalog, parse_catalog
-from infra.catalog.refresh import (check_writable, checksum, diff_catalogs, file_state,
-                                   next_version, refresh, render_diff, resolve_out,
-                                   select_regions)
-from infra.errors import InputError
+from gpulease.catalog import load_catalog, parse_catalog
+from gpulease.catalog.refresh import (check_writable, checksum, diff_catalogs, file_state,
+                                      next_version, refresh, render_diff, resolve_out,
+                                      select_regions)
+from gpulease.errors import InputError
 from tests.fakes.gcp_billing import FakeBilling
 from tests.test_refresh_gcp import NOW, _base_catalog, _skus, clients
 
@@ -33,7 +33,7 @@ def test_next_version_and_resolve_out(tmp_path):
 
 
 def test_versions_are_unique_across_shipped_and_written_catalogs(tmp_path):
-    from infra.catalog import available_versions
+    from gpulease.catalog import available_versions
 
     shipped = available_versions()[-1]
     day = dt.date(*map(int, shipped.split(".")[:3]))
@@ -51,7 +51,7 @@ def test_versions_are_unique_across_shipped_and_written_catalogs(tmp_path):
 
 
 def test_default_out_dir_is_a_user_dir_not_the_package(monkeypatch, tmp_path):
-    import infra.catalog as catalog
+    import gpulease.catalog as catalog
     monkeypatch.delenv("GPULEASE_CATALOG_DIR", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     path, _ = resolve_out(None, TODAY)

@@ -8,14 +8,14 @@ import json
 import boto3
 import pytest
 
-from infra import retry
+from gpulease import retry
 from botocore.stub import ANY, Stubber
 
-from infra.catalog import load_catalog, parse_catalog
-from infra.catalog.fetchers.aws import (PRICING_SOURCE, SPEC_SOURCE, fetch_aws,
-                                        parse_price_list_item, summarize_spot)
-from infra.catalog.fetchers.clients import AwsClients
-from infra.catalog.refresh import refresh
+from gpulease.catalog import load_catalog, parse_catalog
+from gpulease.catalog.fetchers.aws import (PRICING_SOURCE, SPEC_SOURCE, fetch_aws,
+                                           parse_price_list_item, summarize_spot)
+from gpulease.catalog.fetchers.clients import AwsClients
+from gpulease.catalog.refresh import refresh
 
 NOW = dt.datetime(2026, 12, 9, 10, 0, tzinfo=dt.timezone.utc)
 
@@ -171,7 +171,7 @@ def test_pricing_pagination_and_throttling_then_moto_specs(moto_endpoint):
     got = fetch_aws(c, targets={"us-east-1": ["p5.48xlarge", "g6.xlarge"]},
                     reference_on_demand={}, now=NOW, progress=lines.append)
     stub.assert_no_pending_responses()
-    # one backoff (infra.retry's full jitter for a first retry), then success
+    # one backoff (gpulease.retry's full jitter for a first retry), then success
     assert len(sleeps) == 1 and 0 <= sleeps[0] <= retry.BASE_S
     p5 = got.get("us-east-1", "p5.48xlarge")
     assert p5.prices["on_demand_usd"] == 55.04 and p5.prices["commit_3y_usd"] == 24.16
@@ -227,7 +227,7 @@ def test_no_credentials_is_a_clear_failure(moto_endpoint, monkeypatch, tmp_path)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "nope"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
-    from infra.catalog.fetchers.clients import make_aws_clients
+    from gpulease.catalog.fetchers.clients import make_aws_clients
 
     c = make_aws_clients()
     c.sleep = lambda _s: None

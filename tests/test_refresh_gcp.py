@@ -7,14 +7,14 @@ import warnings
 
 import pytest
 
-from infra import retry
+from gpulease import retry
 
-from infra.catalog import load_catalog, parse_catalog
-from infra.catalog.fetchers.clients import GcpClients, make_gcp_clients
-from infra.catalog.fetchers.gcp import (BILLING_SOURCE, Target, classify_sku, combine,
-                                        fetch_gcp, price_table)
-from infra.catalog.refresh import refresh
-from infra.errors import CloudError
+from gpulease.catalog import load_catalog, parse_catalog
+from gpulease.catalog.fetchers.clients import GcpClients, make_gcp_clients
+from gpulease.catalog.fetchers.gcp import (BILLING_SOURCE, Target, classify_sku, combine,
+                                           fetch_gcp, price_table)
+from gpulease.catalog.refresh import refresh
+from gpulease.errors import CloudError
 from tests.fakes.gcp_billing import FakeBilling, accelerator_type, machine_type, sku
 
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -204,7 +204,7 @@ def test_throttled_then_success(fake):
     c.sleep = slept.append
     got = fetch_gcp(c, targets={R: [Target("g2-standard-8", 8, 32, 1)]})
     assert not got.failures and got.get(R, "g2-standard-8").prices
-    # two retries, each waiting within infra.retry's full-jitter bound for its attempt
+    # two retries, each waiting within gpulease.retry's full-jitter bound for its attempt
     assert len(slept) == 2
     assert all(0 <= s <= min(retry.CAP_S, retry.BASE_S * 2 ** i) for i, s in enumerate(slept))
 

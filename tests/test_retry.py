@@ -1,4 +1,4 @@
-"""One retry policy (issue 25 item 7): infra/retry.py's Backoff, with one constant set, is what
+"""One retry policy (issue 25 item 7): gpulease/retry.py's Backoff, with one constant set, is what
 every cloud caller retries with; no module keeps a backoff loop of its own."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra import retry
-from infra.retry import Backoff
+from gpulease import retry
+from gpulease.retry import Backoff
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,11 +68,11 @@ def _calls(tree: ast.AST, name: str) -> list[int]:
 
 
 def test_no_module_keeps_a_backoff_loop_of_its_own():
-    """A sleep between tries of a cloud call belongs to infra/retry.py. (The reaper engine's
+    """A sleep between tries of a cloud call belongs to gpulease/retry.py. (The reaper engine's
     settle wait before re-reading a group is a wait, not a retry: listed.)"""
-    allowed = {"infra/retry.py": "the policy", "infra/reaper/engine.py": "settle before re-read"}
+    allowed = {"gpulease/retry.py": "the policy", "gpulease/reaper/engine.py": "settle before re-read"}
     found = {}
-    for path in (ROOT / "infra").rglob("*.py"):
+    for path in (ROOT / "gpulease").rglob("*.py"):
         rel = str(path.relative_to(ROOT))
         lines = _calls(ast.parse(path.read_text(encoding="utf-8")), "sleep")
         if lines and rel not in allowed:
@@ -81,10 +81,10 @@ def test_no_module_keeps_a_backoff_loop_of_its_own():
 
 
 def test_the_callers_use_the_one_policy():
-    for rel in ("infra/catalog/fetchers/clients.py", "infra/reaper/aws.py", "infra/reaper/gcp.py",
-                "infra/clouds/gcp/reservation.py"):
+    for rel in ("gpulease/catalog/fetchers/clients.py", "gpulease/reaper/aws.py", "gpulease/reaper/gcp.py",
+                "gpulease/clouds/gcp/reservation.py"):
         text = (ROOT / rel).read_text(encoding="utf-8")
-        assert "from infra.retry import Backoff" in text, rel
+        assert "from gpulease.retry import Backoff" in text, rel
 
 
 def test_no_hand_written_page_loop_where_an_sdk_pager_exists():
@@ -93,7 +93,7 @@ def test_no_hand_written_page_loop_where_an_sdk_pager_exists():
     tokens = {"NextToken", "nextToken", "pageToken", "nextPageToken", "next_page_token",
               "NextMarker", "Marker"}
     found = {}
-    for path in (ROOT / "infra").rglob("*.py"):
+    for path in (ROOT / "gpulease").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.While) and any(
                     isinstance(x, ast.Constant) and x.value in tokens for x in ast.walk(node)):

@@ -21,10 +21,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.cli import main
-from infra.errors import EXIT_BAD_INPUT, EXIT_COST_INCREASE, EXIT_OK, ConfigError
-from infra.planner.diff import diff_plans, exceeds
-from infra.planner.saved import load_saved_plan
+from gpulease.cli import main
+from gpulease.errors import EXIT_BAD_INPUT, EXIT_COST_INCREASE, EXIT_OK, ConfigError
+from gpulease.planner.diff import diff_plans, exceeds
+from gpulease.planner.saved import load_saved_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

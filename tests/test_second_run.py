@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.config import read_stack_file
-from infra.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_POLICY, ConfigError
-from infra.model import format_utc, parse_utc
-from infra.planner import against as A
-from infra.planner import mocks
-from infra.planner.plan import build_plan, run
+from gpulease.cli import main
+from gpulease.config import read_stack_file
+from gpulease.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_POLICY, ConfigError
+from gpulease.model import format_utc, parse_utc
+from gpulease.planner import against as A
+from gpulease.planner import mocks
+from gpulease.planner.plan import build_plan, run
 from tests.conftest import SHIPPED_STACKS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,12 +5,12 @@ import datetime as dt
 
 import pytest
 
-from infra.catalog import load_catalog
-from infra.model import CloudSpec, ClusterSpec, PurchaseMix, StackSpec
-from infra.policy import decide
-from infra.policy.rules import PolicyRules
-from infra.quotes.model import QuoteBook, SpotRisk
-from infra.quotes.store import shipped_book
+from gpulease.catalog import load_catalog
+from gpulease.model import CloudSpec, ClusterSpec, PurchaseMix, StackSpec
+from gpulease.policy import decide
+from gpulease.policy.rules import PolicyRules
+from gpulease.quotes.model import QuoteBook, SpotRisk
+from gpulease.quotes.store import shipped_book
 from tests.test_policy_fixtures import catalog, cluster, offering, stack
 
 UTC = dt.timezone.utc
@@ -82,8 +82,8 @@ def test_shipped_data_prices_real_types_by_their_band(capsys):
     lost = (30 / 2 + 10) / 60
     assert d.costs.spot_rework_usd == pytest.approx(
         rec.interruptions_per_hour * 200 * lost * d.offering.spot_in(d.zone))
-    from infra.cli import ui
-    from infra.cli.explain import render_cluster
+    from gpulease.cli import ui
+    from gpulease.cli.explain import render_cluster
 
     render_cluster(d, ui.out())
     text = capsys.readouterr().out

@@ -6,19 +6,19 @@ import re
 
 import pytest
 
-from infra import money
-from infra import naming
-from infra.bootstrap.render import render_user_data
-from infra.catalog import load_catalog
-from infra.clouds import aws as aws_adaptor
-from infra.clouds import gcp as gcp_adaptor
-from infra.clouds.aws import staging as aws_staging
-from infra.clouds.gcp import autostop, staging as gcp_staging
-from infra.costing import transform
-from infra.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
-                         EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
-                         StorageSpec, TierShare)
-from infra.planner.mocks import KNOWN_CALLS, SECRET_MASK, run_program
+from gpulease import money
+from gpulease import naming
+from gpulease.bootstrap.render import render_user_data
+from gpulease.catalog import load_catalog
+from gpulease.clouds import aws as aws_adaptor
+from gpulease.clouds import gcp as gcp_adaptor
+from gpulease.clouds.aws import staging as aws_staging
+from gpulease.clouds.gcp import autostop, staging as gcp_staging
+from gpulease.costing import transform
+from gpulease.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
+                            EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
+                            StorageSpec, TierShare)
+from gpulease.planner.mocks import KNOWN_CALLS, SECRET_MASK, run_program
 
 CATALOG = load_catalog()
 STS_TOKEN = "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount"
@@ -393,7 +393,7 @@ def test_gcs_to_s3_reader_may_list_the_bucket_and_read_only_data(gcs_to_s3):
     assert 'resource.name.startsWith("projects/_/buckets/gpulease-staging-corpus/objects/data/")' \
         in expr, reader.urn
     # the same condition style as the GCP side's STS grants
-    from infra.clouds.gcp import layout
+    from gpulease.clouds.gcp import layout
     assert reader.inputs["condition"]["expression"] == layout.prefix_condition(
         "gpulease-staging-corpus", "data/", "x")["expression"], reader.urn
 
@@ -483,7 +483,7 @@ def test_gcs_to_s3_without_gcp_configured_warns_and_declares_nothing(monkeypatch
 
 
 def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():
-    from infra.clouds.gcp import layout
+    from gpulease.clouds.gcp import layout
     env = _gcs_to_s3_env()
     ids = {}
     for cluster in ("a", "awsjob", "x" * 40 + "-one", "x" * 40 + "-two", "train-" + "y" * 30):
@@ -610,7 +610,7 @@ def test_custom_role_id_is_valid_for_long_names():
 
 
 def test_transfer_resources_carry_the_cost_tags(s3_to_s3):
-    from infra.costing import tags
+    from gpulease.costing import tags
     _, r = s3_to_s3
     for t in (T_TASK, T_S3LOC, T_ROLE):
         for res in r.by_type(t):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from infra.cli import main, ui
+from gpulease.cli import main, ui
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 WORDS = ["", "a", "aws", "us-central1", "p5.48xlarge", "$1,500.00", "1 node × 8 L4",

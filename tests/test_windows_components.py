@@ -6,16 +6,16 @@ import datetime as dt
 
 import pytest
 
-from infra import money
-from infra.catalog import load_catalog
-from infra.clouds.aws import builders, deploy
-from infra.config import parse_stack_config
-from infra.costing import transform
-from infra.errors import ConfigError
-from infra.planner import mocks
-from infra.planner.mocks import run_program
-from infra.policy import decide
-from infra.quotes.store import shipped_book
+from gpulease import money
+from gpulease.catalog import load_catalog
+from gpulease.clouds.aws import builders, deploy
+from gpulease.config import parse_stack_config
+from gpulease.costing import transform
+from gpulease.errors import ConfigError
+from gpulease.planner import mocks
+from gpulease.planner.mocks import run_program
+from gpulease.policy import decide
+from gpulease.quotes.store import shipped_book
 from tests.timeouts import HANG_S
 
 UTC = dt.timezone.utc
@@ -69,7 +69,7 @@ def offer(asked):
 
 
 def test_a_window_block_is_never_bought_without_approval(monkeypatch):
-    from infra.errors import EXIT_POLICY, GuardrailError
+    from gpulease.errors import EXIT_POLICY, GuardrailError
 
     asked = []
     monkeypatch.setitem(mocks.KNOWN_CALLS,
@@ -107,7 +107,7 @@ def test_an_approved_window_block_is_declared_empty_and_scheduled_around_it(monk
     assert sched["train-block-drain"]["startTime"] == "2027-01-15T10:45:00Z"
     assert sched["train-block-drain"]["desiredCapacity"] == 0
     # prepaid until the block's end: the reaper and autostop leave its nodes alone (C3)
-    from infra.costing import tags
+    from gpulease.costing import tags
 
     group_tags = {t["key"]: t["value"] for t in basg.inputs["tags"]}
     assert group_tags[tags.BILLED_UNTIL] == "20270115t1130z"
@@ -139,7 +139,7 @@ def test_block_schedule_times():
 
 # ---- GCP --------------------------------------------------------------------------------------
 def gcp_env(cluster: dict, quotes):
-    from infra.quotes.model import QuoteBook  # noqa: F401 (quotes is a QuoteBook)
+    from gpulease.quotes.model import QuoteBook  # noqa: F401 (quotes is a QuoteBook)
 
     values = {"gpulease:owner": "ml", "gpulease:cost_center": "cc",
               "gpulease:budget_monthly_usd": 1e9, "gpulease:environment": "staging",
@@ -151,7 +151,7 @@ def gcp_env(cluster: dict, quotes):
 
 
 def run_gcp(env):
-    from infra.clouds.gcp import deploy as gcp_deploy
+    from gpulease.clouds.gcp import deploy as gcp_deploy
 
     holder = {}
 
@@ -171,8 +171,8 @@ TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 
 
 def test_a_flex_start_window_is_an_empty_mig_and_a_resize_request():
-    from infra.costing import tags
-    from infra.quotes.model import Quote, QuoteBook
+    from gpulease.costing import tags
+    from gpulease.quotes.model import Quote, QuoteBook
 
     flex = Quote(kind="flex_start", cloud="gcp", region="us-central1",
                  instance_type="a3-highgpu-8g", quoted_at=NOW, source="gcp:cloudbilling.skus",
@@ -198,7 +198,7 @@ def test_a_flex_start_window_is_an_empty_mig_and_a_resize_request():
 
 
 def test_a_calendar_window_is_a_future_reservation_the_reserved_mig_consumes():
-    from infra.quotes.model import Quote, QuoteBook
+    from gpulease.quotes.model import Quote, QuoteBook
 
     rate = Quote(kind="calendar", cloud="gcp", region="us-central1",
                  instance_type="a3-highgpu-8g", quoted_at=NOW, source="gcp:cloudbilling.skus",
@@ -229,8 +229,8 @@ def test_window_resources_conform_to_the_api_specs(monkeypatch):
     """The inputs the window components add (scheduled actions, limited ODCRs, FLEX_START
     templates, resize requests, future reservations) pass the same conformance check as every
     plan: botocore's and compute_v1's enums and names."""
-    from infra.conformance import check
-    from infra.quotes.model import Quote, QuoteBook
+    from gpulease.conformance import check
+    from gpulease.quotes.model import Quote, QuoteBook
 
     monkeypatch.setitem(mocks.KNOWN_CALLS,
                         "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering",
@@ -253,7 +253,7 @@ def test_block_nodes_checkpoint_before_the_drain(tmp_path):
     before the group scales in, 15 min before AWS's own termination), without any notice."""
     import subprocess
 
-    from infra.bootstrap import render as R
+    from gpulease.bootstrap import render as R
 
     d = env_for(JOB).clusters[0]
     drain = R.window_drain_at(d, "reserved")
@@ -299,8 +299,8 @@ def test_plan_and_explain_judge_the_window_at_now(tmp_path, capsys, monkeypatch)
     import json
     from pathlib import Path
 
-    from infra.cli import main
-    from infra.errors import EXIT_POLICY
+    from gpulease.cli import main
+    from gpulease.errors import EXIT_POLICY
 
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     f = _stack_file(tmp_path, JOB)

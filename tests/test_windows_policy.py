@@ -6,12 +6,12 @@ import datetime as dt
 
 import pytest
 
-from infra.catalog import load_catalog
-from infra.config import parse_stack_config
-from infra.errors import ConfigError, PolicyError
-from infra.policy import decide
-from infra.quotes.model import Quote, QuoteBook
-from infra.quotes.store import shipped_book
+from gpulease.catalog import load_catalog
+from gpulease.config import parse_stack_config
+from gpulease.errors import ConfigError, PolicyError
+from gpulease.policy import decide
+from gpulease.quotes.model import Quote, QuoteBook
+from gpulease.quotes.store import shipped_book
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -153,8 +153,8 @@ def test_flex_start_from_a_quoted_rate_for_gcp_only_work():
 
 
 def test_explain_shows_quotes_with_dates_and_start_times(capsys):
-    from infra.cli import ui
-    from infra.cli.explain import cluster_doc, render_cluster
+    from gpulease.cli import ui
+    from gpulease.cli.explain import cluster_doc, render_cluster
 
     d = plan(pretrain()).clusters[0]
     render_cluster(d, ui.out())

@@ -1,0 +1,4 @@
+"""``python -m gpulease``: the `gpulease` command."""
+from gpulease.cli import console
+
+console()

@@ -1,0 +1,4 @@
+"""`python -m gpulease.cli` = `gpulease`."""
+from gpulease.cli import console
+
+console()

@@ -1,0 +1,730 @@
+"""`gpulease plan`: the offline, cost-tagged plan of a stack (the same program `pulumi up` runs)."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+from gpulease.cli import COMMANDS, ui
+from gpulease.cli.common import FORMATS, add_output_args, add_stack_args, load_stack, print_json
+from gpulease.errors import EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY, ConfigError, Finding
+
+DESCRIPTION = """\
+Run the gpulease Pulumi program offline, in-process under Pulumi's mock runtime (no cloud,
+no credentials, no Pulumi CLI), and print what `pulumi up` would create: the policy's choice
+per cluster, every resource with its cost tags and estimated monthly cost, storage tiers,
+totals against the environment's budget, guardrail violations, and conformance findings
+(every input the cloud APIs constrain, checked against the specs botocore,
+google-cloud-compute and google-cloud-storage ship).
+
+The text lists the resources that cost money and counts the free ones (--all-resources lists
+every resource). With `--diff` the text is the cost diff, per resource and per cluster (before,
+after, change), a summary of the plan and, with --fail-on-increase, the gate's verdict with its
+reason; --show-plan prints the whole plan before it, --diff-all lists free additions and
+removals too. Progress goes to stderr; `--format json` (or `--json`) prints one document on
+stdout, `--format html` the HTML report; `--out FILE` writes either to FILE. `gpulease
+explain` tells why each cluster was placed where it is."""
+
+EPILOG = """\
+examples:
+  gpulease plan --stack dev                         the plan of stacks/Pulumi.dev.yaml
+  gpulease plan --stack prod --json > prod-plan.json   save it for a later --diff
+  gpulease plan --stack prod --diff staging         what prod costs over staging
+  gpulease plan --stack prod --diff prod-plan.json --fail-on-increase 10   CI cost gate
+  gpulease plan --stack prod --against prod-plan.json   what the next `pulumi up` does to
+                                                        each resource (or: a `pulumi stack
+                                                        export` file)
+  gpulease plan --stack prod --now 2026-12-10T09:00:00Z   as of a moment (quotes, windows)
+  gpulease plan --stack prod --format json --out prod-plan.json    the same as --json > FILE
+  gpulease plan --stack prod --html report.html --monitoring monitoring/
+  gpulease plan --config stacks/Pulumi.dev.yaml --catalog-version 2026.12.03
+
+exit codes (the reason is printed on stderr):
+  0 ok · 2 bad input (nothing planned) · 3 the total monthly cost rose more than
+  --fail-on-increase · 4 a mandatory guardrail failed or a conformance error was found, a
+  Capacity Block would be bought without a pinned, approved quote, or (--against) the next
+  `pulumi up` would replace or delete a prepaid or committed resource
+  (4 wins over 3: a plan the clouds would reject cannot be deployed at any cost)"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help=COMMANDS["plan"],
+                       description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_stack_args(p)
+    add_output_args(p, formats=FORMATS)
+    p.add_argument("--diff", metavar="STACK|PLAN.json",
+                   help="compare costs with another stack or a saved `plan --json` file; the "
+                        "text shows the diff (--show-plan: the whole plan too)")
+    p.add_argument("--show-plan", action="store_true",
+                   help="with --diff: print the whole plan before the diff")
+    p.add_argument("--diff-all", action="store_true",
+                   help="with --diff: also list resources added or removed at $0.00/month "
+                        "and clusters whose cost did not change")
+    p.add_argument("--fail-on-increase", metavar="PCT", type=percent,
+                   help="with --diff: exit 3 when the total monthly cost rises more than PCT %% "
+                        "(a finite number >= 0; docs/cli.md \"The cost gate\" says what the "
+                        "gate trusts)")
+    p.add_argument("--against", metavar="PREVIOUS",
+                   help="what the next `pulumi up` would do to each resource against a previous "
+                        "`gpulease plan --json` file or a `pulumi stack export` file: create, "
+                        "update, replace (with the property forcing it), delete, unchanged, and "
+                        "the cost effect; exit 4 if it would replace or delete a prepaid or "
+                        "committed resource (opt in: gpulease:allow_prepaid_replacement)")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report "
+                   "(what --format html prints)")
+    p.add_argument("--monitoring", metavar="DIR",
+                   help="also write Prometheus alert rules and a Grafana dashboard for the plan")
+    p.add_argument("--all-resources", action="store_true",
+                   help="list every resource, free ones too (default: the free ones are "
+                        "counted by type)")
+    p.add_argument("--now", metavar="TIME", type=_utc_time,
+                   help="plan as of this RFC 3339 UTC time (e.g. 2026-12-10T09:00:00Z): what the "
+                        "offline lookups answer then (Capacity Block quotes expire and change "
+                        "daily) and where pinned blocks are in their window (default: now)")
+    p.add_argument("--show-inputs", action="store_true",
+                   help="print each resource's declared inputs in the text output (lists "
+                        "every resource)")
+    p.set_defaults(func=run)
+
+
+def _utc_time(text: str) -> float:
+    from gpulease.model import parse_utc
+
+    try:
+        return parse_utc(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an RFC 3339 time with a zone, e.g. 2026-12-10T09:00:00Z") from None
+
+
+def percent(text: str) -> float:
+    """--fail-on-increase: a finite, non-negative percentage (nan, inf or -5 would let any
+    rise through or fail every plan)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a percentage, e.g. "
+                                         f"10) (got {text!r})")
+    return value
+
+
+def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
+              steps: Optional[ui.Steps] = None):
+    """Validate, decide, run the program under mocks, evaluate guardrails.
+
+    ``steps`` is told each step (progress on stderr). Returns (plan document, the program run)."""
+    step = steps.step if steps is not None else (lambda _m: None)
+    step("reading the stack and the price catalog")
+    loaded = load_stack(args, stack_arg=stack_arg, announce_warnings=False)
+    step("deciding placement (policy)")
+    from gpulease.policy import decide
+
+    import datetime as _dt
+
+    now = getattr(args, "now", None)
+    # located policy errors before anything runs (judged at the same moment as the program)
+    decide(loaded.spec, loaded.catalog, now=None if now is None else
+           _dt.datetime.fromtimestamp(now, _dt.timezone.utc))
+    step("loading the Pulumi SDK and providers")
+    from gpulease.planner.plan import build_plan, run as run_program
+
+    t0 = time.perf_counter()
+    step(f"running the Pulumi program under mocks ({loaded.source})")
+    prun = run_program(loaded.values, stack=loaded.spec.stack,
+                       catalog_path=getattr(args, "catalog", None),
+                       catalog_version=getattr(args, "catalog_version", None),
+                       now=getattr(args, "now", None))
+    step("costing every resource")
+    plan = build_plan(prun, stack=loaded.spec.stack)
+    plan["source"] = loaded.source
+    plan["dynamic_providers"] = _check_dynamic(args, loaded, prun, step)
+    step("checking guardrails")
+    plan["violations"] = _violations(prun, loaded.spec)
+    step("checking conformance with the cloud APIs' specs")
+    plan["conformance"] = _conformance(prun)
+    plan["elapsed_s"] = round(time.perf_counter() - t0, 2)
+    return plan, prun
+
+
+def _check_dynamic(args: argparse.Namespace, loaded, prun, step) -> list[dict]:
+    """gpulease's own dynamic providers checked through Pulumi's host code, as the engine
+    checks them at `pulumi preview` (inputs from resources the update creates unknown) and at
+    `pulumi up` (docs/offline-plan.md); exit 2 when either would stop there."""
+    from gpulease.planner.dynamic import check_dynamic, is_dynamic, run_preview
+    from gpulease.planner.plan import run as run_program
+
+    if not any(is_dynamic(r.type) for r in prun.custom):
+        return []
+    step("running the program as `pulumi preview` sees it (provider outputs unknown) for the "
+         "clusters holding a dynamic resource")
+    preview = run_preview(prun, lambda clusters: run_program(
+        loaded.values, stack=loaded.spec.stack, catalog_path=getattr(args, "catalog", None),
+        catalog_version=getattr(args, "catalog_version", None), preview=True, now=prun.now,
+        clusters=clusters))
+    step("checking gpulease's dynamic providers through Pulumi's host code")
+    return check_dynamic(prun, preview, stack=loaded.spec.stack)
+
+
+def _violations(prun, spec) -> list[dict]:
+    from gpulease.guardrails.evaluate import evaluate
+
+    ledger = getattr(prun.result, "ledger", None)
+    return evaluate(prun.resources, budget_monthly_usd=spec.budget_monthly_usd,
+                    environment=spec.environment,
+                    planned_monthly_usd=ledger.monthly_usd if ledger else None)
+
+
+def _conformance(prun) -> list[dict]:
+    from gpulease.conformance import check
+
+    return check(prun.resources)
+
+
+def blocks_deploy(plan: dict[str, Any]) -> bool:
+    """A mandatory guardrail violation or a conformance error: exit 4."""
+    return any(v.get("level") == "mandatory" for v in plan.get("violations", ())) or any(
+        f.get("level") == "error" for f in plan.get("conformance", ()))
+
+
+def is_saved_plan(ref: str) -> bool:
+    """--diff REF names a saved plan file (else a stack): a .json name, a path, or a file."""
+    return ref.endswith(".json") or "/" in ref or Path(ref).exists()
+
+
+def load_baseline(ref: str) -> Optional[dict[str, Any]]:
+    """The saved plan --diff names, checked as untrusted input before anything is planned
+    (gpulease.planner.saved); None when REF names a stack (planned later). A REF that is
+    neither is bad input."""
+    if is_saved_plan(ref):
+        from gpulease.planner.saved import load_saved_plan
+
+        return load_saved_plan(ref, flag="--diff")
+    from gpulease.config import stack_file
+
+    try:
+        stack_file(ref)
+    except ConfigError as exc:
+        raise ConfigError([Finding("--diff", f"{ref!r} is neither a saved plan file nor a stack: "
+                                   + "; ".join(f.message for f in exc.findings))]) from None
+    return None
+
+
+def _plan_other(args: argparse.Namespace, ref: str,
+                steps: Optional[ui.Steps] = None) -> dict[str, Any]:
+    other = argparse.Namespace(**{**vars(args), "stack": ref, "config": None})
+    if steps is not None:
+        steps.step(f"planning {ref} to compare with")
+    return make_plan(other, stack_arg=ref)[0]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.fail_on_increase is not None and not args.diff:
+        raise ConfigError([Finding("--fail-on-increase", "needs --diff STACK|PLAN.json")])
+    if args.diff_all and not args.diff:
+        raise ConfigError([Finding("--diff-all", "needs --diff STACK|PLAN.json")])
+    if args.show_plan and not args.diff:
+        raise ConfigError([Finding("--show-plan", "needs --diff STACK|PLAN.json (without "
+                                   "--diff the plan is what is shown)")])
+    label = args.stack or args.config
+    diff = None
+    against = None
+    # a saved baseline is read (and refused, exit 2) before the plan runs
+    baseline = load_baseline(args.diff) if args.diff else None
+    with ui.steps(f"planning {label}", piped_lines=not args.json) as steps:
+        previous = None
+        if getattr(args, "against", None):
+            from gpulease.planner.against import load_previous
+
+            steps.step(f"reading {args.against}")
+            previous = load_previous(args.against)
+        plan, prun = make_plan(args, steps=steps)
+        if previous is not None:
+            from gpulease.planner.against import compare
+
+            steps.step(f"comparing with {args.against} as the next `pulumi up` would")
+            against = compare(previous, plan, stack=plan["stack"],
+                              allow=prun.result.decision.stack.allow_prepaid_replacement)
+        if args.diff:
+            from gpulease.planner.diff import diff_plans
+
+            other = baseline if baseline is not None else _plan_other(args, args.diff, steps)
+            steps.step("comparing costs")
+            diff = diff_plans(other, plan)
+        if args.html:
+            from gpulease.planner.html import write_html
+
+            steps.step("writing the HTML report")
+            # creates missing directories; exit 2 if unwritable
+            written = write_html(plan, args.html)
+            steps.note(f"wrote {written}")
+        if args.monitoring:
+            from gpulease.monitoring import write_monitoring
+
+            steps.step("writing alert rules and the dashboard")
+            # creates the directory; exit 2 when it is a file or unwritable
+            for path in write_monitoring(prun.result.decision, args.monitoring):
+                steps.note(f"wrote {path}")
+    if diff is not None and args.fail_on_increase is not None:
+        diff["gate"] = gate(diff, args.fail_on_increase)
+    if args.format == "json":
+        doc = dict(plan)
+        if diff is not None:
+            doc["diff"] = diff
+        if against is not None:
+            doc["against"] = against
+        print_json(doc)
+    elif args.format == "html":
+        from gpulease.planner.html import render_html
+
+        ui.out().stream.write(render_html(plan))
+    else:
+        o = ui.out()
+        if diff is None or args.show_plan:
+            render_plan(plan, o, all_resources=args.all_resources or args.show_inputs,
+                        show_inputs=args.show_inputs)
+            o.print()
+        if diff is not None:
+            render_diff(diff, o, show_all=args.diff_all)
+            if not args.show_plan:
+                o.print()
+                render_summary(plan, o)
+            if diff.get("gate"):
+                o.print()
+                render_gate(diff["gate"], o)
+            o.print()
+        if against is not None:
+            render_against(against, o)
+            o.print()
+        o.line(("why:", "bold"), " " + explain_hint(args, plan))
+    return _exit(plan, diff, args, against)
+
+
+def gate(diff: dict, pct: float) -> dict:
+    """The cost gate's verdict on a diff (``diff["gate"]`` in the JSON): the threshold, whether
+    the total rose past it (exit 3), and the reason, the same sentence stderr prints."""
+    from gpulease.planner.diff import exceeds
+
+    over = exceeds(diff, pct)
+    t = diff["total"]
+    if over:
+        reason = increase_reason(diff, pct)
+    elif t["delta_usd"] < 0.005:
+        reason = (f"the total monthly cost did not rise ({ui.signed_money(t['delta_usd'])}, "
+                  f"{_pct_text(t['pct'])})")
+    else:
+        reason = (f"the total monthly cost rose {ui.signed_money(t['delta_usd'])} "
+                  f"({_pct_text(t['pct'])}), within --fail-on-increase {pct:g}%")
+    return {"fail_on_increase": pct, "exceeded": over, "reason": reason}
+
+
+def render_gate(g: dict, o: ui.Out) -> None:
+    head = f"Cost gate (--fail-on-increase {g['fail_on_increase']:g}%): "
+    if g["exceeded"]:
+        o.line((head, "bold"), ("FAILED, exit 3", "bold red"), f" — {g['reason']}")
+    else:
+        o.line((head, "bold"), ("passed", "green"), f" — {g['reason']}")
+
+
+def render_summary(plan: dict[str, Any], o: ui.Out) -> None:
+    """What the diff text shows of the plan itself: its total against the budget and whether
+    guardrails, conformance and warnings have anything to say (--show-plan prints it all)."""
+    tot, b = plan["totals"], plan["budget"]
+    mandatory = sum(1 for v in plan.get("violations", ()) if v.get("level") == "mandatory")
+    advisory = len(plan.get("violations", ())) - mandatory
+    errors = sum(1 for f in plan.get("conformance", ()) if f.get("level") == "error")
+    warnings = len(plan.get("warnings", ()))
+    checks = []
+    if mandatory or advisory:
+        checks.append((f"guardrails: {ui.plural(mandatory, 'mandatory violation')}, "
+                       f"{ui.plural(advisory, 'advisory')}", "red" if mandatory else "yellow"))
+    else:
+        checks.append(("guardrails: no violations", "green"))
+    checks.append((f"conformance: {ui.plural(errors, 'error')}", "red") if errors
+                  else ("conformance: ok", "green"))
+    if warnings:
+        checks.append((ui.plural(warnings, "warning"), "yellow"))
+    parts: list = [("Plan", "bold"), f" of {plan['stack']}: {ui.money(tot['monthly_usd'])}/month"
+                   f" ({plural_resources(tot)}) · budget {ui.money(b['monthly_usd'])} · "]
+    for i, c in enumerate(checks):
+        parts += ([" · "] if i else []) + [c]
+    o.line(*parts)
+    o.print("--show-plan prints the whole plan", indent=2)
+
+
+def plural_resources(tot: dict) -> str:
+    return ui.plural(int(tot.get("resources") or 0), "resource")
+
+
+def explain_hint(args: argparse.Namespace, plan: dict[str, Any]) -> str:
+    """The `gpulease explain` command that tells why this plan's clusters run where they run."""
+    import shlex
+
+    target = f"--stack {shlex.quote(args.stack)}" if args.stack else \
+        f"--config {shlex.quote(args.config)}"
+    names = [c["name"] for c in plan.get("clusters", ())]
+    cluster = f" [--cluster {names[0]}]" if len(names) > 1 else ""
+    return f"gpulease explain {target}{cluster}"
+
+
+def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace,
+          against: Optional[dict] = None) -> int:
+    """The exit code, with its reason on stderr: 4 (guardrail / conformance / prepaid
+    replacement) wins over 3."""
+    code = EXIT_OK
+    if diff is not None and args.fail_on_increase is not None:
+        from gpulease.planner.diff import exceeds
+
+        if exceeds(diff, args.fail_on_increase):
+            code = ui.exit_reason(EXIT_COST_INCREASE,
+                                  increase_reason(diff, args.fail_on_increase))
+    if blocks_deploy(plan):
+        code = ui.exit_reason(EXIT_POLICY, blocking_reason(plan)
+                              + ("" if code == EXIT_OK else " (exit 4 wins over exit 3)"))
+    if against is not None and against["blocked"]:
+        from gpulease.planner.against import blocked_reason
+
+        code = ui.exit_reason(EXIT_POLICY, blocked_reason(against))
+    return code
+
+
+def increase_reason(diff: dict, pct: float) -> str:
+    """Which total rose, by how much, and how far over the --fail-on-increase threshold."""
+    t, o, n = diff["total"], diff["old"], diff["new"]
+    rise = (f"the total monthly cost rose {ui.signed_money(t['delta_usd'])} from "
+            f"{ui.money(t['old_monthly_usd'])} ({o['stack']}) to "
+            f"{ui.money(t['new_monthly_usd'])} ({n['stack']})")
+    if t["pct"] is None:
+        return f"{rise}: a rise from nothing exceeds any --fail-on-increase {pct:g}%"
+    return (f"{rise}, {t['pct']:+.1f}%, which is {t['pct'] - pct:.1f} points over "
+            f"--fail-on-increase {pct:g}%")
+
+
+def blocking_reason(plan: dict[str, Any]) -> str:
+    """Which mandatory guardrails and conformance rules fail, counted by name."""
+    parts = []
+    mandatory = Counter(v["policy"] for v in plan.get("violations", ())
+                        if v.get("level") == "mandatory")
+    if mandatory:
+        parts.append(f"{ui.plural(sum(mandatory.values()), 'mandatory guardrail violation')} ("
+                     + ", ".join(_counted(mandatory)) + ")")
+    errors = [f for f in plan.get("conformance", ()) if f.get("level") == "error"]
+    if errors:
+        rules = Counter(f"{f['rule']} at {f['resource']}.{f['path']}" for f in errors)
+        parts.append(f"{ui.plural(len(errors), 'conformance error')} ("
+                     + ", ".join(_counted(rules, limit=3)) + ")")
+    return " and ".join(parts) + " block the deploy; fix them and plan again"
+
+
+def _counted(counter: Counter, limit: int = 6) -> list[str]:
+    items = [f"{k} ×{n}" if n > 1 else k for k, n in counter.most_common()]
+    return items[:limit] + ([f"{len(items) - limit} more"] if len(items) > limit else [])
+
+
+# ---- text rendering -------------------------------------------------------------------------
+def _age(t: dict) -> str:
+    return f"day {t['from_day']}+" if t["to_day"] is None else \
+        f"day {t['from_day']}–{t['to_day']}"
+
+
+def _budget_cell(b: dict, total: float) -> list:
+    used = f" ({total / b['monthly_usd'] * 100:.1f}% used)" if b["monthly_usd"] else ""
+    if b["over"]:
+        return [("OVER BUDGET", "bold red"), f" by {ui.money(-b['headroom_usd'])}{used}"]
+    return [f"headroom {ui.money(b['headroom_usd'])}{used}"]
+
+
+def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
+                show_inputs: bool = False) -> None:
+    """The plan as text on ``o`` (stdout): clusters, resources, storage, totals, findings."""
+    cat = plan["catalog"]
+    o.line(("gpulease plan", "bold"), f" · stack {plan['stack']} ({plan.get('source', '')}) · "
+           f"catalog {cat['version']} (built {cat['as_of']})")
+    if plan.get("prices"):
+        o.line("Prices: ", prices_text(plan["prices"]))
+    o.print()
+    o.print("Clusters", style="bold")
+    o.print(o.table(
+        [ui.Col("cluster", style="cyan"), ui.Col("cloud"), ui.Col("region"), ui.Col("zone"),
+         ui.Col("instance"), ui.Col("nodes"), ui.Col("purchase"), ui.Col("template", wrap=True),
+         ui.Col("network", wrap=True), ui.Col("$/hour", right=True),
+         ui.Col("$/month", right=True, style="bold")],
+        [[c["name"], c["cloud"], c["region"], c.get("zone") or "-", c["instance_type"],
+          ui.nodes_text(c["nodes"], c["gpus_per_node"], c["gpu"]), ui.purchase_mix(c["purchase"]),
+          c["template"], c["network"], ui.money(c["hourly_usd"]), ui.money(c["monthly_usd"])]
+         for c in plan["clusters"]], indent=2))
+    for c in plan["clusters"]:
+        o.print()
+        o.line((c["name"], "cyan"), f": {c['rationale']}", indent=2)
+        if c.get("capacity_block"):
+            o.line(("  " + c["name"], "cyan"),
+                   ": Capacity Block " + capacity_block_text(c["capacity_block"]))
+    o.print()
+    _render_resources(plan, o, all_resources=all_resources, show_inputs=show_inputs)
+    if plan["storage"]:
+        o.print()
+        o.print("Storage tiers", style="bold")
+        o.print(o.table(
+            [ui.Col("storage", style="cyan"), ui.Col("home"), ui.Col("class"), ui.Col("age"),
+             ui.Col("share", right=True), ui.Col("$/GB-month", right=True),
+             ui.Col("$/month", right=True, style="bold")],
+            [row for s in plan["storage"] for row in _storage_rows(s)], indent=2))
+        for s in plan["storage"]:
+            if s.get("basis"):
+                o.print(f"  {s['name']}: {s['basis']}")
+    o.print()
+    tot, b = plan["totals"], plan["budget"]
+    rows = [["Cost by purchase model", ui.MIX_SEP.join(
+        f"{ui.model_word(k)} {ui.money(v)}" for k, v in tot["by_purchase_model"].items())
+        or "none"]]
+    if tot["by_storage_tier"]:
+        rows.append(["Cost by storage tier", ui.MIX_SEP.join(
+            f"{k} {ui.money(v)}" for k, v in tot["by_storage_tier"].items())])
+    for label, value in rows:
+        o.line(f"{label}: ", value)
+    o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
+           f" estimated · {ui.money(tot['hourly_usd'])}/hour with every node up")
+    o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
+    o.print()
+    render_findings(plan, o)
+
+
+def prices_text(prices: dict) -> str:
+    """The plan header's line on the prices it pays: their dates and estimates
+    (``gpulease.catalog.provenance``; docs/catalog.md "Dates and estimates")."""
+    from gpulease.catalog.provenance import header_text
+
+    return header_text(prices)
+
+
+def capacity_block_text(b: dict) -> str:
+    """One line about a pinned Capacity Block: offering, nodes, zone, window, fee, approval."""
+    from gpulease.model import parse_utc
+
+    days = (parse_utc(b["end"]) - parse_utc(b["start"])) / 86400.0
+    state = f" · {b['status']}" if b.get("status") else ""
+    return (f"{b['offering_id']} (pinned): {b['instance_count']} x "
+            f"{b['instance_type']} in {b['availability_zone']}, window {b['start']} -> "
+            f"{b['end']} ({ui.plural(days, 'day')}), upfront {ui.money(b['upfront_fee_usd'])}, "
+            + ("purchase approved" if b["purchase_approved"] else "NOT approved") + state)
+
+
+def _storage_rows(s: dict[str, Any]) -> list[list[str]]:
+    """A dataset's tiers, then what reading it and deleting early cost (when they do)."""
+    home = f"{s['cloud']}:{s['region']}"
+    rows = [[s["name"], home, t["storage_class"], _age(t), f"{t['share'] * 100:.0f}%",
+             f"${t['usd_per_gb_month']}", ui.money(t["monthly_usd"])] for t in s["tiers"]]
+    if s.get("retrieval_usd"):
+        reads = s.get("reads_per_month") or 0
+        rows.append([s["name"], home, "retrieval", f"{ui.plural(reads, 'read')}/month", "", "",
+                     ui.money(s["retrieval_usd"])])
+    if s.get("early_delete_usd"):
+        rows.append([s["name"], home, "early deletion", "", "", "",
+                     ui.money(s["early_delete_usd"])])
+    return rows
+
+
+def _render_resources(plan: dict[str, Any], o: ui.Out, *, all_resources: bool,
+                      show_inputs: bool) -> None:
+    res = plan["resources"]
+    priced = [r for r in res if r["monthly_usd"] >= 0.005]
+    free = [r for r in res if r["monthly_usd"] < 0.005]
+    listed = res if all_resources else priced
+    o.line(("Resources", "bold"), f": {len(res):,} declared, {len(priced):,} with a monthly "
+           f"cost, {len(free):,} free")
+    order = {c["name"]: i for i, c in enumerate(plan["clusters"])}
+    listed = sorted(listed, key=lambda r: (r["cluster"] == "shared",
+                                           order.get(r["cluster"], len(order)),
+                                           ui.natural_key(r["cluster"]), -r["monthly_usd"],
+                                           ui.natural_key(r["type"]), ui.natural_key(r["name"])))
+    cols = [ui.Col("cluster", style="cyan"), ui.Col("type"), ui.Col("name"),
+            ui.Col("purchase"), ui.Col("tags", right=True), ui.Col("$/month", right=True)]
+    if not show_inputs:
+        o.print(o.table(cols, [_resource_row(r) for r in listed], indent=2))
+    else:   # a block per resource: its row, then its inputs (a table cannot span a row)
+        for r in listed:
+            cells = [c if isinstance(c, str) else c[0] for c in _resource_row(r)]
+            o.line(("  " + cells[0], "cyan"), "  " + "  ".join(x for x in cells[1:] if x))
+            o.print("inputs: " + json.dumps(r["inputs"], sort_keys=True)[:2000], indent=6)
+    if free and not all_resources:
+        kinds = Counter(ui.short_type(r["type"]).rsplit(":", 1)[-1] for r in free)
+        o.line(f"  + {ui.plural(len(free), 'free resource')} (", *_free_kinds(kinds),
+               "); --all-resources lists them")
+
+
+def _free_kinds(kinds: Counter) -> list:
+    items = [f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
+    shown = items[:8]
+    return [", ".join(shown) + (f", {len(items) - 8} more types" if len(items) > 8 else "")]
+
+
+def _resource_row(r: dict) -> list:
+    cost = ui.money(r["monthly_usd"])
+    return [r["cluster"], ui.short_type(r["type"]), r["name"],
+            ui.model_word(r["purchase_model"]) if r.get("purchase_model") not in (None, "none")
+            else "",
+            str(len(r["tags"])) if r.get("tags") else "",
+            (cost, "dim") if r["monthly_usd"] < 0.005 else (cost, "bold")]
+
+
+def render_findings(plan: dict[str, Any], o: ui.Out) -> None:
+    """Guardrail violations, conformance findings and warnings (or that there are none)."""
+    vs = plan["violations"]
+    if vs:
+        o.print(f"Guardrail violations ({len(vs)})", style="bold")
+        for v in vs:
+            where = f"{v['resource']}: " if v.get("resource") else ""
+            o.line("  ", (f"[{v['level']}]", "red" if v["level"] == "mandatory" else "yellow"),
+                   f" {v['policy']}: {where}{v['message']}")
+    else:
+        o.line("Guardrails: ", ("no violations", "green"))
+    render_conformance(plan.get("conformance", []), o)
+    render_dynamic(plan.get("dynamic_providers") or [], o)
+    render_disagreements(plan, o)
+    if plan.get("warnings"):
+        o.print()
+        o.print(f"Warnings ({len(plan['warnings'])})", style="bold")
+        for w in plan["warnings"]:
+            o.line("  ", (str(w), "yellow"))
+
+
+def render_dynamic(records: list[dict], o: ui.Out) -> None:
+    """One line: gpulease's own dynamic providers passed Pulumi's host at preview and up."""
+    if not records:
+        return
+    unknown = sorted({k for r in records for k in r["unknown_at_preview"]})
+    verb = "passes" if len(records) == 1 else "pass"
+    o.line("Dynamic providers: ", (f"{ui.plural(len(records), 'resource')} {verb} Pulumi's host "
+                                    "check at preview and up", "green"),
+           f" (unknown at preview: {', '.join(unknown)})" if unknown else "")
+
+
+def render_disagreements(plan: dict[str, Any], o: ui.Out) -> None:
+    """Prices the plan pays whose two sources differ by more than PRICE_DISAGREEMENT_PCT."""
+    from gpulease.model import PRICE_DISAGREEMENT_PCT
+
+    rows = [(c, d) for c in plan.get("clusters", []) for d in c.get("price_disagreements", [])]
+    if not rows:
+        return
+    o.print()
+    o.print(f"Price sources disagree ({len(rows)}; over {PRICE_DISAGREEMENT_PCT:g}%, the "
+            "figure used is priced; why: gpulease explain)", style="bold")
+    for c, d in rows:
+        used = "-" if d["used_usd"] is None else f"{d['used_usd']:g}"
+        o.line("  ", (f"{c['name']}", "yellow"),
+               f": {c['cloud']}:{c['region']} {c['instance_type']} "
+               f"{d['column'].replace('_', '-')} {used} $/h ({d['used_source']}, "
+               f"{d['used_as_of']}) vs {d['other_usd']:g} ({d['other_source']}, "
+               f"{d['other_as_of'] or 'date unknown'}, {d['diff_pct']:+.1f}%)")
+
+
+def render_conformance(findings: list[dict], o: ui.Out) -> None:
+    if not findings:
+        o.line("Conformance: ", ("every constrained input matches its API spec", "green"))
+        return
+    errors = sum(1 for f in findings if f["level"] == "error")
+    o.print()
+    o.print(f"Conformance findings ({ui.plural(errors, 'error')}, "
+            f"{ui.plural(len(findings) - errors, 'warning')})", style="bold")
+    for f in findings:
+        where = f"{f['resource']}" + (f" ({f['physical_name']})" if f.get("physical_name") else "")
+        o.line("  ", (f"[{f['level']}]", "red" if f["level"] == "error" else "yellow"),
+               f" {f['rule']}: {where}: {f['path']}: {f['message']}")
+        o.print(f"spec: {f['spec']}", indent=6)
+
+
+def render_diff(diff: dict, o: ui.Out, *, show_all: bool = False) -> None:
+    """The cost diff: resources and clusters whose monthly cost changed (all with show_all),
+    a summary line of what was hidden, and the total."""
+    from gpulease.planner.diff import shown_clusters, shown_rows
+
+    old, new, t = diff["old"], diff["new"], diff["total"]
+    o.line(("Monthly cost diff", "bold"), f": {old['stack']} (catalog {old['catalog_version']})"
+           f" -> {new['stack']} (catalog {new['catalog_version']})")
+    rows = shown_rows(diff, show_all=show_all)
+    marks = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
+    if rows:
+        o.print(o.table(
+            [ui.Col(""), ui.Col("cluster", style="cyan"), ui.Col("type"), ui.Col("name"),
+             ui.Col("before", right=True), ui.Col("after", right=True),
+             ui.Col("change", right=True)],
+            [[marks[r["change"]], r["cluster"], ui.short_type(r["type"]), r["name"],
+              ui.money(r["old_monthly_usd"]), ui.money(r["new_monthly_usd"]),
+              (ui.signed_money(r["delta_usd"]), "red" if r["delta_usd"] > 0 else "green")]
+             for r in rows], indent=2))
+    else:
+        o.print("no resource changes cost", indent=2)
+    c = diff["counts"]
+    hidden = len(diff["resources"]) - len(rows)
+    o.print(f"{c['added']} added, {c['removed']} removed, {c['changed']} changed, "
+            f"{c['unchanged']} unchanged"
+            + (f"; {ui.plural(hidden, 'added or removed resource', 'added or removed resources')}"
+               f" at $0.00/month not listed (--diff-all lists them)" if hidden else ""),
+            indent=2)
+    clusters = shown_clusters(diff, show_all=show_all)
+    if clusters:
+        o.print()
+        o.print(o.table(
+            [ui.Col("cluster", style="cyan"), ui.Col("before", right=True),
+             ui.Col("after", right=True), ui.Col("change", right=True),
+             ui.Col("%", right=True)],
+            [[x["cluster"], ui.money(x["old_monthly_usd"]), ui.money(x["new_monthly_usd"]),
+              ui.signed_money(x["delta_usd"]), _pct_text(x["pct"])] for x in clusters],
+            indent=2))
+    o.print()
+    o.line("Total monthly: ", f"{ui.money(t['old_monthly_usd'])} -> ",
+           (ui.money(t["new_monthly_usd"]), "bold"),
+           f" ({ui.signed_money(t['delta_usd'])}, {_pct_text(t['pct'])})")
+
+
+def render_against(a: dict, o: ui.Out) -> None:
+    """The next `pulumi up` against PREVIOUS: every resource it would touch, why, what it
+    costs, and the prepaid resources it would lose."""
+    prev, c = a["previous"], a["counts"]
+    o.line(("Next `pulumi up`", "bold"), f" against {prev['source']} (a previous "
+           f"{'plan' if prev['kind'] == 'plan' else 'stack export'}): "
+           + ", ".join(f"{c[k]} to {k}" for k in ("create", "update", "replace", "delete"))
+           + f", {c['unchanged']} unchanged")
+    marks = {"create": ("+", "green"), "delete": ("-", "red"), "update": ("~", "yellow"),
+             "replace": ("+-", "red")}
+    if a["resources"]:
+        o.print(o.table(
+            [ui.Col(""), ui.Col("cluster", style="cyan"), ui.Col("type"), ui.Col("name"),
+             ui.Col("why", wrap=True), ui.Col("before", right=True), ui.Col("after", right=True)],
+            [[marks[r["action"]], r["cluster"], ui.short_type(r["type"]), r["name"],
+              _against_why(r), "" if r["old_monthly_usd"] is None else
+              ui.money(r["old_monthly_usd"]),
+              "" if r["new_monthly_usd"] is None else ui.money(r["new_monthly_usd"])]
+             for r in a["resources"]], indent=2))
+    m = a["monthly_usd"]
+    o.line("  Monthly: ", f"{ui.money(m['before'])} -> ", (ui.money(m["after"]), "bold"),
+           f" ({ui.signed_money(m['delta'])})"
+           + (f"; one-time {ui.money(a['one_time_usd'])} (prepaid purchases)"
+              if a["one_time_usd"] else ""))
+    for b in a["allowed"]:
+        o.line("  ", ("[allowed]", "yellow"), f" {b['action']} {b['name']}: {b['why']} "
+               f"(gpulease:allow_prepaid_replacement lists {b['cluster']})")
+    for b in a["blocked"]:
+        o.line("  ", ("[blocked]", "red"), f" {b['action']} {b['name']}: {b['why']}")
+
+
+def _against_why(r: dict) -> str:
+    if r["action"] == "replace":
+        return "replaced: " + ", ".join(r["replaced_by"]) + " changed"
+    if r["action"] == "update":
+        shown = r["properties"][:4]
+        more = len(r["properties"]) - len(shown)
+        return "updates " + ", ".join(shown) + (f" +{more}" if more > 0 else "") + (
+            f" (may replace: {', '.join(r['may_replace'])})" if r.get("may_replace") else "")
+    return {"create": "new", "delete": "no longer declared"}[r["action"]]
+
+
+def _pct_text(p: Optional[float]) -> str:
+    return "new" if p is None else f"{p:+.1f}%"

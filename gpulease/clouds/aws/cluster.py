@@ -1,0 +1,333 @@
+"""The AWS GPU cluster component: launch template, mixed-instances ASG, reservations, IAM, SG."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import pulumi
+import pulumi_aws as aws
+
+
+from gpulease import naming, quotes
+from gpulease.bootstrap.render import encode_user_data
+from gpulease.catalog import Catalog
+from gpulease.clouds.aws import builders, staging
+from gpulease.clouds.aws.builders import NODE_ORDER
+from gpulease.clouds.aws.network import Network
+from gpulease.clouds.aws.storage import Storage, StorageArgs
+from gpulease.costing import tags
+from gpulease.costing.context import CostContext
+from gpulease.model import CapacityBlockPin, ClusterDecision, StackSpec
+
+CLUSTER_TYPE = "gpulease:aws:GpuCluster"
+#: Types sold as EC2 Capacity Blocks for ML (one list: ``gpulease.quotes``). Other types fall
+#: back to an ODCR.
+CAPACITY_BLOCK_TYPES = quotes.CAPACITY_BLOCK_TYPES
+
+
+@dataclass
+class GpuClusterArgs:
+    decision: ClusterDecision
+    stack: StackSpec
+    catalog: Catalog
+    network: Network
+    provider: aws.Provider
+    #: purchase model ("mixed", "spot", ...) -> rendered cloud-config
+    #: (``gpulease.bootstrap.render.render_user_data``); None or a None result = no bootstrap.
+    user_data: Optional[Callable[[str], Optional[str]]] = None
+    #: An existing HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy
+    #: into the work bucket's stage/); None = gpulease declares a reader service account and its
+    #: key when the stack configures GCP (``staging.gcs_reader_key``), else warns, no copy.
+    gcs_hmac: Optional[staging.GcsHmac] = None
+    #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
+    #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
+    gcs_bucket_dependencies: tuple = ()
+    #: the approved Capacity Block of the reserved nodes (the stack's pin, CONTRACTS C2),
+    #: checked by the adaptor before anything is declared; None = no Capacity Block.
+    capacity_block: Optional[CapacityBlockPin] = None
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """Every AWS resource of one decided GPU cluster.
+
+    Children: [work bucket] -> security group -> IAM role/profile -> [placement group] ->
+    [ODCR | Capacity Block] -> launch template -> Auto Scaling group(s).
+    """
+
+    uses_capacity_block = staticmethod(builders.uses_capacity_block)
+
+    def __init__(self, name: str, args: GpuClusterArgs,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(CLUSTER_TYPE, name, None, opts)
+        d, stack = args.decision, args.stack
+        p = d.purchase
+        self.use_block = self.uses_capacity_block(stack, d)
+        if self.use_block and args.capacity_block is None:
+            raise ValueError(f"{d.name}: a Capacity Block cluster needs the offering the "
+                             "adaptor looked up (GpuClusterArgs.capacity_block)")
+        if (builders.wants_reservation(stack, d) and stack.clouds["aws"].capacity_blocks
+                and not self.use_block):
+            pulumi.log.warn(f"{d.name}: {d.offering.instance_type} is not sold as a Capacity "
+                            "Block for ML; reserving its nodes with an On-Demand Capacity "
+                            "Reservation instead")
+        self.use_odcr = builders.wants_reservation(stack, d) and not self.use_block
+        self.work_bucket_needed = naming.needs_work_bucket(stack, d)
+        main_nodes = d.nodes - (p.reserved if self.use_block else 0)
+        asg_name, block_asg_name = f"{name}-asg", f"{name}-block-asg"
+        label = builders.purchase_label(d)
+        # With a Capacity Block the reserved nodes live in their own group.
+        main_model = label if not self.use_block else builders.purchase_label(
+            dataclasses.replace(d, purchase=dataclasses.replace(p, reserved=0)))
+        roles = {}
+        if main_nodes > 0:
+            roles[asg_name] = main_model
+        if self.use_block:
+            roles[block_asg_name] = "reserved"
+        self.cost_context = CostContext(
+            cluster=d.name, template=d.template, purchase_model=label, decision=d, roles=roles,
+            anchor=asg_name if main_nodes > 0 else block_asg_name,
+            reservation_created=self.use_odcr or self.use_block,
+            idle_minutes=d.spec.idle_minutes,
+            egress_anchor=f"{name}-work-bucket" if self.work_bucket_needed else None)
+        # Demand parts (clusters with a demand profile): which nodes each resource runs or
+        # reserves, and the baseline floor of each group, for the bill and the reaper.
+        main_models = ("on_demand", "spot") if self.use_block else NODE_ORDER
+        for res, models in ((asg_name, main_models), (f"{name}-lt", main_models),
+                            (f"{name}-odcr", ("reserved",)), (f"{name}-block", ("reserved",)),
+                            (block_asg_name, ("reserved",)), (f"{name}-block-lt", ("reserved",))):
+            self.cost_context.stamp_demand(res, models,
+                                           floor=res in (asg_name, block_asg_name))
+
+        # A window's block: its group's nodes are prepaid until the block ends (C3).
+        block_window = builders.window_block(d) if self.use_block else None
+        if block_window is not None:
+            from gpulease.quotes.model import parse_time
+
+            pinned = args.capacity_block
+            until = parse_time(pinned.end if pinned is not None and pinned.end
+                               else block_window["end"]).timestamp()
+            for res in (block_asg_name, f"{name}-block-lt"):
+                self.cost_context.billed_until[res] = until
+
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        invoke = pulumi.InvokeOutputOptions(parent=self, provider=args.provider)
+        net = args.network
+
+        # ---- storage the nodes write to -------------------------------------------------
+        self.work_bucket: Optional[Storage] = None
+        if self.work_bucket_needed:
+            self.work_bucket = Storage(f"{name}-work", StorageArgs(
+                bucket_name=naming.work_bucket_name(stack, d.name), provider=args.provider,
+                lifecycle_rules=builders.lifecycle_rules(None), protect=stack.is_prod,
+                cluster=d), opts=pulumi.ResourceOptions(parent=self))
+            # The monthly dataset copy into stage/ that the policy's egress_usd pays for.
+            self.staging_task = staging.declare_staging(
+                name, stack=stack, decision=d, work_bucket_arn=self.work_bucket.bucket.arn,
+                provider=args.provider, parent=self, gcs_hmac=args.gcs_hmac,
+                gcs_bucket_dependencies=args.gcs_bucket_dependencies)
+
+        # ---- network ----------------------------------------------------------------------
+        self.security_group = aws.ec2.SecurityGroup(
+            f"{name}-sg", vpc_id=net.vpc_id,
+            description=f"gpulease {d.name}: cluster-internal all traffic, HTTPS egress",
+            # EFA needs all traffic to and from the group itself, in and out (EC2 User Guide,
+            # "Get started with EFA": "Prepare an EFA-enabled security group"). Nothing else
+            # comes in: operators use SSM Session Manager, so no port 22 anywhere.
+            ingress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+                      "description": "EFA/NCCL and rendezvous between cluster nodes"}],
+            # Egress: the group itself (EFA), and HTTPS for AWS APIs (SSM, S3, CloudWatch,
+            # EC2), package and container registries. DNS (VPC+2), NTP (169.254.169.123) and
+            # IMDS are link-local/VPC services that security groups do not filter.
+            egress=[{"protocol": "-1", "from_port": 0, "to_port": 0, "self": True,
+                     "description": "EFA/NCCL between cluster nodes"},
+                    {"protocol": "tcp", "from_port": 443, "to_port": 443,
+                     "cidr_blocks": ["0.0.0.0/0"], "description": "HTTPS"}],
+            tags={"Name": f"{name}-sg"}, opts=child)
+        one_az = d.distributed or self.use_odcr
+        self.subnets = net.subnets_for(builders.cluster_zones(d), one_az=one_az)
+
+        self.placement_group = None
+        if d.distributed:
+            # Cluster strategy packs the nodes close for the lowest EFA latency (EC2 User
+            # Guide, "Placement strategies"); all members must be in one AZ.
+            self.placement_group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster",
+                                                          opts=child)
+
+        # ---- identity -----------------------------------------------------------------------
+        partition = builders.partition_of(d.region)
+        self.role = aws.iam.Role(
+            f"{name}-role", assume_role_policy=json.dumps(builders.assume_role_policy()),
+            description=f"gpulease {stack.environment}/{d.name} GPU nodes", opts=child)
+        ds_uri = naming.dataset_uri(stack, d)
+        ds_bucket, ds_prefix = _split_uri(ds_uri) if ds_uri else (None, None)
+        ck_bucket = naming.checkpoint_bucket(stack, d)
+        ck_prefix = f"{naming.CHECKPOINT_PREFIX}{d.name}/"
+        self.node_policy_args = dict(
+            cluster=d.name, environment=stack.environment, cluster_tag=tags.CLUSTER,
+            environment_tag=tags.ENVIRONMENT, dataset_bucket=ds_bucket,
+            dataset_prefix=ds_prefix, checkpoint_bucket=ck_bucket, checkpoint_prefix=ck_prefix)
+        aws.iam.RolePolicy(
+            f"{name}-node-policy", role=self.role.id,
+            policy=json.dumps(builders.node_policy(partition=partition,
+                                                   **self.node_policy_args)), opts=child)
+        aws.iam.RolePolicyAttachment(
+            f"{name}-ssm", role=self.role.name,
+            policy_arn=f"arn:{partition}:iam::aws:policy/AmazonSSMManagedInstanceCore",
+            opts=child)
+        self.profile = aws.iam.InstanceProfile(f"{name}-profile", role=self.role.name,
+                                               opts=child)
+
+        # ---- reserved capacity ----------------------------------------------------------------
+        self.reservation = None
+        reservation_spec = None
+        if self.use_odcr:
+            az = net.zone_of(self.subnets[0])
+            self.reservation = aws.ec2.CapacityReservation(
+                f"{name}-odcr", instance_type=d.offering.instance_type,
+                instance_platform="Linux/UNIX", availability_zone=az,
+                instance_count=p.reserved, instance_match_criteria="targeted",
+                # a window's reservation ends with its run (billed from creation: pulumi-aws
+                # 7.51 has no start date for future-dated reservations; docs/policy.md)
+                **({"end_date_type": "limited", "end_date": builders.reservation_end(d)}
+                   if builders.reservation_end(d) else {"end_date_type": "unlimited"}),
+                placement_group_arn=self.placement_group.arn if self.placement_group else None,
+                opts=child)
+            reservation_spec = {"capacity_reservation_target": {
+                "capacity_reservation_id": self.reservation.id}}
+        elif self.use_block:
+            # Prepaid and not refundable: `protect` makes the engine refuse to replace (buy a
+            # second block) or drop it, unless the stack opts in (allow_prepaid_replacement).
+            self.reservation = aws.ec2.CapacityBlockReservation(
+                f"{name}-block", capacity_block_offering_id=args.capacity_block.offering_id,
+                instance_platform="Linux/UNIX", opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(
+                        protect=d.name not in stack.allow_prepaid_replacement)))
+
+        # ---- launch template(s) ---------------------------------------------------------------
+        ami = aws.ssm.get_parameter_output(name=builders.DLAMI_PARAMETER, opts=invoke).value
+        def encoded(model: str) -> Optional[str]:
+            text = args.user_data(model) if args.user_data is not None else None
+            # gzip + base64: the cloud-config is ~20-25 KB, over EC2's 16 KB user-data limit;
+            # cloud-init detects and unzips gzip user data itself.
+            return encode_user_data(text, cloud="aws") if text is not None else None
+
+        def launch_template(lt_name: str, *, market: Optional[dict], crs: Optional[dict],
+                            model: str):
+            return aws.ec2.LaunchTemplate(
+                lt_name, image_id=ami, instance_type=d.offering.instance_type,
+                update_default_version=True, iam_instance_profile={"arn": self.profile.arn},
+                network_interfaces=[{**ni, "security_groups": [self.security_group.id]}
+                                    for ni in builders.interfaces_for(d)],
+                metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                                  "http_put_response_hop_limit": builders.IMDS_HOP_LIMIT},
+                block_device_mappings=[{"device_name": builders.ROOT_DEVICE, "ebs": {
+                    "volume_size": builders.ROOT_VOLUME_GB, "volume_type": "gp3",
+                    "encrypted": "true", "delete_on_termination": "true"}}],
+                # Instance-store NVMe needs no mapping on Nitro types: the volumes are always
+                # attached (EC2 User Guide, "SSD instance store volumes"); the bootstrap
+                # assembles them into the scratch RAID-0 and wipes it at shutdown.
+                monitoring={"enabled": True}, user_data=encoded(model),
+                instance_market_options=market, capacity_reservation_specification=crs,
+                # the node publishes its busy witness (contract C10): the reaper reads its
+                # gpulease-busy-at, and counts it busy when that is missing or unreadable
+                tag_specifications=[{"resource_type": "instance",
+                                     "tags": {tags.BUSY_WITNESS: "1"}}],
+                tags={"Name": lt_name}, opts=child)
+
+        self.launch_template = launch_template(f"{name}-lt", market=None, crs=reservation_spec,
+                                               model=main_model)
+        self.types = builders.equivalent_types(d, args.catalog)
+
+        # ---- node groups ---------------------------------------------------------------------
+        ignore = ["desiredCapacity", "minSize"]  # the reaper scales to zero without drift
+        common = dict(
+            vpc_zone_identifiers=[s.id for s in self.subnets], capacity_rebalance=True,
+            health_check_grace_period=builders.HEALTH_CHECK_GRACE_SECONDS,
+            # GPU capacity can take long to arrive; `pulumi up` must not fail waiting for it.
+            wait_for_capacity_timeout="0",
+            # min 0: node-side autostop terminates with ShouldDecrementDesiredCapacity, which
+            # the group refuses below its minimum.
+            min_size=0)
+        self.asg = None
+        if main_nodes > 0:
+            size = builders.asg_capacity(d, without_reserved=self.use_block)
+            self.asg = aws.autoscaling.Group(
+                asg_name, max_size=size["max_size"], desired_capacity=size["desired_capacity"],
+                placement_group=self.placement_group.id if self.placement_group else None,
+                mixed_instances_policy={
+                    "instances_distribution": {
+                        "on_demand_base_capacity": size["on_demand_base_capacity"],
+                        "on_demand_percentage_above_base_capacity":
+                            size["on_demand_percentage_above_base_capacity"],
+                        "on_demand_allocation_strategy": builders.ON_DEMAND_ALLOCATION,
+                        "spot_allocation_strategy": builders.SPOT_ALLOCATION},
+                    "launch_template": {
+                        "launch_template_specification": {
+                            "launch_template_id": self.launch_template.id,
+                            "version": "$Latest"},
+                        "overrides": [{"instance_type": t} for t in self.types]}},
+                # On-demand launches go to the ODCR first; spot never consumes it (EC2 Auto
+                # Scaling user guide, "Target Capacity Reservations from your Auto Scaling group").
+                capacity_reservation_specification={
+                    "capacity_reservation_preference": "capacity-reservations-first",
+                    "capacity_reservation_target": {
+                        "capacity_reservation_ids": [self.reservation.id]}}
+                if self.use_odcr else None,
+                tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    ignore_changes=ignore)), **common)
+        self.block_asg = None
+        if self.use_block:
+            # Capacity Blocks need the capacity-block market type on the launch template and
+            # the block as the group's target (EC2 Auto Scaling user guide, "Target Capacity
+            # Blocks ... from a launch template").
+            self.block_launch_template = launch_template(
+                f"{name}-block-lt", market={"market_type": "capacity-block"},
+                crs={"capacity_reservation_target": {
+                    "capacity_reservation_id": self.reservation.id}}, model="reserved")
+            window = builders.window_block(d)
+            if window and args.capacity_block is not None and args.capacity_block.start:
+                # the block bought (pinned): its own start and end
+                window = dict(window, start=args.capacity_block.start,
+                              end=args.capacity_block.end)
+            self.block_asg = aws.autoscaling.Group(
+                block_asg_name, max_size=p.reserved,
+                # a window's block: empty until the block starts (the schedules below)
+                desired_capacity=0 if window else p.reserved,
+                launch_template={"id": self.block_launch_template.id,
+                                 "version": "$Latest"},
+                capacity_reservation_specification={
+                    "capacity_reservation_preference": "capacity-reservations-only",
+                    "capacity_reservation_target": {
+                        "capacity_reservation_ids": [self.reservation.id]}},
+                tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                    ignore_changes=ignore)),
+                # The block's instances launch in the offering's AZ only.
+                **{**common, "vpc_zone_identifiers": [s.id for s in net.subnets_for(
+                    (args.capacity_block.availability_zone,), one_az=True)]})
+            self.block_schedules = []
+            if window:
+                # Scale up when the block starts; drain before AWS begins to terminate its
+                # instances (30 min before the end), leaving the nodes time to checkpoint.
+                for suffix, when, size in builders.block_schedule(window):
+                    self.block_schedules.append(aws.autoscaling.Schedule(
+                        f"{name}-block-{suffix}", autoscaling_group_name=self.block_asg.name,
+                        scheduled_action_name=f"gpulease-{d.name}-block-{suffix}",
+                        start_time=when, desired_capacity=size, min_size=0,
+                        max_size=p.reserved, opts=child))
+        self.register_outputs({
+            "asg": self.asg.name if self.asg else None,
+            "block_asg": self.block_asg.name if self.block_asg else None,
+            "launch_template": self.launch_template.id,
+            "role": self.role.arn, "security_group": self.security_group.id,
+            "reservation": self.reservation.id if self.reservation else None})
+
+
+def _split_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/prefix/`` -> (bucket, prefix)."""
+    rest = uri.split("://", 1)[1]
+    bucket, _, prefix = rest.partition("/")
+    return bucket, prefix

@@ -1,0 +1,351 @@
+"""`gpulease:gcp:GpuCluster`: node service account, GPU networks, firewall, placement, capacity.
+
+One instance template and one zonal MIG per purchase model the plan uses (reserved /
+on-demand / spot), a specific reservation for the reserved nodes, compact placement for
+distributed clusters, and the cluster's work bucket when its dataset lives elsewhere. With a
+demand profile each MIG starts with its standing nodes (baseline and reserved) and grows by
+the burst; its template labels the VMs with their demand part and the MIG's baseline floor.
+The assembly follows the pure builders in :mod:`gpulease.clouds.gcp.layout`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpulease import naming
+from gpulease.clouds.gcp import autostop, layout, staging
+from gpulease.clouds.gcp.reservation import GceReservation
+from gpulease.clouds.gcp.storage import make_bucket
+from gpulease.costing import tags
+from gpulease.costing.context import CostContext
+from gpulease.model import ClusterDecision, StackSpec, StorageSpec
+
+CLUSTER_TYPE = "gpulease:gcp:GpuCluster"
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+def render_user_data(*, stack: StackSpec, decision: ClusterDecision, purchase_model: str) -> str:
+    """The node cloud-config from the bootstrap templates (``gpulease.bootstrap.render``)."""
+    try:
+        from gpulease.bootstrap.render import render_user_data as render
+    except ModuleNotFoundError as exc:  # pragma: no cover - only before the bootstrap lands
+        if exc.name != "gpulease.bootstrap.render":
+            raise
+        raise RuntimeError("gpulease/bootstrap/render.py is missing: the GCP component needs "
+                           "render_user_data() for the node cloud-config") from None
+    return render(stack=stack, decision=decision, purchase_model=purchase_model)
+
+
+@dataclass(frozen=True)
+class GpuClusterArgs:
+    stack: StackSpec
+    decision: ClusterDecision
+    project: str
+    #: primary network (self link / name) and the subnetwork of the cluster's region.
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    spot_termination_action: str = "DELETE"
+    ssh_via_iap: bool = False
+    #: resources the bucket IAM bindings wait for (the Storage components of the datasets).
+    bucket_dependencies: tuple = ()
+    #: renderer of the node cloud-config; None = :func:`render_user_data`.
+    user_data: Optional[Callable[..., str]] = None
+
+
+def resource_names(name: str, decision: ClusterDecision, stack: StackSpec) -> dict:
+    """Logical names of the children the cost context refers to."""
+    models = layout.models_with_nodes(decision)
+    return {
+        "models": models,
+        "migs": {m: f"{name}-{m}" for m in models},
+        "templates": {m: f"{name}-{layout.gcp_name(m)}-template" for m in models},
+        "work_bucket": f"{name}-work" if naming.needs_work_bucket(stack, decision) else None,
+    }
+
+
+def reservation_name(stack: StackSpec, name: str) -> str:
+    """Explicit GCE name of a compact-placement reservation (dynamic resources are not
+    auto-named): unique per environment and cluster, at most 63 characters."""
+    return naming.fit_name(f"{stack.name_prefix}-{stack.environment}-{name}-reserved")
+
+
+def _z(t) -> str:
+    import datetime as _dt
+
+    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def mig_name(name: str, model: str) -> str:
+    """GCP name of the cluster's MIG for one purchase model."""
+    return f"{name}-{layout.gcp_name(model)}"
+
+
+class GpuCluster(pulumi.ComponentResource):
+    service_account: gcp.serviceaccount.Account
+    templates: dict
+    migs: dict
+    reservation: Optional[gcp.compute.Reservation]
+    work_bucket: Optional[gcp.storage.Bucket]
+
+    def __init__(self, name: str, args: GpuClusterArgs,
+                 opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__(CLUSTER_TYPE, name, None, opts)
+        d, stack = args.decision, args.stack
+        names = resource_names(name, d, stack)
+        models: list[str] = names["models"]
+        roles = {}
+        for m in models:
+            roles[names["migs"][m]] = m
+            roles[names["templates"][m]] = m
+        self.cost_context = CostContext(
+            cluster=d.name, template=d.template,
+            purchase_model=models[0] if len(models) == 1 else "mixed",
+            decision=d, roles=roles,
+            anchor=names["migs"][models[0]] if models else None,
+            egress_anchor=names["work_bucket"],
+            reservation_created=d.purchase.reserved > 0,
+            idle_minutes=d.spec.idle_minutes)
+        # Demand parts (clusters with a demand profile): the nodes each MIG runs; its template
+        # labels the VMs with the part and the MIG's baseline floor for the reaper.
+        for m in models:
+            self.cost_context.stamp_demand(names["migs"][m], (m,))
+            self.cost_context.stamp_demand(names["templates"][m], (m,), floor=True)
+        self.cost_context.stamp_demand(f"{name}-reservation", ("reserved",))
+        # A window's nodes are billed until its calendar-mode reservation / flex-start run ends
+        # whether they run or not (C3): the template labels its VMs, the MIG carries it too.
+        wmodel = layout.window_model(d)
+        if wmodel in ("calendar", "flex_start") and d.window.bought_until is not None:
+            until = d.window.bought_until.timestamp()
+            m = "reserved" if wmodel == "calendar" else "on_demand"
+            if m in models:
+                self.cost_context.billed_until[names["migs"][m]] = until
+                self.cost_context.billed_until[names["templates"][m]] = until
+        child = pulumi.ResourceOptions(parent=self)
+
+        zone = layout.cluster_zone(d)
+        if zone is None:  # the adaptor reports it, located; no "<region>-a" guess
+            raise ValueError(f"{d.name}: no zone for {d.offering.instance_type} in {d.region}")
+
+        # ---- identity ---------------------------------------------------------------------
+        self.service_account = gcp.serviceaccount.Account(
+            f"{name}-sa", account_id=layout.service_account_id(stack, name),
+            display_name=f"gpulease {stack.environment} {name} GPU nodes", opts=child)
+        email = self.service_account.email
+        member = email.apply(lambda e: f"serviceAccount:{e}")
+        for role in layout.PROJECT_ROLES:
+            gcp.projects.IAMMember(f"{name}-{role.split('/')[-1].replace('.', '-')}",
+                                   project=args.project, role=role, member=member, opts=child)
+
+        self.work_bucket = None
+        if names["work_bucket"]:
+            work_spec = StorageSpec(name=f"{name}-work", size_tb=0.0, home_cloud="gcp",
+                                    home_region=d.region, warm_after_days=None,
+                                    cold_after_days=None, archive_after_days=None)
+            self.work_bucket = make_bucket(
+                names["work_bucket"], bucket_name=naming.work_bucket_name(stack, name),
+                region=d.region, stack=stack, lifecycle=layout.lifecycle_rules(work_spec),
+                parent=self, purpose="work")
+        bucket_deps = list(args.bucket_dependencies) + (
+            [self.work_bucket] if self.work_bucket is not None else [])
+        iam_opts = pulumi.ResourceOptions(parent=self, depends_on=bucket_deps)
+        data_uri = naming.dataset_uri(stack, d)
+        if data_uri:
+            bucket, prefix = layout.split_gs_uri(data_uri)
+            gcp.storage.BucketIAMMember(
+                f"{name}-dataset-read", bucket=bucket, role=layout.DATASET_ROLE, member=member,
+                condition=layout.prefix_condition(bucket, prefix, "dataset-read-only"),
+                opts=iam_opts)
+        ckpt_bucket, ckpt_prefix = layout.split_gs_uri(naming.checkpoint_uri(stack, d))
+        gcp.storage.BucketIAMMember(
+            f"{name}-checkpoints", bucket=ckpt_bucket, role=layout.CHECKPOINT_ROLE, member=member,
+            condition=layout.prefix_condition(ckpt_bucket, ckpt_prefix, "own-checkpoints-only"),
+            opts=iam_opts)
+        # ---- the monthly dataset copy the policy charges for (cluster away from its data) ----
+        self.staging = staging.declare_staging(
+            name, stack=stack, decision=d, project=args.project, work_bucket=self.work_bucket,
+            parent=self, bucket_dependencies=tuple(args.bucket_dependencies))
+
+        # ---- networks and firewall -------------------------------------------------------------
+        nics = layout.nic_layout(d.offering, d.network)
+        self._internal_firewall(f"{name}-internal", args.network, email, child)
+        if args.ssh_via_iap:
+            gcp.compute.Firewall(
+                f"{name}-iap-ssh", network=args.network, direction="INGRESS", priority=1000,
+                description="SSH through IAP TCP forwarding only",
+                allows=[{"protocol": "tcp", "ports": ["22"]}],
+                source_ranges=[layout.IAP_RANGE], target_service_accounts=[email], opts=child)
+        networks: dict = {"primary": args.network}
+        subnets: dict = {"primary": args.subnetwork}
+        position = 0
+        for key, net in layout.extra_networks(nics).items():
+            profile = None
+            if net["rdma"]:
+                profile = pulumi.Output.from_input(zone).apply(
+                    lambda z: layout.rdma_network_profile(args.project, z))
+            vpc = gcp.compute.Network(
+                f"{name}-{key}", auto_create_subnetworks=False, mtu=net["mtu"],
+                network_profile=profile, routing_mode="REGIONAL",
+                description=f"gpulease {name} GPU NIC network {key}", opts=child)
+            networks[key] = vpc.self_link
+            for sub_key in net["subnets"]:
+                sub = gcp.compute.Subnetwork(
+                    f"{name}-{sub_key}" if sub_key != key else f"{name}-{key}-subnet",
+                    region=d.region, network=vpc.id,
+                    ip_cidr_range=layout.extra_subnet_cidr(position), opts=child)
+                subnets[sub_key] = sub.self_link
+                position += 1
+            if not net["rdma"]:
+                # RoCE networks carry only MRDMA NICs of this cluster; Google's A3 Ultra / A4
+                # guides create no VPC firewall rule for them.
+                self._internal_firewall(f"{name}-{key}-internal", vpc.self_link, email, child)
+        interfaces = []
+        for nic in nics:
+            iface = {"network": networks[nic["network"]], "subnetwork": subnets[nic["subnet"]]}
+            if nic["nic_type"]:
+                iface["nic_type"] = nic["nic_type"]
+            interfaces.append(iface)  # no access_configs: no external IP
+
+        # ---- placement and capacity ---------------------------------------------------------
+        policies: dict = {}
+        for model in models:
+            vm_count = layout.placement_vm_count(d, model)
+            if vm_count:
+                policies[model] = gcp.compute.ResourcePolicy(
+                    f"{name}-{layout.gcp_name(model)}-placement", region=d.region,
+                    group_placement_policy={"collocation": "COLLOCATED", "vm_count": vm_count},
+                    description=f"gpulease {name}: compact placement of the {model} nodes",
+                    opts=child)
+        self.reservation = None
+        reserved_name = None
+        if wmodel == "calendar":
+            # A calendar-mode future reservation (Compute Engine, "Reserve capacity in calendar
+            # mode"): Google creates the reservation at its start and deletes it at its end.
+            acc = layout.guest_accelerators(d.offering)
+            props: dict = {"machine_type": d.offering.instance_type}
+            if acc:
+                props["guest_accelerators"] = [
+                    {"accelerator_type": a["type"], "accelerator_count": a["count"]}
+                    for a in acc]
+            reserved_name = reservation_name(stack, name)
+            self.reservation = gcp.compute.FutureReservation(
+                f"{name}-reservation", zone=zone, reservation_mode="CALENDAR",
+                time_window={"start_time": _z(d.window.bought_from),
+                             "end_time": _z(d.window.bought_until)},
+                specific_sku_properties={"total_count": str(d.purchase.reserved),
+                                         "instance_properties": props},
+                reservation_name=reserved_name, specific_reservation_required=True,
+                auto_delete_auto_created_reservations=True, planning_status="SUBMITTED",
+                description=f"gpulease {name}: calendar-mode reservation for its window",
+                opts=child)
+        elif d.purchase.reserved > 0:
+            acc = layout.guest_accelerators(d.offering)
+            if "reserved" in policies:
+                # A VM with a compact policy consumes only a reservation created with the same
+                # policy, which pulumi-gcp's Reservation cannot express: the Compute API can.
+                self.reservation = GceReservation(
+                    f"{name}-reservation", project=args.project, zone=zone,
+                    name=reservation_name(stack, name), machine_type=d.offering.instance_type,
+                    count=d.purchase.reserved, accelerators=acc,
+                    placement_policy=policies["reserved"].self_link,
+                    description=f"gpulease {name}: reserved baseline, compact placement",
+                    opts=child)
+            else:
+                props: dict = {"machine_type": d.offering.instance_type}
+                if acc:
+                    props["guest_accelerators"] = [
+                        {"accelerator_type": a["type"], "accelerator_count": a["count"]}
+                        for a in acc]
+                self.reservation = gcp.compute.Reservation(
+                    f"{name}-reservation", zone=zone, specific_reservation_required=True,
+                    specific_reservation={"count": d.purchase.reserved,
+                                          "instance_properties": props},
+                    description=f"gpulease {name}: reserved baseline", opts=child)
+
+        self.templates, self.migs = {}, {}
+        for model in models:
+            # pulumi-gcp 10 types this as one self link ("a max of 1 resource policy").
+            policy_link = policies[model].self_link if model in policies else None
+            template_args = dict(
+                machine_type=d.offering.instance_type,
+                description=f"gpulease {name} {model} node",
+                disks=[{"boot": True, "auto_delete": True, "source_image": layout.BOOT_IMAGE,
+                        "disk_size_gb": layout.BOOT_DISK_GB,
+                        "disk_type": layout.boot_disk_type(d.offering)}],
+                network_interfaces=interfaces,
+                scheduling=layout.scheduling(
+                    model, args.spot_termination_action,
+                    flex_run_seconds=layout.flex_run_seconds(d)
+                    if wmodel == "flex_start" and model == "on_demand" else None),
+                shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
+                                          "enable_integrity_monitoring": True},
+                metadata=layout.node_metadata(
+                    (args.user_data or render_user_data)(
+                        stack=stack, decision=d, purchase_model=model)),
+                service_account={"email": email, "scopes": list(layout.SCOPES)},
+                resource_policies=policy_link,
+                # the node publishes its busy witness (contract C10, a guest attribute)
+                labels={tags.BUSY_WITNESS: "1"},
+            )
+            acc = layout.guest_accelerators(d.offering)
+            if acc:
+                template_args["guest_accelerators"] = acc
+            if model == "reserved" and self.reservation is not None:
+                template_args["reservation_affinity"] = {
+                    "type": "SPECIFIC_RESERVATION",
+                    "specific_reservation": {"key": RESERVATION_KEY, "values": [
+                        reserved_name if reserved_name else self.reservation.name]}}
+            tpl = gcp.compute.InstanceTemplate(names["templates"][model], **template_args,
+                                               opts=child)
+            self.templates[model] = tpl
+            self.migs[model] = gcp.compute.InstanceGroupManager(
+                names["migs"][model], name=mig_name(name, model),
+                base_instance_name=name, zone=zone,
+                versions=[{"instance_template": tpl.self_link, "name": layout.gcp_name(model)}],
+                # The standing nodes (baseline, reserved); the burst joins by resizing. A
+                # flex-start window starts empty: its resize request brings the nodes.
+                target_size=0 if wmodel == "flex_start" and model == "on_demand"
+                else layout.standing_nodes(d, model),
+                # Training nodes are replaced only when recreated anyway (no rolling restarts
+                # mid-run); RECREATE needs max_surge 0 (no spare GPU capacity to surge into).
+                update_policy={"type": "OPPORTUNISTIC", "minimal_action": "REPLACE",
+                               "replacement_method": "RECREATE", "max_surge_fixed": 0,
+                               "max_unavailable_fixed": 1},
+                wait_for_instances=False,
+                description=f"gpulease {name}: {model} nodes",
+                # The reaper resizes MIGs to 0; that must not show up as drift.
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=["targetSize"]))
+
+        self.resize_request = None
+        if wmodel == "flex_start" and "on_demand" in self.migs:
+            # Flex-start: a resize request queues for all N VMs at once (all-or-nothing) and
+            # they run at most requestedRunDuration (Compute Engine, "Create a MIG with
+            # flex-start VMs"; pulumi-gcp 10.2 compute.ResizeRequest). The request is queued
+            # when the stack is deployed: deploy when the window opens.
+            self.resize_request = gcp.compute.ResizeRequest(
+                f"{name}-flex-start", instance_group_manager=self.migs["on_demand"].name,
+                zone=zone, resize_by=d.purchase.on_demand,
+                requested_run_duration={"seconds": str(layout.flex_run_seconds(d))},
+                description=f"gpulease {name}: flex-start run of its window", opts=child)
+
+        # ---- node-side autostop: leave the MIG through deleteInstances -------------------
+        self.autostop_role = autostop.declare_autostop_grant(
+            name, stack=stack, decision=d, project=args.project, zone=zone,
+            mig_names=[mig_name(name, m) for m in models], member=member, parent=self)
+
+        self.register_outputs({
+            "service_account": email,
+            "migs": {m: mig.name for m, mig in self.migs.items()},
+            "zone": zone,
+        })
+
+    def _internal_firewall(self, rname: str, network: pulumi.Input[str],
+                           email: pulumi.Output, child: pulumi.ResourceOptions) -> None:
+        """All traffic between this cluster's nodes only (matched by their service account)."""
+        gcp.compute.Firewall(
+            rname, network=network, direction="INGRESS", priority=1000,
+            description="gpulease: node-to-node traffic inside one cluster",
+            allows=[{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}],
+            source_service_accounts=[email], target_service_accounts=[email], opts=child)

@@ -1,0 +1,175 @@
+"""The stack-wide cost transform: prices every resource and stamps the gpulease tag set.
+
+Registered once by the program (:func:`register`). For each resource it finds the nearest
+parent component's :class:`CostContext`, prices the resource (``gpulease.costing.costs``), records
+it in the :class:`CostLedger` (what `gpulease plan` and the stack outputs total), and, when the
+resource type takes ``tags`` (AWS) or ``labels`` (GCP), merges the full tag set into them.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any, Optional
+
+import pulumi
+
+from gpulease import money
+from gpulease.catalog import Catalog
+from gpulease.costing import tags
+from gpulease.costing.context import CostContext
+from gpulease.costing.costs import HOURLY_INFRA, resource_monthly_usd
+from gpulease.model import HOURS_PER_MONTH, StackSpec
+from gpulease.reaper import schedule
+
+ASG_TYPE = "aws:autoscaling/group:Group"
+
+
+@dataclass
+class LedgerEntry:
+    type: str
+    name: str
+    cluster: str
+    purchase_model: str
+    template: str
+    #: money (``gpulease.money``): the sum of the cost components the resource carries.
+    monthly_usd: Decimal
+    tags: dict
+
+
+@dataclass
+class CostLedger:
+    entries: dict = field(default_factory=dict)  # (type, name) -> LedgerEntry
+
+    def add(self, e: LedgerEntry) -> None:
+        self.entries[(e.type, e.name)] = e
+
+    def get(self, type_: str, name: str) -> Optional[LedgerEntry]:
+        return self.entries.get((type_, name))
+
+    @property
+    def monthly_usd(self) -> Decimal:
+        """The stack's monthly cost as money: THE total every view shows."""
+        return sum((e.monthly_usd for e in self.entries.values()), money.ZERO)
+
+    def hourly_usd(self, decision) -> Decimal:
+        """$/hour with every node up: the decision's clusters plus the shared infrastructure
+        priced per hour (NAT gateways), as money (`plan` and the stack outputs show it)."""
+        infra = sum((e.monthly_usd for e in self.entries.values() if e.type in HOURLY_INFRA),
+                    money.ZERO)
+        return money.usd(decision.hourly_usd + float(infra) / HOURS_PER_MONTH)
+
+    def by_cluster(self) -> dict[str, Decimal]:
+        out: dict[str, Decimal] = {}
+        for e in self.entries.values():
+            out[e.cluster] = out.get(e.cluster, money.ZERO) + e.monthly_usd
+        return out
+
+
+@lru_cache(maxsize=None)
+def tag_input(cls: type) -> Optional[str]:
+    """"tags" or "labels" when the resource class takes that input, else None."""
+    try:
+        params = inspect.signature(cls._internal_init).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if "tags" in params and cls.__module__.startswith("pulumi_aws"):
+        return "tags"
+    if "labels" in params and cls.__module__.startswith("pulumi_gcp"):
+        return "labels"
+    return None
+
+
+def find_context(resource: Any) -> Optional[CostContext]:
+    r = resource
+    while r is not None:
+        ctx = getattr(r, "cost_context", None)
+        if isinstance(ctx, CostContext):
+            return ctx
+        r = getattr(r, "_parent", None)
+    return None
+
+
+def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: Decimal,
+            cloud: str) -> dict[str, str]:
+    values = {
+        tags.CLUSTER: ctx.cluster,
+        tags.ENVIRONMENT: stack.environment,
+        tags.OWNER: stack.owner,
+        tags.COST_CENTER: stack.cost_center,
+        tags.PURCHASE_MODEL: ctx.purchase_of(name),
+        tags.TEMPLATE: ctx.template,
+    }
+    if ctx.idle_minutes is not None:
+        values[tags.IDLE_MINUTES] = str(ctx.idle_minutes)
+        if ctx.decision is not None:
+            spec = ctx.decision.spec
+            values.update(schedule.tag_values(
+                spec.schedule, lead_minutes=spec.schedule_lead_minutes,
+                first_job_grace_minutes=spec.first_job_grace_minutes))
+    if name in ctx.parts:
+        values[tags.DEMAND_PART] = ctx.parts[name]
+    if name in ctx.baseline_nodes:
+        values[tags.BASELINE_NODES] = str(ctx.baseline_nodes[name])
+    if name in ctx.billed_until:
+        values[tags.BILLED_UNTIL] = tags.timestamp_label(ctx.billed_until[name])
+    if cloud == "aws":
+        values[tags.MONTHLY_USD] = tags.usd(monthly_usd)
+        return values
+    out = {tags.label_key(k): tags.label_value(v) for k, v in values.items()}
+    out[tags.MONTHLY_CENTS] = tags.cents(monthly_usd)
+    return out
+
+
+def _merge(existing: Any, extra: dict) -> Any:
+    if existing is None:
+        return dict(extra)
+    if isinstance(existing, pulumi.Output):
+        return existing.apply(lambda e: {**(e or {}), **extra})
+    return {**existing, **extra}
+
+
+def _merge_asg(existing: Any, extra: dict) -> Any:
+    new = [{"key": k, "value": v, "propagate_at_launch": True} for k, v in extra.items()]
+    keys = set(extra)
+
+    def combine(e):
+        kept = []
+        for t in (e or []):
+            k = t.get("key") if isinstance(t, dict) else getattr(t, "key", None)
+            if k not in keys:
+                kept.append(t)
+        return kept + new
+    if isinstance(existing, pulumi.Output):
+        return existing.apply(combine)
+    return combine(existing)
+
+
+def register(stack: StackSpec, catalog: Catalog) -> CostLedger:
+    """Register the transform for the running stack; returns the ledger it fills."""
+    ledger = CostLedger()
+
+    def transform(args: pulumi.ResourceTransformationArgs):
+        if isinstance(args.resource, pulumi.ComponentResource):
+            return None
+        ctx = find_context(args.opts.parent if args.opts else None)
+        cost = resource_monthly_usd(args.type_, args.name, ctx, catalog)
+        ctx = ctx or CostContext(cluster=tags.SHARED)
+        cloud = args.type_.split(":", 1)[0]
+        kind = tag_input(type(args.resource))
+        stamped = tag_set(stack, ctx, args.name, cost, cloud) if kind else {}
+        ledger.add(LedgerEntry(type=args.type_, name=args.name, cluster=ctx.cluster,
+                               purchase_model=ctx.purchase_of(args.name), template=ctx.template,
+                               monthly_usd=cost, tags=stamped))
+        if not kind:
+            return None
+        props = dict(args.props)
+        if args.type_ == ASG_TYPE:
+            props["tags"] = _merge_asg(props.get("tags"), stamped)
+        else:
+            props[kind] = _merge(props.get(kind), stamped)
+        return pulumi.ResourceTransformationResult(props=props, opts=args.opts)
+
+    pulumi.runtime.register_stack_transformation(transform)
+    return ledger

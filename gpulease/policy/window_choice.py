@@ -1,0 +1,254 @@
+"""A cluster with a window, on one offering: every purchase model priced over the window
+(``gpulease.policy.windows``), the priority band's cheapest kept, as a policy candidate.
+
+The candidate's costs are the work item's price spread over the months its run spans (one month
+for a run up to 730 h: a block's fee is paid up front, at purchase), in the breakdown's columns:
+a reservation or commitment in ``reserved_usd``, on-demand in ``on_demand_usd``, spot in
+``spot_usd`` + ``spot_rework_usd``, a Capacity Block / flex-start / calendar-mode reservation in
+``window_usd``. A commitment bought for the work item is spread over its term.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from gpulease import money
+from gpulease.model import (CostBreakdown, NodeBlock, PurchaseMix, WindowDecision)
+from gpulease.policy import windows as W
+from gpulease.quotes import sold_as
+from gpulease.quotes.model import iso
+
+#: the purchase mix column each window model bills as (the node groups carry these).
+MIX_OF = {"on_demand": "on_demand", "flex_start": "on_demand", "spot": "spot",
+          "reservation": "reserved", "commitment": "reserved", "capacity_block": "reserved",
+          "calendar": "reserved"}
+#: quote kind -> the purchase option an offering must be sold with (C1).
+OPTION_OF = {"capacity_block": "capacity_block", "flex_start": "flex_start",
+             "calendar": "future_reservation"}
+#: plain words for messages.
+WORDS = {"on_demand": "on-demand", "reservation": "a capacity reservation at the on-demand rate",
+         "commitment": "a commitment", "spot": "spot", "capacity_block": "a Capacity Block",
+         "flex_start": "flex-start", "calendar": "a calendar-mode reservation"}
+
+
+def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.WorkItem:
+    """The work item on offering ``o``. Checkpointed work may finish what a Capacity Block
+    cannot hold on the band's continuous model: a reservation at the on-demand rate for
+    guaranteed work, else on-demand."""
+    rules, w = ctx.rules, spec.window
+    lam = ctx.spot_risk(o)[0]
+    sells = getattr(o, "sells", lambda option: True)
+    guaranteed = spec.priority > rules.reserved_above_priority
+    reservable = rules.reserve_at_on_demand_rate and sells("reservation")
+    if guaranteed:
+        rest_model, rest_rate = "reservation", o.on_demand_usd if reservable else None
+    else:
+        rest_model, rest_rate = "on_demand", o.price("on_demand")
+        if rest_rate is None and reservable:
+            rest_model, rest_rate = "reservation", o.on_demand_usd
+    return W.WorkItem(
+        checkpointed=spec.interruptible, remainder_rate=rest_rate, remainder_model=rest_model,
+        nodes=nodes, duration_hours=w.duration_hours, earliest_start=w.earliest_start,
+        deadline=w.deadline, now=ctx.now, gang=gang, interruptions_per_hour=lam,
+        lost_hours=((spec.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes) / 60.0,
+        communication_share=rules.tcp_communication_share if tcp_gang else 0.0,
+        flex_start_queue_hours=rules.flex_start_queue_hours,
+        quote_max_age_hours=rules.quote_max_age_hours, cloud=o.cloud, region=o.region,
+        instance_type=o.instance_type)
+
+
+def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
+    """Every model priced on the offering; models the offering is not sold with say so."""
+    rules = ctx.rules
+    term = rules.commitment_term
+    terms = ("1y", "3y") if term == "auto" else () if term == "none" else (term,)
+    sells = getattr(o, "sells", lambda option: True)
+    rates = W.WindowRates(
+        on_demand=o.price("on_demand"), spot=ctx.spot_rate(o),
+        commit_1y=o.price("reserved", "1y"), commit_3y=o.price("reserved", "3y"),
+        reservation=(o.on_demand_usd if rules.reserve_at_on_demand_rate and sells("reservation")
+                     else None))
+    quotes = []
+    if ctx.quotes is not None:
+        for kind, option in OPTION_OF.items():
+            if sold_as(o, option):
+                quotes += ctx.quotes.for_offering(kind, o.cloud, o.region, o.instance_type)
+    opts = W.price_window(item, rates, quotes, terms=terms or ("1y",))
+    out = []
+    for opt in opts:
+        why = None
+        if opt.model == "commitment" and not terms:
+            why = "no commitment (gpulease:policy.commitment_term: none)"
+        elif opt.model in ("on_demand", "spot", "commitment"):
+            why = getattr(o, "unavailable", lambda m: None)(
+                "reserved" if opt.model == "commitment" else opt.model)
+        elif opt.model == "reservation" and not sells("reservation"):
+            why = f"{o.instance_type} is not sold as a capacity reservation"
+        elif opt.model in OPTION_OF and not sold_as(o, OPTION_OF[opt.model]):
+            why = f"{o.instance_type} is not sold as {WORDS[opt.model]}"
+        if why:
+            from dataclasses import replace
+
+            opt = replace(opt, unavailable=why if why.startswith(("not sold", "no "))
+                          else f"not sold ({why})")
+        out.append(opt)
+    return out
+
+
+def monthly(opt: W.WindowOption) -> tuple[float, int]:
+    """(USD per month, months) the option's price is spread over in the monthly view."""
+    months = opt.lock_in_months if opt.model == "commitment" else W.months_spanned(opt)
+    return opt.total_usd / months, months
+
+
+def costs_of(opt: W.WindowOption, egress: float) -> CostBreakdown:
+    per, months = monthly(opt)
+    if opt.model == "spot":
+        return CostBreakdown(spot_usd=opt.compute_usd / months,
+                             spot_rework_usd=opt.rework_usd / months, egress_usd=egress)
+    col = {"on_demand": "on_demand_usd", "reservation": "reserved_usd",
+           "commitment": "reserved_usd"}.get(opt.model, "window_usd")
+    return CostBreakdown(**{col: per}, egress_usd=egress)
+
+
+def mix_of(opt: W.WindowOption) -> PurchaseMix:
+    return PurchaseMix(**{MIX_OF[opt.model]: opt.nodes})
+
+
+def infeasible_reason(opts, allowed: frozenset, spec, rules) -> str:
+    shown = [o for o in opts if o.model in allowed]
+    parts = [f"{o.model}: {o.unavailable or 'no price'}" for o in shown][:4]
+    band = ("guaranteed capacity only" if spec.priority > rules.reserved_above_priority
+            else "spot allowed" if "spot" in allowed else "no spot")
+    return f"window (priority {spec.priority}, {band}: " + "; ".join(parts) + ")"
+
+
+def decision_of(spec, opt: W.WindowOption, opts, allowed: frozenset, now) -> WindowDecision:
+    per, months = monthly(opt)
+    return WindowDecision(
+        window=spec.window, model=opt.model, start=opt.start, end=opt.end,
+        run_hours=opt.run_hours, total_usd=opt.total_usd, monthly_usd=per, months=months,
+        nodes=opt.nodes, billed_node_hours=opt.billed_node_hours, estimated=opt.estimated,
+        quote=opt.quote.as_dict() if opt.quote is not None else None,
+        options=tuple(dict(x.as_dict(), allowed=x.model in allowed) for x in opts),
+        judged_at=now, lock_in_months=opt.lock_in_months,
+        remainder=opt.as_dict()["remainder"], bought_from=opt.bought_from,
+        bought_until=opt.bought_until)
+
+
+def block_of(opt: W.WindowOption, costs: CostBreakdown) -> NodeBlock:
+    share = CostBreakdown(**{k: getattr(costs, k) for k in (
+        "reserved_usd", "on_demand_usd", "spot_usd", "spot_rework_usd", "window_usd")})
+    return NodeBlock(first=1, nodes=opt.nodes,
+                     hours_per_month=min(opt.run_hours, 730.0),
+                     purchase=MIX_OF[opt.model], costs=share)
+
+
+_money = money.fmt   # THE money text (gpulease.money)
+
+
+def rationale(spec, d: WindowDecision, rules) -> str:
+    """Why this model for the window: what it is, when it runs, what it costs and what the
+    next allowed model would have cost; quotes named with their source and date."""
+    w = spec.window
+    head = (f"Window {iso(w.earliest_start)} to {iso(w.deadline)}, {w.duration_hours:g} h of "
+            f"work (judged at {iso(d.judged_at)}): {WORDS[d.model]}")
+    q = d.quote
+    if q is not None:
+        when = "quoted" if q["live"] else "published"
+        what = (f"offering {q['offering_id']} in {q['zone']}" if q.get("offering_id")
+                else f"the rate ${q['hourly_usd']:,.4f} per node-hour")
+        head += f" ({what}, {q['source']}, {when} {q['quoted_at'][:10]}" + (
+            "; availability not checked" if d.estimated else "") + ")"
+    head += f", running {iso(d.start)} to {iso(d.end)}"
+    if d.remainder is not None:
+        r = d.remainder
+        head += (f", the last {r['hours']:.2f} h (one restart's lost work included) on "
+                 f"{WORDS[r['model']]} {r['start']} to {r['end']} ({_money(r['usd'])})")
+    head += f": {_money(d.total_usd)}"
+    if d.months > 1:
+        head += f" ({_money(d.monthly_usd)} a month over {d.months} months)"
+    others = sorted((o for o in d.options if o["allowed"] and o["feasible"]
+                     and o["model"] != d.model), key=lambda o: o["total_usd"])
+    if others:
+        nxt = others[0]
+        head += (f"; next {WORDS[nxt['model']]} {_money(nxt['total_usd'])} "
+                 f"(+{_money(nxt['total_usd'] - d.total_usd)})")
+    if spec.priority > rules.reserved_above_priority:
+        head += (f". Priority {spec.priority} > {rules.reserved_above_priority} needs "
+                 "guaranteed capacity: a reservation, a Capacity Block, a calendar-mode "
+                 "reservation or a commitment")
+    return head + "."
+
+
+def alternatives(spec, d: WindowDecision, o, rules) -> list:
+    """The chosen offering's other window models, each with why it was not chosen."""
+    from gpulease.model import Alternative
+
+    out = []
+    for opt in d.options:
+        if opt["model"] == d.model:
+            continue
+        if not opt["allowed"]:
+            why = (f"priority {spec.priority} > {rules.reserved_above_priority} needs "
+                   "guaranteed capacity" if spec.priority > rules.reserved_above_priority
+                   else f"not interruptible (no {spec.config_path}.checkpoint_minutes)"
+                   if not spec.interruptible else
+                   f"priority {spec.priority} >= {rules.spot_below_priority}: spot only below "
+                   f"{rules.spot_below_priority}")
+        elif not opt["feasible"]:
+            why = f"window ({opt['model']}: {opt['unavailable']})"
+        else:
+            why = f"cost (+{_money(opt['total_usd'] - d.total_usd)} for the window, {opt['model']})"
+        months = max(1, -(-opt["run_hours"] // 730)) if opt["total_usd"] is not None else 1
+        mix = PurchaseMix(**{MIX_OF[opt["model"]]: opt["nodes"] or d.nodes})
+        out.append(((opt["total_usd"] is None, opt["total_usd"] or 0.0), Alternative(
+            o.cloud, o.region, o.instance_type, mix,
+            None if opt["total_usd"] is None else opt["total_usd"] / months, why)))
+    return out
+
+
+def window_candidate(spec, o, ctx, forced, *, nodes: int, gpus: int, distributed: bool,
+                     network: str, gang: bool, tcp_gang: bool, egress: float, ds,
+                     rejected: Optional[str]):
+    """The candidate of a cluster with a window on offering ``o`` (``candidates.evaluate``)."""
+    from gpulease.policy.candidates import Candidate
+    from gpulease.policy.templates import Facts, choose_template
+
+    rules = ctx.rules
+    item = work_item(spec, o, ctx, nodes=nodes, gang=gang, tcp_gang=tcp_gang)
+    opts = price_options(spec, o, ctx, item)
+    allowed = W.allowed_models(spec.priority, spec.interruptible,
+                               reserved_above=rules.reserved_above_priority,
+                               spot_below=rules.spot_below_priority)
+    best = W.cheapest(opts, allowed)
+    reason = rejected
+    if best is None and reason is None:
+        reason = infeasible_reason(opts, allowed, spec, rules)
+    spot = best is not None and best.model == "spot"
+    facts = Facts(nodes=nodes, distributed=distributed, rdma=o.has_rdma,
+                  rdma_fabric=network != "none", dataset=bool(spec.dataset),
+                  dataset_tb=ds.size_tb if ds is not None else 0.0, spot=spot,
+                  interruptible=spec.interruptible,
+                  spot_allowed=spec.interruptible
+                  and spec.priority <= rules.reserved_above_priority,
+                  priority=spec.priority, production=ctx.stack.is_prod)
+    if forced is not None:
+        tmpl = forced
+        unmet = tmpl.unmet(facts)
+        if unmet and reason is None:
+            reason = f"template {tmpl.name} needs {' and '.join(unmet)}"
+    else:
+        tmpl = choose_template(facts)
+    if best is None:
+        return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
+                         network=network, purchase=None, costs=None, template=tmpl.name,
+                         basis="window", rejected=reason,
+                         window=(None, tuple(opts), allowed))
+    costs = costs_of(best, egress)
+    term = ("1y" if best.lock_in_months == 12 else "3y" if best.lock_in_months == 36
+            else "none")
+    return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
+                     network=network, purchase=mix_of(best), costs=costs, template=tmpl.name,
+                     basis="window", rejected=reason, term=term,
+                     reserved_rate=None, layout=(), objective_usd=None,
+                     window=(best, tuple(opts), allowed))

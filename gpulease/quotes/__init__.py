@@ -1,0 +1,106 @@
+"""Quotes for time windows and spot risk: what the clouds answer when asked for capacity at a time.
+
+Prices that do not depend on when (on-demand, spot, commitments) live in the catalog. What does
+depend on when lives here, each with its time of quote and source:
+
+- **AWS EC2 Capacity Blocks for ML** (``DescribeCapacityBlockOfferings``): an offering is a
+  block of N instances from a start to an end, paid up front (``upfrontFee``);
+- **GCP Dynamic Workload Scheduler**: flex-start (``provisioningModel: FLEX_START``, queued,
+  all-or-nothing, at most 7 days a run) and calendar-mode future reservations
+  (``advice.calendarMode``: when and where N VMs can be reserved for 1-90 days);
+- **spot risk**: the AWS Spot Instance Advisor's monthly interruption bands and Spot Placement
+  Scores (``GetSpotPlacementScores``), GCP's ``advice.capacity`` (obtainability, estimated uptime).
+
+Live answers come from ``gpulease.quotes.aws`` / ``gpulease.quotes.gcp`` (`gpulease catalog quotes`),
+are cached with their time of quote (``gpulease.quotes.store``), and a dated data file shipped with
+gpulease answers offline (``gpulease/quotes/data/<version>.json``: published rates and the Spot
+Advisor bands, each with its source and date; docs/catalog.md "Quotes").
+
+The limits below are the providers' documented ones, in one place.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+# ---- AWS EC2 Capacity Blocks for ML --------------------------------------------------------
+# EC2 API Reference, DescribeCapacityBlockOfferings, and EC2 User Guide, "Find and purchase
+# Capacity Blocks" / "How Capacity Blocks work" (read 2026-12-03):
+#: "Each Capacity Block can have up to 64 instances".
+CB_MAX_INSTANCES = 64
+#: "You must specify the duration in 1-day increments up 14 days, and in 7-day increments up to
+#: 182 days."
+CB_DAY_STEPS_UP_TO_DAYS = 14
+CB_WEEK_STEP_DAYS = 7
+CB_MAX_DAYS = 182
+#: "You can reserve a Capacity Block with a reservation start time up to eight weeks in the
+#: future."
+CB_MAX_ADVANCE_DAYS = 56
+#: "All Capacity Blocks end at 11:30AM UTC" (hour, minute).
+CB_END_UTC = (11, 30)
+#: Types sold as EC2 Capacity Blocks for ML (EC2 User Guide, "Capacity Blocks for ML",
+#: supported instance types: p6-b200, p5, p5e, p5en, p4d, p4de, trn1, trn2 - the GPU ones the
+#: catalog has).
+CAPACITY_BLOCK_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
+                                  "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"})
+#: "Thirty minutes before the reservation expires, we begin to terminate any instances that are
+#: still running in the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks").
+CB_TERMINATION_LEAD_MINUTES = 30
+
+# ---- GCP Dynamic Workload Scheduler ----------------------------------------------------------
+#: Flex-start VMs run at most seven days (Compute Engine docs, "About flex-start VMs"; GKE
+#: "About flex-start": "for up to seven days").
+FLEX_START_MAX_RUN_HOURS = 7 * 24
+#: Calendar-mode future reservations reserve 1 to 90 days, and future availability can be
+#: viewed up to 120 days ahead (Compute Engine docs, "Reserve capacity in calendar mode").
+CALENDAR_MIN_DAYS = 1
+CALENDAR_MAX_DAYS = 90
+CALENDAR_MAX_ADVANCE_DAYS = 120
+
+#: Kinds of quote: a capacity purchase for a window.
+QUOTE_KINDS = ("capacity_block", "flex_start", "calendar")
+
+
+def sold_as(offering, option: str) -> bool:
+    """True when the offering can be bought as ``option`` ("capacity_block", "flex_start",
+    "future_reservation"): what the catalog records from the provider's documentation
+    (``Offering.sells`` with a ``purchase_options_source``), else - rows whose options are only
+    derived from their prices, which never imply these - Capacity Blocks for the listed AWS
+    types, flex-start and calendar mode for GCP's accelerator-optimized series (a2, a3, a4,
+    g2)."""
+    sells = getattr(offering, "sells", None)
+    if sells is not None and getattr(offering, "purchase_options_source", ""):
+        return sells(option)      # recorded from the provider's documentation
+    if option == "capacity_block":
+        return offering.cloud == "aws" and offering.instance_type in CAPACITY_BLOCK_TYPES
+    if option in ("flex_start", "future_reservation"):
+        return offering.cloud == "gcp" and offering.instance_type.split("-")[0] in (
+            "a2", "a3", "a4", "g2")
+    raise ValueError(f"unknown window purchase option {option!r}")
+
+
+def valid_block_hours(hours: float) -> bool:
+    """True when ``hours`` is a Capacity Block duration AWS accepts: whole days, 1-14 days in
+    1-day steps, then multiples of 7 days up to 182."""
+    if hours <= 0 or hours % 24:
+        return False
+    days = int(hours // 24)
+    if days <= CB_DAY_STEPS_UP_TO_DAYS:
+        return True
+    return days <= CB_MAX_DAYS and days % CB_WEEK_STEP_DAYS == 0
+
+
+def block_hours_for(hours: float) -> Optional[int]:
+    """The shortest Capacity Block duration (hours) that covers ``hours`` of work, or None when
+    no block is long enough (more than 182 days)."""
+    days = max(1, math.ceil(hours / 24.0 - 1e-9))
+    if days > CB_DAY_STEPS_UP_TO_DAYS:
+        days = CB_WEEK_STEP_DAYS * math.ceil(days / CB_WEEK_STEP_DAYS)
+    return days * 24 if days <= CB_MAX_DAYS else None
+
+
+def calendar_days_for(hours: float) -> Optional[int]:
+    """Whole days a calendar-mode reservation needs to cover ``hours`` of work (None beyond
+    the 90-day maximum)."""
+    days = max(CALENDAR_MIN_DAYS, math.ceil(hours / 24.0 - 1e-9))
+    return days if days <= CALENDAR_MAX_DAYS else None

@@ -1,0 +1,164 @@
+"""What `gpulease catalog quotes` asks the clouds, per offering of the catalog, and how.
+
+Per AWS region and instance type sold as a Capacity Block: ``DescribeCapacityBlockOfferings``
+(needs a count and a duration); per AWS region: one ``GetSpotPlacementScores`` for the region's
+GPU types; once: the Spot Instance Advisor's data file. Per GCP region and accelerator-optimized
+machine type: ``advice.calendarMode`` (count, duration and a start range), ``advice.capacity``;
+once: the Billing Catalog's flex-start and calendar-mode SKUs. A failing call is reported and
+the others go on (``Failure``); nothing here decides anything.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from gpulease.errors import CloudError
+from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CALENDAR_MAX_DAYS, CB_MAX_ADVANCE_DAYS,
+                             block_hours_for, calendar_days_for, sold_as)
+from gpulease.quotes.model import Quote, SpotRisk, utc
+
+
+@dataclass
+class QuoteRequest:
+    clouds: tuple[str, ...] = ("aws", "gcp")
+    regions: tuple[str, ...] = ()
+    instance_types: tuple[str, ...] = ()
+    gpu: Optional[str] = None
+    #: nodes a quote is for (Capacity Blocks, calendar mode, placement scores).
+    count: Optional[int] = None
+    #: hours of work (a Capacity Block / calendar reservation covering them is asked for).
+    duration_hours: Optional[float] = None
+    start: Optional[dt.datetime] = None
+    end: Optional[dt.datetime] = None
+    gcp_project: Optional[str] = None
+
+
+@dataclass
+class Failure:
+    cloud: str
+    what: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.cloud}: {self.what}: {self.message}"
+
+
+@dataclass
+class Collected:
+    quotes: list[Quote] = field(default_factory=list)
+    risks: list[SpotRisk] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    #: what was not asked and why ("Capacity Blocks: give --count and --duration-hours").
+    skipped: list[str] = field(default_factory=list)
+    calls: int = 0
+
+
+def targets(catalog, req: QuoteRequest) -> list:
+    """The catalog's offerings the request covers."""
+    return [o for o in catalog.offerings
+            if o.cloud in req.clouds and (not req.regions or o.region in req.regions)
+            and (not req.instance_types or o.instance_type in req.instance_types)
+            and (req.gpu is None or o.gpu == req.gpu)]
+
+
+def collect_aws(clients, offerings: list, req: QuoteRequest, now: dt.datetime,
+                progress: Callable[[str], None], out: Collected,
+                advisor: Optional[Callable[[], Any]] = None) -> None:
+    from gpulease.quotes import aws as qa
+
+    regions = sorted({o.region for o in offerings})
+    blocks = [o for o in offerings if sold_as(o, "capacity_block")]
+    if blocks and (req.count is None or req.duration_hours is None):
+        out.skipped.append("Capacity Block offerings: give --count and --duration-hours (the "
+                           "API asks for both)")
+    elif blocks:
+        hours = block_hours_for(req.duration_hours + 0.5)
+        start = req.start or now
+        end = req.end
+        for o in blocks:
+            progress(f"aws {o.region}: DescribeCapacityBlockOfferings {req.count} x "
+                     f"{o.instance_type} for {hours} h")
+            try:
+                out.calls += 1
+                if hours is None:
+                    raise CloudError("aws", "DescribeCapacityBlockOfferings",
+                                     f"{req.duration_hours:g} h needs more than 182 days")
+                if utc(start) > utc(now) + dt.timedelta(days=CB_MAX_ADVANCE_DAYS):
+                    out.skipped.append(f"{o.region} {o.instance_type}: --start more than eight "
+                                       "weeks ahead: AWS offers no block yet")
+                    continue
+                out.quotes += qa.capacity_block_offerings(
+                    clients, o.region, instance_type=o.instance_type, instance_count=req.count,
+                    duration_hours=hours, start=start, end=end, now=now)
+            except CloudError as exc:
+                out.failures.append(Failure("aws", f"{o.region} {o.instance_type} Capacity "
+                                            "Blocks", str(exc)))
+    for region in regions:
+        types = sorted({o.instance_type for o in offerings if o.region == region})
+        progress(f"aws {region}: GetSpotPlacementScores for {len(types)} types")
+        try:
+            out.calls += 1
+            out.risks += qa.spot_placement_scores(clients, region, instance_types=types,
+                                                  target_capacity=req.count or 1, now=now)
+        except CloudError as exc:
+            out.failures.append(Failure("aws", f"{region} Spot Placement Scores", str(exc)))
+    progress("aws: Spot Instance Advisor data")
+    try:
+        out.calls += 1
+        doc = (advisor or qa.fetch_spot_advisor)()
+        out.risks += qa.spot_advisor_bands(doc, pairs={(o.region, o.instance_type)
+                                                       for o in offerings},
+                                           as_of=now, live=True)
+    except CloudError as exc:
+        out.failures.append(Failure("aws", "Spot Instance Advisor", str(exc)))
+
+
+def collect_gcp(clients, offerings: list, req: QuoteRequest, now: dt.datetime,
+                progress: Callable[[str], None], out: Collected) -> None:
+    from gpulease.quotes import gcp as qg
+
+    dws = [o for o in offerings if sold_as(o, "flex_start") or sold_as(o, "future_reservation")]
+    if dws and clients.billing is not None:
+        progress("gcp: Billing Catalog flex-start and calendar-mode SKUs")
+        try:
+            out.calls += 1
+            out.quotes += qg.window_rates(clients.billing, dws, now=now)
+        except CloudError as exc:
+            out.failures.append(Failure("gcp", "Billing Catalog", str(exc)))
+    if not clients.project:
+        out.skipped.append("GCP advice (calendar mode, Spot capacity): give --gcp-project")
+        return
+    cal = [o for o in offerings if sold_as(o, "future_reservation")]
+    if cal and (req.count is None or req.duration_hours is None):
+        out.skipped.append("calendar-mode advice: give --count and --duration-hours")
+    elif cal:
+        days = calendar_days_for(req.duration_hours)
+        start = utc(req.start or now)
+        latest = utc(now) + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS)
+        end = min(utc(req.end), latest) if req.end else latest
+        for o in cal:
+            if days is None:
+                out.skipped.append(f"calendar mode: {req.duration_hours:g} h is more than "
+                                   f"{CALENDAR_MAX_DAYS} days")
+                break
+            progress(f"gcp {o.region}: advice.calendarMode {req.count} x {o.instance_type}")
+            try:
+                out.calls += 1
+                out.quotes += qg.calendar_advice(
+                    clients, o.region, machine_type=o.instance_type, count=req.count,
+                    start_not_earlier=start, start_not_later=max(start, end - dt.timedelta(
+                        days=days)), min_hours=days * 24, max_hours=days * 24,
+                    zones=o.zones, now=now)
+            except CloudError as exc:
+                out.failures.append(Failure("gcp", f"{o.region} {o.instance_type} calendar "
+                                            "mode", str(exc)))
+    for o in offerings:
+        progress(f"gcp {o.region}: advice.capacity {req.count or 1} x {o.instance_type} (Spot)")
+        try:
+            out.calls += 1
+            out.risks += qg.capacity_advice(clients, o.region, machine_type=o.instance_type,
+                                            count=req.count or 1, zones=o.zones, now=now)
+        except CloudError as exc:
+            out.failures.append(Failure("gcp", f"{o.region} {o.instance_type} capacity "
+                                        "advice", str(exc)))

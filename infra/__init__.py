@@ -1,2 +1,0 @@
-"""gpulease: cost-optimized hybrid GPU training clusters on AWS and GCP, declared with Pulumi."""
-__version__ = "0.1.0"

@@ -1,4 +1,0 @@
-"""`python -m infra.cli` = `gpulease`."""
-from infra.cli import console
-
-console()
