@@ -6,7 +6,7 @@ Six clusters (128 GPUs on AWS) follow workload archetypes, minute by minute, fro
 random generator: an office-hours dev cluster; a training run planned for 25 days that ends
 early; a hyper-parameter sweep with gaps between rounds; a nightly fine-tune with its declared
 schedule (``schedule: [{cron: "0 2 * * *", minutes: 120}]``, CONTRACTS C3, tagged as
-``gpulease.reaper.schedule.tag_values`` encodes it); a forgotten demo; a bursty team on a demand
+``gpulease.cron.tag_values`` encodes it); a forgotten demo; a bursty team on a demand
 profile (a committed baseline of 2 nodes, ``gpulease-baseline-nodes``, plus burst nodes).
 Inside the jobs: data loading at each job's start and checkpoint writes every hour (GPU at
 0-2 %), a 40-minute CPU phase at 3 % GPU (training), an hour of missing metrics (the agent not
@@ -55,9 +55,9 @@ from typing import Optional
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from gpulease.bootstrap.render import HEARTBEAT_MINUTES  # noqa: E402
-from gpulease.costing import tags  # noqa: E402
+from gpulease import tags  # noqa: E402
 from gpulease.reaper import decision as d  # noqa: E402
-from gpulease.reaper import schedule as rs  # noqa: E402
+from gpulease import cron as rs  # noqa: E402
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -91,7 +91,7 @@ KEEP_S = 4 * 3600
 FALSE_REAP_S = 3600
 #: CONTRACTS C10, the node's busy witness: the instance tag a node writes (the epoch second of
 #: its newest check that found any busy signal) and the launch-time tag saying it writes one.
-#: The keys and the refresh period are the reaper's own (gpulease/costing/tags.py,
+#: The keys and the refresh period are the reaper's own (gpulease/tags.py,
 #: gpulease.reaper.decision), as the rendered node script also takes them.
 BUSY_AT = tags.BUSY_AT
 BUSY_WITNESS = tags.BUSY_WITNESS

@@ -16,7 +16,7 @@ Targets (issue 23): fixed cost <= 3 s, <= 2 ms per resource, the 1,260-resource 
 ``--in-process`` runs ``gpulease.planner.plan.run`` in this process instead (no imports, no
 output) and prints the garbage collector's share; ``--engine-gc`` leaves the collector running
 during the run, as the real engine does (the mocks pause it); with ``--one-shot`` the process is
-marked one-shot as the Pulumi entry point marks it (gpulease/oneshot.py: the program then pauses
+marked one-shot as the Pulumi entry point marks it (gpulease/gctuning.py: the program then pauses
 the collector itself and freezes what it built).
 """
 from __future__ import annotations
@@ -115,9 +115,9 @@ def measure(n: int, repeat: int, preview: bool, engine_gc: bool = False) -> dict
 
 def in_process(args) -> int:
     if args.one_shot:
-        from gpulease import oneshot
+        from gpulease import gctuning
 
-        oneshot.enable()
+        gctuning.enable()
     print(f"{'clusters':>8} {'resources':>9} {'custom':>7} {'median s':>9} {'gc s':>6} "
           f"{'res/s':>7}")
     for n in (int(s) for s in args.sizes.split(",")):

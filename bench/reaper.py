@@ -35,7 +35,7 @@ from moto.server import ThreadedMotoServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from gpulease.costing import tags  # noqa: E402
+from gpulease import tags  # noqa: E402
 from gpulease.reaper import decision as d  # noqa: E402
 from gpulease.reaper import engine  # noqa: E402
 from gpulease.reaper.aws import METRIC, NAMESPACE, AwsReaper  # noqa: E402

@@ -25,7 +25,7 @@ from gpulease.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER
                             StackSpec, StorageSpec, Window, parse_utc)
 from gpulease.policy.rules import PolicyRules
 from gpulease.quotes import CB_MAX_INSTANCES
-from gpulease.reaper import schedule as rs
+from gpulease import cron as rs
 from gpulease.reaper.settings import ReaperSettings
 
 NAMESPACE = "gpulease"
@@ -456,7 +456,7 @@ def _message(err: dict) -> str:
         what, rule = _PATTERN_RULES.get(ctx.get("pattern"), ("name", _NAME_RULE))
         text = f"{value!r} is not a valid {what}: use {rule}"
         if ctx.get("pattern") == LABEL_VALUE_PATTERN and isinstance(value.value, str):
-            from gpulease.costing.tags import label_value
+            from gpulease.tags import label_value
 
             suggestion = label_value(value.value)
             if suggestion and suggestion != value:
@@ -565,7 +565,7 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
 
     references = _reference_findings(data, catalog, source) + _demand_findings(data, source)
     if "environment" not in data and not re.fullmatch(ENVIRONMENT_PATTERN, stack):
-        from gpulease.costing.tags import label_value
+        from gpulease.tags import label_value
 
         suggestion = label_value(stack).replace("_", "-").strip("-")[:30].rstrip("-") or "dev"
         if not suggestion[0].isalpha():

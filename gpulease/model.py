@@ -520,7 +520,7 @@ class ClusterSpec:
     window: Optional[Window] = None
     #: the pinned Capacity Block of the reserved nodes (AWS), None = none pinned.
     capacity_block: Optional[CapacityBlockPin] = None
-    #: declared work windows, (cron expression in UTC, minutes) each (gpulease/reaper/schedule.py).
+    #: declared work windows, (cron expression in UTC, minutes) each (gpulease/cron.py).
     schedule: tuple[tuple[str, int], ...] = ()
     #: the reaper does not act this many minutes before a declared window.
     schedule_lead_minutes: int = 60

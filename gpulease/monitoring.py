@@ -13,11 +13,11 @@ from typing import Any, Optional
 import jinja2
 
 from gpulease import money
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.errors import ConfigError, Finding
 from gpulease.guardrails.rules import HEADROOM_WARN_SHARE
 from gpulease.model import HOURS_PER_MONTH, EnvironmentDecision
-from gpulease.resources import templates
+from gpulease.datafiles import templates
 
 TEMPLATE_DIR = templates("monitoring")
 RULES_FILE = "gpulease-alerts.rules.yml"

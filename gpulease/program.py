@@ -13,7 +13,7 @@ from typing import Any, Collection, Iterable, Optional
 
 import pulumi
 
-from gpulease import money, oneshot
+from gpulease import money, gctuning
 from gpulease.catalog import Catalog
 from gpulease.config import NAMESPACE, TOP_LEVEL_KEYS
 from gpulease.costing import transform as cost_transform
@@ -25,7 +25,7 @@ from gpulease.model import EnvironmentDecision
 #: ``storage`` maps the names of storage entries already declared (by adaptors earlier in
 #: DEPLOY_ORDER) to their components, so a cluster reading a dataset on another cloud can depend
 #: on its bucket, and ``only_clusters`` limits the cluster components declared (see main).
-CLOUD_ADAPTORS = {"aws": "gpulease.clouds.aws", "gcp": "gpulease.clouds.gcp"}
+CLOUD_ADAPTORS = {"aws": "gpulease.clouds.aws.deploy", "gcp": "gpulease.clouds.gcp.deploy"}
 #: GCP first: AWS clusters staging a GCS dataset grant a reader on the GCS bucket, which must
 #: exist first; GCP clusters reading S3 only name the bucket (no AWS-side grant on it).
 DEPLOY_ORDER = ("gcp", "aws")
@@ -96,8 +96,8 @@ def deploy_clouds(env: EnvironmentDecision, catalog: Catalog, spec: Any, *,
         order = order[:max([order.index(c) + 1 for c in wanted], default=0)]
         scoped = {"only_clusters": frozenset(clusters)}
     # Everything declared here lives until the program ends: in a one-shot process (`pulumi up`,
-    # `gpulease plan`) the collector would walk it again and again for nothing (gpulease.oneshot).
-    with oneshot.collector_paused(only_one_shot=True):
+    # `gpulease plan`) the collector would walk it again and again for nothing (gpulease.gctuning).
+    with gctuning.collector_paused(only_one_shot=True):
         for cloud in order:
             declared = importlib.import_module(CLOUD_ADAPTORS[cloud]).deploy(
                 env, catalog, storage=dict(storage), **scoped)

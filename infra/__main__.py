@@ -14,7 +14,7 @@ from typing import Collection, Iterable, Optional
 
 import pulumi
 
-from gpulease import clock, oneshot
+from gpulease import clock, gctuning
 from gpulease.config import load_stack_catalog, located, parse_stack_config
 from gpulease.costing import transform as cost_transform
 from gpulease.errors import InputError
@@ -52,7 +52,7 @@ def main(file_keys: Optional[Iterable[str]] = None, *,
 
 
 if __name__ == "__main__":
-    oneshot.enable()  # the language host runs the program once per process (gpulease.oneshot)
+    gctuning.enable()  # the language host runs the program once per process (gpulease.gctuning)
     try:
         main()
     except InputError as exc:

@@ -26,7 +26,7 @@ from typing import Any, Optional
 from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, PolicyPack,
                            ResourceValidationPolicy, StackValidationPolicy)
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.planner.mocks import UNKNOWN_MASK
 from gpulease.guardrails.rules import (MANDATORY, RULES, GuardedResource, Rule, RuleContext,
                                        tag_dict, tag_kind)

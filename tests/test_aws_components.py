@@ -14,7 +14,7 @@ import pytest
 from gpulease.catalog import load_catalog
 from gpulease.clouds.aws import deploy
 from gpulease import money
-from gpulease.costing import tags, transform
+from gpulease import tags, transform
 from gpulease.errors import ConfigError, GuardrailError
 from gpulease.model import (CapacityBlockPin, CloudSpec, ClusterDecision, ClusterSpec,
                             CostBreakdown, EnvironmentDecision, PurchaseMix, StackSpec,

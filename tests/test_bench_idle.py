@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from tests.test_bootstrap_watcher import FakeMetadata, INSTANCE_ID, _idle_node, _run, asg_doc
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from gpulease.bootstrap import render as R
 from gpulease.bootstrap.fabric import FABRICS, fabric_env
 from gpulease.bootstrap.settings import BootstrapSettings
 from gpulease.catalog import load_catalog
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.model import RDMA_KINDS
 from gpulease.reaper import aws as reaper_aws
 from gpulease.reaper import decision
@@ -417,7 +417,7 @@ def test_autostop_minutes(environment, configured, expected):
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])
 def test_autostop_opt_out_key_comes_from_the_tag_module(cloud):
-    """The autostop reads the opt-out under gpulease.costing.tags.KEEP; the template spells no key."""
+    """The autostop reads the opt-out under gpulease.tags.KEEP; the template spells no key."""
     assert tags.KEEP not in (R.TEMPLATE_DIR / "autostop.sh.j2").read_text()
     o = next(o for o in load_catalog().offerings if o.cloud == cloud)
     stack, d = make_stack(o)

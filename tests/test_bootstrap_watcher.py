@@ -15,7 +15,7 @@ import pytest
 
 from gpulease.bootstrap import render as R
 from gpulease.catalog import load_catalog
-from gpulease.costing import tags
+from gpulease import tags
 from tests.test_bootstrap_fixtures import make_stack
 from tests.timeouts import HANG_S
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpulease import resources
-from gpulease.costing import tags
+from gpulease import datafiles
+from gpulease import tags
 from tests.fakes import moto_strict
 from tests.timeouts import HANG_S
 
@@ -65,11 +65,11 @@ def _checkout_files(folder: str) -> set[str]:
 
 def test_the_wheel_carries_every_data_file(dist):
     names = set(zipfile.ZipFile(dist["wheel"]).namelist())
-    for folder in resources.TOP_LEVEL:   # templates/, policy-pack/ -> gpulease/_data/<folder>/
-        want = {f"gpulease/{resources.BUNDLED}/{folder}/{f}" for f in _checkout_files(folder)}
+    for folder in datafiles.TOP_LEVEL:   # templates/, policy-pack/ -> gpulease/_data/<folder>/
+        want = {f"gpulease/{datafiles.BUNDLED}/{folder}/{f}" for f in _checkout_files(folder)}
         assert want and want <= names, sorted(want - names)[:5]
     # the Pulumi program: its entry point rides along, for `gpulease plan` of a wheel install
-    assert f"gpulease/{resources.BUNDLED}/{resources.PROGRAM}/__main__.py" in names
+    assert f"gpulease/{datafiles.BUNDLED}/{datafiles.PROGRAM}/__main__.py" in names
     # one top-level package, gpulease; beside it only the documented pickle alias (a namespace
     # portion: no infra/__init__.py that would hide a user's own infra/ folder)
     top = {n.split("/", 1)[0] for n in names if "/" in n and ".dist-info/" not in n}
@@ -103,25 +103,25 @@ def test_the_wheel_declares_runtime_dependencies_and_test_tools_as_an_extra(dist
 def test_the_sdist_carries_what_the_wheel_is_built_from(dist):
     with tarfile.open(dist["sdist"]) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    for need in ("pyproject.toml", "Pulumi.yaml", "gpulease/resources.py",
+    for need in ("pyproject.toml", "Pulumi.yaml", "gpulease/datafiles.py",
                  "templates/bootstrap/cloud-config.yaml.j2", "policy-pack/__main__.py",
                  "gpulease/planner/data/lookups.json", "stacks/Pulumi.dev.yaml"):
         assert need in names, need
 
 
 def test_data_is_found_through_one_module():
-    """Every reader of a data folder asks gpulease.resources; only build tools writing into the
+    """Every reader of a data folder asks gpulease.datafiles; only build tools writing into the
     checkout, and the Pulumi project directory, use their own file's location."""
     allowed = {"gpulease/catalog/build/snapshot.py", "gpulease/quotes/build.py",
                "gpulease/planner/replace_build.py", "gpulease/quotes/store.py",
-               "gpulease/reaper/destroy.py", "gpulease/clouds/aws/__init__.py"}
+               "gpulease/reaper/destroy.py", "gpulease/clouds/aws/deploy.py"}
     users = {str(p.relative_to(ROOT)) for p in (ROOT / "gpulease").rglob("*.py")
              if "Path(__file__)" in p.read_text(encoding="utf-8")}
     assert users <= allowed, sorted(users - allowed)
     # in the checkout, the top-level folders are the checkout's own
-    assert resources.templates() == ROOT / "templates"
-    assert resources.policy_pack() == ROOT / "policy-pack"
-    assert resources.missing() == []
+    assert datafiles.templates() == ROOT / "templates"
+    assert datafiles.policy_pack() == ROOT / "policy-pack"
+    assert datafiles.missing() == []
 
 
 # ---- the wheel in an empty virtualenv ----------------------------------------------------------
@@ -176,7 +176,7 @@ def _runtime_has_no_test_tools(venv: Path) -> None:
 def _plans_and_renders_outside_the_checkout(venv: Path, project: Path) -> None:
     gl = str(venv / "bin" / "gpulease")
     env = _clean_env(project)
-    where = _run([str(venv / "bin" / "python"), "-c", "import gpulease, gpulease.resources as r; "
+    where = _run([str(venv / "bin" / "python"), "-c", "import gpulease, gpulease.datafiles as r; "
                   "print(gpulease.__file__); print(r.templates()); print(r.policy_pack())"],
                  cwd=project, env=env)
     pkg, tpl, pack = where.stdout.split()
@@ -218,7 +218,7 @@ def _a_users_own_infra_folder_hides_nothing(venv: Path, project: Path) -> None:
     (own / "network.py").write_text("VPC = 'mine'\n")
     env = _clean_env(project)
     probe = _run([str(venv / "bin" / "python"), "-c",
-                  "import gpulease.resources as r, infra.network, infra.clouds.gcp.reservation as a;"
+                  "import gpulease.datafiles as r, infra.network, infra.clouds.gcp.reservation as a;"
                   " from gpulease.clouds.gcp.reservation import ReservationProvider as P;"
                   " print(r.program_file()); print(infra.network.VPC, a.ReservationProvider is P)"],
                  cwd=project, env=env)
@@ -266,10 +266,10 @@ def _reaps_a_dry_run_against_moto(venv: Path, project: Path) -> None:
 
 
 def _prints_its_data_folders(venv: Path, project: Path) -> None:
-    p = _run([str(venv / "bin" / "python"), "-m", "gpulease.resources", "policy-pack"],
+    p = _run([str(venv / "bin" / "python"), "-m", "gpulease.datafiles", "policy-pack"],
              cwd=project, env=_clean_env(project))
     assert p.returncode == 0 and Path(p.stdout.strip(), "__main__.py").is_file()
-    bad = _run([str(venv / "bin" / "python"), "-m", "gpulease.resources", "stacks"],
+    bad = _run([str(venv / "bin" / "python"), "-m", "gpulease.datafiles", "stacks"],
                cwd=project, env=_clean_env(project))
     assert bad.returncode == 2 and "usage" in bad.stderr
 
@@ -281,7 +281,7 @@ def _starts_the_policy_pack(venv: Path, project: Path) -> None:
     pack's folder, with the first python3 on PATH): in the environment gpulease is installed in,
     its imports resolve and its gRPC server starts and prints its port, as the engine expects."""
     py = str(venv / "bin" / "python")
-    pack = Path(_run([py, "-m", "gpulease.resources", "policy-pack"], cwd=project,
+    pack = Path(_run([py, "-m", "gpulease.datafiles", "policy-pack"], cwd=project,
                      env=_clean_env(project)).stdout.strip())
     assert str(venv) in str(pack)
     assert yaml.safe_load((pack / "PulumiPolicy.yaml").read_text())["runtime"] == {

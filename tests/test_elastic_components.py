@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpulease.clouds.aws import builders
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, DemandStep, NodeBlock,
                             PurchaseMix)
 from tests import test_aws_components as A

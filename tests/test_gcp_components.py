@@ -11,10 +11,10 @@ from google.cloud import compute_v1
 
 from gpulease import money
 from gpulease.catalog import TIER_CLASSES, parse_catalog
-from gpulease.clouds import gcp as gcp_adaptor
+from gpulease.clouds.gcp import deploy as gcp_adaptor
 from gpulease.clouds.gcp import cluster as cluster_mod
-from gpulease.clouds.gcp import layout
-from gpulease.costing import tags
+from gpulease.clouds.gcp import builders
+from gpulease import tags
 from gpulease.errors import ConfigError
 from gpulease.costing import transform as cost_transform
 from gpulease.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
@@ -186,7 +186,7 @@ def test_primary_network_vpc_subnets_router_nat(prod):
     _, r = prod
     vpc = r.one(T_NET, "gcp-network-vpc")
     assert vpc.inputs["autoCreateSubnetworks"] is False, vpc.urn
-    assert vpc.inputs["mtu"] == layout.RDMA_MTU, vpc.urn  # ultra is in the network
+    assert vpc.inputs["mtu"] == builders.RDMA_MTU, vpc.urn  # ultra is in the network
     for region in ("us-central1", "europe-west4"):
         sub = r.one(T_SUB, f"gcp-network-{region}")
         assert sub.inputs["region"] == region and sub.inputs["privateIpGoogleAccess"] is True, \
@@ -208,7 +208,7 @@ def test_gpu_nic_networks_per_fabric(prod):
     roce = r.one(T_NET, "ultra-rdma")
     assert roce.inputs["networkProfile"] == \
         "projects/acme-test/global/networkProfiles/us-central1-b-vpc-roce", roce.urn
-    assert roce.inputs["mtu"] == layout.RDMA_MTU, roce.urn
+    assert roce.inputs["mtu"] == builders.RDMA_MTU, roce.urn
     roce_subs = [s for s in r.by_type(T_SUB) if re.fullmatch(r"ultra-rdma-\d", s.name)]
     assert len(roce_subs) == 8
     r.one(T_NET, "ultra-gvnic-1")
@@ -218,10 +218,10 @@ def test_gpu_nic_networks_per_fabric(prod):
 def test_template_nics_follow_the_layout_and_have_no_external_ip(prod):
     env, r = prod
     for c in env.clusters:
-        for m in layout.models_with_nodes(c):
+        for m in builders.models_with_nodes(c):
             tpl = r.one(T_IT, f"{c.name}-{m.replace('_', '-')}-template")
             nics = tpl.inputs["networkInterfaces"]
-            want = layout.nic_layout(c.offering, c.network)
+            want = builders.nic_layout(c.offering, c.network)
             assert len(nics) == len(want), tpl.urn
             for got, exp in zip(nics, want):
                 assert not got.get("accessConfigs"), f"{tpl.urn}: external IP"
@@ -278,7 +278,7 @@ def test_compact_placement_for_distributed_clusters(prod):
 def test_instance_templates(prod):
     env, r = prod
     for c in env.clusters:
-        for m in layout.models_with_nodes(c):
+        for m in builders.models_with_nodes(c):
             tpl = r.one(T_IT, f"{c.name}-{m.replace('_', '-')}-template")
             i = tpl.inputs
             assert i["machineType"] == c.offering.instance_type, tpl.urn
@@ -377,7 +377,7 @@ def test_least_privilege_service_account(prod):
     env, r = prod
     roles = sorted(p.inputs["role"] for p in r.by_type(T_PIAM)
                    if p.name.startswith("pretrain-"))
-    assert roles == sorted(layout.PROJECT_ROLES)
+    assert roles == sorted(builders.PROJECT_ROLES)
     for p in r.by_type(T_PIAM):
         assert p.inputs["role"] not in ("roles/owner", "roles/editor"), p.urn
         assert p.inputs["project"] == "acme-test", p.urn
@@ -570,7 +570,7 @@ def _check_every_offering(catalog):
             tpl = r.one(T_IT, f"{c.name}-{m.replace('_', '-')}-template")
             assert tpl.inputs["machineType"] == c.offering.instance_type in machine_types
             assert len(tpl.inputs["networkInterfaces"]) == len(
-                layout.nic_layout(c.offering, c.network)), tpl.urn
+                builders.nic_layout(c.offering, c.network)), tpl.urn
             for a in tpl.inputs.get("guestAccelerators") or []:
                 assert a["type"] in accelerators and a["type"].startswith("nvidia-"), tpl.urn
             r.one(T_MIG, f"{c.name}-{m}")

@@ -7,7 +7,7 @@ import pytest
 from google.cloud import compute_v1
 
 from gpulease.catalog import TIER_CLASSES
-from gpulease.clouds.gcp import layout
+from gpulease.clouds.gcp import builders
 from gpulease.errors import ConfigError
 from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, Offering, PurchaseMix,
                             StackSpec, StorageSpec)
@@ -41,20 +41,20 @@ def decision(o: Offering, purchase: PurchaseMix, distributed: bool = True, zone=
 
 
 @pytest.mark.parametrize("o, total, gpu_nets, mtu, types", [
-    (A3_HIGH, 5, 4, layout.GPUDIRECT_MTU, {"GVNIC"}),
-    (A3_MEGA, 9, 8, layout.GPUDIRECT_MTU, {"GVNIC"}),
-    (A3_ULTRA, 10, 2, layout.RDMA_MTU, {"GVNIC", "MRDMA"}),
-    (A4, 10, 2, layout.RDMA_MTU, {"GVNIC", "MRDMA"}),
+    (A3_HIGH, 5, 4, builders.GPUDIRECT_MTU, {"GVNIC"}),
+    (A3_MEGA, 9, 8, builders.GPUDIRECT_MTU, {"GVNIC"}),
+    (A3_ULTRA, 10, 2, builders.RDMA_MTU, {"GVNIC", "MRDMA"}),
+    (A4, 10, 2, builders.RDMA_MTU, {"GVNIC", "MRDMA"}),
     (A2, 1, 0, None, {"GVNIC"}),
     (G2, 1, 0, None, {"GVNIC"}),
     (N1_T4, 1, 0, None, {None}),
 ])
 def test_nic_layout_table(o, total, gpu_nets, mtu, types):
-    nics = layout.nic_layout(o)
+    nics = builders.nic_layout(o)
     assert len(nics) == total, o.instance_type
     assert [n["index"] for n in nics] == list(range(total))
     assert nics[0]["network"] == "primary"
-    nets = layout.extra_networks(nics)
+    nets = builders.extra_networks(nics)
     assert len(nets) == gpu_nets, (o.instance_type, nets)
     assert {n["nic_type"] for n in nics} == types
     for net in nets.values():
@@ -62,22 +62,22 @@ def test_nic_layout_table(o, total, gpu_nets, mtu, types):
 
 
 def test_rdma_layout_puts_eight_mrdma_nics_on_one_roce_network_with_eight_subnets():
-    nics = layout.nic_layout(A3_ULTRA)
+    nics = builders.nic_layout(A3_ULTRA)
     mrdma = [n for n in nics if n["nic_type"] == "MRDMA"]
     assert len(mrdma) == 8 and {n["network"] for n in mrdma} == {"rdma"}
     assert len({n["subnet"] for n in mrdma}) == 8
-    nets = layout.extra_networks(nics)
+    nets = builders.extra_networks(nics)
     assert nets["rdma"]["rdma"] is True and nets["gvnic-1"]["rdma"] is False
 
 
 def test_single_node_decision_without_fabric_gets_only_the_primary_nic():
-    assert len(layout.nic_layout(A3_MEGA, "none")) == 1
+    assert len(builders.nic_layout(A3_MEGA, "none")) == 1
 
 
 def test_nic_types_are_compute_api_values():
     valid = {e.name for e in compute_v1.NetworkInterface.NicType}
     for o in (A3_HIGH, A3_MEGA, A3_ULTRA, A2, N1_T4):
-        for nic in layout.nic_layout(o):
+        for nic in builders.nic_layout(o):
             assert nic["nic_type"] is None or nic["nic_type"] in valid
 
 
@@ -85,17 +85,17 @@ def test_nic_types_are_compute_api_values():
     ([(A2, "none")], 1460), ([(A2, "none"), (A3_HIGH, "gpudirect-tcpx")], 8244),
     ([(A3_MEGA, "gpudirect-tcpxo"), (A3_ULTRA, "rdma")], 8896), ([(A3_HIGH, "none")], 1460)])
 def test_primary_mtu(pairs, mtu):
-    assert layout.primary_mtu(pairs) == mtu
+    assert builders.primary_mtu(pairs) == mtu
 
 
 def test_rdma_network_profile_url():
-    assert layout.rdma_network_profile("p", "us-central1-b") == \
+    assert builders.rdma_network_profile("p", "us-central1-b") == \
         "projects/p/global/networkProfiles/us-central1-b-vpc-roce"
 
 
 def test_cidrs_do_not_overlap():
-    prim = {layout.primary_subnet_cidr(i) for i in range(10)}
-    extra = {layout.extra_subnet_cidr(i) for i in range(10)}
+    prim = {builders.primary_subnet_cidr(i) for i in range(10)}
+    extra = {builders.extra_subnet_cidr(i) for i in range(10)}
     assert len(prim) == 10 and len(extra) == 10
     assert all(c.startswith("10.") for c in prim) and all(c.startswith("192.168.") for c in extra)
 
@@ -108,7 +108,7 @@ def test_cidrs_do_not_overlap():
     ("reserved", "DELETE", {"provisioning_model": "STANDARD"}),
 ])
 def test_scheduling(model, action, expected):
-    s = layout.scheduling(model, action)
+    s = builders.scheduling(model, action)
     assert s["on_host_maintenance"] == "TERMINATE"
     for k, v in expected.items():
         assert s[k] == v, (model, k)
@@ -120,19 +120,19 @@ def test_scheduling(model, action, expected):
 
 def test_scheduling_rejects_unknown_model():
     with pytest.raises(ValueError):
-        layout.scheduling("mixed", "STOP")
+        builders.scheduling("mixed", "STOP")
 
 
 @pytest.mark.parametrize("o, expected", [
     (N1_T4, [{"type": "nvidia-tesla-t4", "count": 1}]), (A2, []), (A3_MEGA, []), (G2, [])])
 def test_guest_accelerators_only_for_n1(o, expected):
-    assert layout.guest_accelerators(o) == expected
+    assert builders.guest_accelerators(o) == expected
 
 
 @pytest.mark.parametrize("o, disk", [(A3_ULTRA, "hyperdisk-balanced"), (A4, "hyperdisk-balanced"),
                                      (A3_MEGA, "pd-balanced"), (N1_T4, "pd-balanced")])
 def test_boot_disk_type(o, disk):
-    assert layout.boot_disk_type(o) == disk
+    assert builders.boot_disk_type(o) == disk
 
 
 @pytest.mark.parametrize("o, mix, model, expected", [
@@ -143,27 +143,27 @@ def test_boot_disk_type(o, disk):
     (G2, PurchaseMix(spot=6), "spot", 6),
 ])
 def test_placement_vm_count(o, mix, model, expected):
-    assert layout.placement_vm_count(decision(o, mix), model) == expected
+    assert builders.placement_vm_count(decision(o, mix), model) == expected
 
 
 def test_placement_not_for_non_distributed_clusters():
-    assert layout.placement_vm_count(decision(A3_MEGA, PurchaseMix(on_demand=2), False),
+    assert builders.placement_vm_count(decision(A3_MEGA, PurchaseMix(on_demand=2), False),
                                      "on_demand") is None
 
 
 def test_placement_limit_is_a_config_error_naming_the_cluster():
-    big = decision(A3_MEGA, PurchaseMix(on_demand=layout.COMPACT_PLACEMENT_MAX_VMS + 1))
+    big = decision(A3_MEGA, PurchaseMix(on_demand=builders.COMPACT_PLACEMENT_MAX_VMS + 1))
     with pytest.raises(ConfigError) as exc:
-        layout.placement_vm_count(big, "on_demand")
+        builders.placement_vm_count(big, "on_demand")
     assert "gpulease:clusters[2]" in str(exc.value) and "1500" in str(exc.value)
 
 
 def test_cluster_zone_prefers_decision_then_catalog():
     o = offering("a3-megagpu-8g", "gpudirect-tcpxo", zones=("us-central1-c", "us-central1-a"))
-    assert layout.cluster_zone(decision(o, PurchaseMix(spot=2))) == "us-central1-c"
-    assert layout.cluster_zone(decision(o, PurchaseMix(spot=2), zone="us-central1-a")) == \
+    assert builders.cluster_zone(decision(o, PurchaseMix(spot=2))) == "us-central1-c"
+    assert builders.cluster_zone(decision(o, PurchaseMix(spot=2), zone="us-central1-a")) == \
         "us-central1-a"
-    assert layout.cluster_zone(decision(A2, PurchaseMix(spot=2))) is None
+    assert builders.cluster_zone(decision(A2, PurchaseMix(spot=2))) is None
 
 
 def _stack(env: str) -> StackSpec:
@@ -175,17 +175,17 @@ def _stack(env: str) -> StackSpec:
     ("dev", "a"), ("prod", "pretrain"), ("production", "a-very-long-cluster-name-of-30c"),
     ("staging", "x" * 30)])
 def test_service_account_id_is_valid_and_unique(env, cluster):
-    sa = layout.service_account_id(_stack(env), cluster)
+    sa = builders.service_account_id(_stack(env), cluster)
     assert re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", sa), sa
-    other = layout.service_account_id(_stack(env), cluster + "2")
+    other = builders.service_account_id(_stack(env), cluster + "2")
     assert other != sa
 
 
 def test_split_gs_uri_and_prefix_condition():
-    assert layout.split_gs_uri("gs://b/checkpoints/c/") == ("b", "checkpoints/c/")
+    assert builders.split_gs_uri("gs://b/checkpoints/c/") == ("b", "checkpoints/c/")
     with pytest.raises(ValueError):
-        layout.split_gs_uri("s3://b/x")
-    cond = layout.prefix_condition("b", "data/", "t")
+        builders.split_gs_uri("s3://b/x")
+    cond = builders.prefix_condition("b", "data/", "t")
     assert 'startsWith("projects/_/buckets/b/objects/data/")' in cond["expression"]
 
 
@@ -193,7 +193,7 @@ def test_lifecycle_rules_walk_the_tiers_down():
     spec = StorageSpec(name="corpus", size_tb=1, home_cloud="gcp", home_region="us-central1",
                        warm_after_days=30, cold_after_days=90, archive_after_days=365,
                        noncurrent_days=14)
-    rules = layout.lifecycle_rules(spec)
+    rules = builders.lifecycle_rules(spec)
     moves = [(r["action"]["storage_class"], r["condition"]["age"],
               r["condition"]["matches_storage_classes"]) for r in rules
              if r["action"]["type"] == "SetStorageClass"]
@@ -208,10 +208,10 @@ def test_lifecycle_rules_walk_the_tiers_down():
 def test_lifecycle_rules_skip_absent_tiers_and_reject_unordered_ages():
     spec = StorageSpec(name="s", size_tb=1, home_cloud="gcp", home_region="r",
                        warm_after_days=None, cold_after_days=60, archive_after_days=None)
-    rules = layout.lifecycle_rules(spec, noncurrent=False)
+    rules = builders.lifecycle_rules(spec, noncurrent=False)
     assert rules == [{"action": {"type": "SetStorageClass", "storage_class": "COLDLINE"},
                       "condition": {"age": 60, "matches_storage_classes": ["STANDARD"]}}]
     bad = StorageSpec(name="s", size_tb=1, home_cloud="gcp", home_region="r",
                       warm_after_days=90, cold_after_days=30, archive_after_days=None)
     with pytest.raises(ConfigError):
-        layout.lifecycle_rules(bad)
+        builders.lifecycle_rules(bad)

@@ -11,7 +11,7 @@ import pulumi_aws as aws
 import pytest
 
 from gpulease import money
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.guardrails import rules as R
 from gpulease.guardrails.evaluate import evaluate, has_mandatory
 from gpulease.guardrails.rules import GuardedResource, RuleContext

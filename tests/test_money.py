@@ -91,7 +91,7 @@ def test_the_formatter():
 
 
 def test_cost_tags_encode_the_ledger_amount():
-    from gpulease.costing import tags
+    from gpulease import tags
 
     assert tags.usd(Decimal("187")) == "187.00" and tags.usd(2.675) == "2.68"
     assert tags.cents(1234.565) == "123457" and tags.from_cents("123457") == Decimal("1234.57")
@@ -239,7 +239,7 @@ def test_guardrails_judge_the_plans_total(views, stack):
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_cost_tags_carry_the_ledger_amounts(views, stack):
-    from gpulease.costing import tags
+    from gpulease import tags
 
     for r in views[stack]["plan"]["resources"]:
         t = r.get("tags") or {}

@@ -171,7 +171,7 @@ def test_a_dataset_that_is_read_never_lands_in_a_class_that_needs_a_restore():
 
 
 def test_the_components_apply_the_lifecycle_the_policy_chose():
-    from gpulease.clouds.gcp.layout import lifecycle_rules
+    from gpulease.clouds.gcp.builders import lifecycle_rules
 
     read, _ = storage_decision(_corpus(), load_catalog(), reads_per_month=2.0)
     rules = lifecycle_rules(read.lifecycle)

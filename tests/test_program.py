@@ -9,7 +9,7 @@ import keyword
 import pytest
 
 from gpulease import money
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.planner.plan import build_plan
 from tests.conftest import program_run
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from gpulease.cli import main
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.errors import CloudError
 from gpulease.reaper.audit import AuditLog, guarded
 from tests.fakes import moto_strict

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from tests.test_bootstrap_watcher import (AUTOSTOP, GCP_ZONE, INSTANCE_ID, NO_APPS, FakeMetadata,
                                           _calls, _files, _idle_node, _quiet_signals, _run,
                                           asg_doc)
@@ -297,14 +297,14 @@ def test_outside_the_declared_windows_the_node_leaves(tmp_path, cloud):
 
 
 def test_the_node_and_the_reaper_agree_on_every_hold(tmp_path):
-    """The autostop's schedule rule (run as rendered) and gpulease.reaper.schedule.schedule_hold
+    """The autostop's schedule rule (run as rendered) and gpulease.cron.schedule_hold
     give the same answer over a week of times for a few windows."""
     import datetime as _dt
     import random
     import subprocess
     import sys
 
-    from gpulease.reaper import schedule as rs
+    from gpulease import cron as rs
     windows = (("0 2 * * *", 120), ("*/20 9-17 * * 1-5", 15), ("30 23 13 * 5", 90))
     text = _files("aws", tmp_path, schedule=windows)[AUTOSTOP].read_text()
     rule = text.split("SCHEDULE_RULE='", 1)[1].split("\n'\n", 1)[0]

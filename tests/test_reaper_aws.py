@@ -16,7 +16,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
 from gpulease.catalog import parse_catalog
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper import decision as d
 from gpulease.reaper import engine
 from gpulease.reaper.audit import AuditLog

@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from gpulease.cli import main
-from gpulease.costing import tags
+from gpulease import tags
 from tests.fakes import moto_strict
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 

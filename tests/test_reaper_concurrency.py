@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper import claims as cl
 from gpulease.reaper import decision as d
 from gpulease.reaper import engine

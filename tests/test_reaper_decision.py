@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper import decision as d
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00Z

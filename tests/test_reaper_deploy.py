@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
                             Offering, PurchaseMix, StackSpec)
@@ -124,7 +124,7 @@ def test_lambda_bundle_runs_without_pydantic_or_pulumi(tmp_path):
     for name, src in deploy.archive_files().items():
         (bundle / name).parent.mkdir(parents=True, exist_ok=True)
         (bundle / name).write_bytes(src.read_bytes())
-    for pkg in ("gpulease", "gpulease/costing", "gpulease/reaper"):
+    for pkg in ("gpulease", "gpulease/reaper"):
         (bundle / pkg / "__init__.py").write_text("")
     server, url = moto_strict.start_server()   # an empty account, backends warm
     try:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.errors import ConfigError
 from gpulease.model import CloudSpec

@@ -16,7 +16,7 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper import decision as d
 from gpulease.reaper import aws as aws_adaptor
 from gpulease.reaper import engine

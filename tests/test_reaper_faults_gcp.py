@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper import decision as d
 from gpulease.reaper import deploy, engine
 from gpulease.reaper.audit import AuditLog

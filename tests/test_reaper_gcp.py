@@ -6,7 +6,7 @@ import time
 import pytest
 
 from gpulease.catalog import parse_catalog
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper import decision as d
 from gpulease.reaper import engine
 from gpulease.reaper.gcp import GcpReaper

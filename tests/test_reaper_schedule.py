@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from gpulease.reaper import schedule as S
+from gpulease import cron as S
 
 
 def utc(*a) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper import decision as d
 from tests.test_reaper_aws import _team, aws, by_cluster, reap  # noqa: F401 (fixture)
 from tests.test_reaper_gcp import ZONE, T0, gcp, labels, mig_size, reaper  # noqa: F401
@@ -397,8 +397,8 @@ def test_the_node_may_tag_only_itself_with_only_the_witness_key():
 
 
 def test_gcp_nodes_have_guest_attributes_on():
-    from gpulease.clouds.gcp import layout
-    assert layout.node_metadata("x")["enable-guest-attributes"] == "TRUE"
+    from gpulease.clouds.gcp import builders
+    assert builders.node_metadata("x")["enable-guest-attributes"] == "TRUE"
 
 
 def test_the_witness_reuses_every_signal_of_the_autostop(tmp_path):

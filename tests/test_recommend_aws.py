@@ -17,7 +17,7 @@ import time
 import boto3
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.recommend import profile as pf
 from gpulease.recommend.engine import window
 from gpulease.reaper.aws import ASG_DIMENSION, METRIC, NAMESPACE, AwsReaper

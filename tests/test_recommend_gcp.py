@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.errors import CloudError
 from gpulease.recommend import profile as pf
 from gpulease.recommend.engine import window

@@ -10,8 +10,8 @@ from gpulease import money
 from gpulease import naming
 from gpulease.bootstrap.render import render_user_data
 from gpulease.catalog import load_catalog
-from gpulease.clouds import aws as aws_adaptor
-from gpulease.clouds import gcp as gcp_adaptor
+from gpulease.clouds.aws import deploy as aws_adaptor
+from gpulease.clouds.gcp import deploy as gcp_adaptor
 from gpulease.clouds.aws import staging as aws_staging
 from gpulease.clouds.gcp import autostop, staging as gcp_staging
 from gpulease.costing import transform
@@ -393,8 +393,8 @@ def test_gcs_to_s3_reader_may_list_the_bucket_and_read_only_data(gcs_to_s3):
     assert 'resource.name.startsWith("projects/_/buckets/gpulease-staging-corpus/objects/data/")' \
         in expr, reader.urn
     # the same condition style as the GCP side's STS grants
-    from gpulease.clouds.gcp import layout
-    assert reader.inputs["condition"]["expression"] == layout.prefix_condition(
+    from gpulease.clouds.gcp import builders
+    assert reader.inputs["condition"]["expression"] == builders.prefix_condition(
         "gpulease-staging-corpus", "data/", "x")["expression"], reader.urn
 
 
@@ -483,14 +483,14 @@ def test_gcs_to_s3_without_gcp_configured_warns_and_declares_nothing(monkeypatch
 
 
 def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():
-    from gpulease.clouds.gcp import layout
+    from gpulease.clouds.gcp import builders
     env = _gcs_to_s3_env()
     ids = {}
     for cluster in ("a", "awsjob", "x" * 40 + "-one", "x" * 40 + "-two", "train-" + "y" * 30):
         rid = aws_staging.reader_account_id(env.stack, cluster)
         assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", rid) and 6 <= len(rid) <= 30, rid
         assert rid == aws_staging.reader_account_id(env.stack, cluster)  # deterministic
-        assert rid != layout.service_account_id(env.stack, cluster), rid
+        assert rid != builders.service_account_id(env.stack, cluster), rid
         ids[cluster] = rid
     assert len(set(ids.values())) == len(ids), ids
     prod = StackSpec(**{**env.stack.__dict__, "environment": "prod"})
@@ -610,7 +610,7 @@ def test_custom_role_id_is_valid_for_long_names():
 
 
 def test_transfer_resources_carry_the_cost_tags(s3_to_s3):
-    from gpulease.costing import tags
+    from gpulease import tags
     _, r = s3_to_s3
     for t in (T_TASK, T_S3LOC, T_ROLE):
         for res in r.by_type(t):

@@ -107,7 +107,7 @@ def test_an_approved_window_block_is_declared_empty_and_scheduled_around_it(monk
     assert sched["train-block-drain"]["startTime"] == "2027-01-15T10:45:00Z"
     assert sched["train-block-drain"]["desiredCapacity"] == 0
     # prepaid until the block's end: the reaper and autostop leave its nodes alone (C3)
-    from gpulease.costing import tags
+    from gpulease import tags
 
     group_tags = {t["key"]: t["value"] for t in basg.inputs["tags"]}
     assert group_tags[tags.BILLED_UNTIL] == "20270115t1130z"
@@ -171,7 +171,7 @@ TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 
 
 def test_a_flex_start_window_is_an_empty_mig_and_a_resize_request():
-    from gpulease.costing import tags
+    from gpulease import tags
     from gpulease.quotes.model import Quote, QuoteBook
 
     flex = Quote(kind="flex_start", cloud="gcp", region="us-central1",

@@ -10,16 +10,16 @@ from typing import Optional
 
 import jinja2
 
-from gpulease import resources
+from gpulease import datafiles
 from gpulease import naming
 from gpulease.bootstrap.fabric import fabric_env, fabric_for
 from gpulease.bootstrap.settings import BootstrapSettings
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.model import ClusterDecision, StackSpec
-from gpulease.reaper import schedule
+from gpulease import cron as schedule
 from gpulease.reaper.decision import BUSY_AT_REFRESH_S
 
-TEMPLATE_DIR = resources.templates("bootstrap")
+TEMPLATE_DIR = datafiles.templates("bootstrap")
 
 #: purchase models a node can be rendered for; "mixed" = an AWS ASG blending spot and on-demand.
 NODE_PURCHASE_MODELS = ("spot", "on_demand", "reserved", "mixed")
@@ -205,7 +205,7 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
     gcp_spec = stack.clouds.get("gcp") if isinstance(stack.clouds, dict) else None
     threshold = getattr(stack.reaper, "threshold_pct", 5.0) if stack.reaper is not None else 5.0
     # Discovery filters: AWS tags carry the plain values, GCP labels the label-encoded ones
-    # (gpulease.costing.tags.label_value), exactly as the cost transform stamps them.
+    # (gpulease.tags.label_value), exactly as the cost transform stamps them.
     encode = (lambda v: str(v)) if cloud == "aws" else tags.label_value
     drain_at = window_drain_at(decision, purchase_model)
     v = {

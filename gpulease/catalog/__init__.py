@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from gpulease import resources
+from gpulease import datafiles
 from gpulease.errors import CatalogError, Finding, did_you_mean
 from gpulease.model import EgressPrice, InfraPrice, Offering, StoragePrice
 
@@ -21,7 +21,7 @@ from gpulease.model import EgressPrice, InfraPrice, Offering, StoragePrice
 FORMAT = "gpulease-catalog/1"
 #: format written by the build script, `catalog import` and `catalog refresh` from 2026.12.03 on.
 FORMAT_V2 = "gpulease-catalog/2"
-DATA_DIR = resources.package_path("catalog", "data")
+DATA_DIR = datafiles.package_path("catalog", "data")
 
 #: Storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order).
 TIER_CLASSES: dict[str, tuple[str, str, str, str]] = {

@@ -12,9 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from gpulease import resources
+from gpulease import datafiles
 
-FAMILIES_PATH = resources.package_path("catalog", "build", "families.json")
+FAMILIES_PATH = datafiles.package_path("catalog", "build", "families.json")
 
 
 @dataclass(frozen=True)

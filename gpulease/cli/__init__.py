@@ -215,12 +215,12 @@ def quiet_third_party_warnings() -> None:
 
 def console() -> None:
     """The `gpulease` console script and `python -m gpulease.cli`: :func:`main` in a one-shot
-    process (``gpulease.oneshot``: long-lived data frozen out of the collector's walks, no
+    process (``gpulease.gctuning``: long-lived data frozen out of the collector's walks, no
     interpreter teardown at exit). Tests call :func:`main`, which does neither."""
-    from gpulease import oneshot
+    from gpulease import gctuning
 
-    oneshot.enable()
-    oneshot.exit(main())
+    gctuning.enable()
+    gctuning.exit(main())
 
 
 if __name__ == "__main__":  # pragma: no cover

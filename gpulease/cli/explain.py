@@ -154,8 +154,8 @@ def reaper_doc(c: ClusterDecision, now: Optional[float] = None) -> dict[str, Any
     schedule holds the reaper back (the next few periods), and the first-job grace."""
     import time
 
-    from gpulease.costing import tags
-    from gpulease.reaper import schedule as rs
+    from gpulease import tags
+    from gpulease import cron as rs
     from gpulease.reaper.decision import BUSY_AT_REFRESH_S
 
     spec = c.spec

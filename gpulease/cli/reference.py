@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Iterator
 
-from gpulease import resources
+from gpulease import datafiles
 from gpulease.cli import COMMANDS, EPILOG, build_parser
 
 INTRO = """\
@@ -173,7 +173,7 @@ NO_COLOR=1 gpulease catalog list --gpu H100 | head -5
 
 #: the figures `python bench/cli_help.py --write` records (the "--help speed" table), in the
 #: checkout's docs/ beside the package
-HELP_SPEED = resources.package_root().parent / "docs" / "cli-help-speed.json"
+HELP_SPEED = datafiles.package_root().parent / "docs" / "cli-help-speed.json"
 
 
 def _help_speed_table() -> str:

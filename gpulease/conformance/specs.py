@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Optional
 
-from gpulease import resources
+from gpulease import datafiles
 
-DATA = resources.package_path("conformance", "data", "specs.json")
+DATA = datafiles.package_path("conformance", "data", "specs.json")
 FORMAT = 1
 REGENERATE = "python -m gpulease.conformance.generate > gpulease/conformance/data/specs.json"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.model import ClusterDecision, StorageDecision
 
 

@@ -17,11 +17,11 @@ import pulumi
 
 from gpulease import money
 from gpulease.catalog import Catalog
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.costing.costs import HOURLY_INFRA, resource_monthly_usd
 from gpulease.model import HOURS_PER_MONTH, StackSpec
-from gpulease.reaper import schedule
+from gpulease import cron as schedule
 
 ASG_TYPE = "aws:autoscaling/group:Group"
 

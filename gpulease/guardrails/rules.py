@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import Any, Callable, Iterable, Optional
 
 from gpulease import money
-from gpulease.costing import tags
+from gpulease import tags
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"

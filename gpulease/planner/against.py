@@ -28,9 +28,9 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from gpulease import money
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.errors import ConfigError, Finding
-from gpulease.resources import package_path
+from gpulease.datafiles import package_path
 
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")
 REPLACE_DATA = package_path("planner", "data", "replace_on_change.json")

@@ -12,7 +12,7 @@ import jinja2
 from gpulease import money as _money
 from gpulease.errors import ConfigError, Finding
 from gpulease.guardrails.rules import HEADROOM_WARN_SHARE
-from gpulease.resources import templates
+from gpulease.datafiles import templates
 from gpulease.text import plural
 
 TEMPLATE_DIR = templates("report")

@@ -39,8 +39,8 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.sync_await import _sync_await
 
-from gpulease import resources
-from gpulease import oneshot
+from gpulease import datafiles
+from gpulease import gctuning
 from gpulease.errors import Finding, InputError
 from gpulease.text import plural
 
@@ -52,7 +52,7 @@ _RESOURCE_SIG = rpc._special_resource_sig  # type: ignore[attr-defined]
 
 _LOCK = threading.Lock()  # the Pulumi runtime settings are process-global
 
-LOOKUPS_PATH = resources.package_path("planner", "data", "lookups.json")
+LOOKUPS_PATH = datafiles.package_path("planner", "data", "lookups.json")
 #: seed of the auto-name suffixes (any string; the same seed gives the same names).
 DEFAULT_SEED = "gpulease-plan"
 
@@ -629,10 +629,10 @@ def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict
         # collector rescans the growing object graph of a large program again and again.
         # Both are restored afterwards; reference counting still frees acyclic garbage. In a
         # one-shot process what the run built lives until exit: it is frozen out of later
-        # collections before the collector resumes (gpulease.oneshot).
+        # collections before the collector resumes (gpulease.gctuning).
         saved_trace = _runtime_resource._get_stack_trace
         _runtime_resource._get_stack_trace = _no_stack_trace
-        paused = oneshot.collector_paused() if pause_gc else contextlib.nullcontext()
+        paused = gctuning.collector_paused() if pause_gc else contextlib.nullcontext()
         try:
             with paused:
                 stack_res = pulumi.runtime.settings.get_root_resource()

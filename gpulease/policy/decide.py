@@ -6,7 +6,7 @@ from typing import Optional
 
 import numpy as np
 
-from gpulease import money, oneshot
+from gpulease import money, gctuning
 from gpulease.catalog import Catalog
 from gpulease.errors import Finding, PolicyError
 from gpulease.model import (HOURS_PER_MONTH, Alternative, ClusterDecision, ClusterSpec, Deferred,
@@ -63,7 +63,7 @@ def decide(stack: StackSpec, catalog: Catalog, *, quotes=None, now=None) -> Envi
     # A decision allocates hundreds of thousands of small acyclic objects (candidates, costs)
     # that reference counting frees; with the collector on, each generation-2 pass rescanned
     # every live object, which made time per cluster grow with the environment.
-    with oneshot.collector_paused():
+    with gctuning.collector_paused():
         return _decide(stack, catalog, quotes, now)
 
 

@@ -8,12 +8,12 @@ from typing import Mapping, Optional
 
 import yaml
 
-from gpulease import resources
+from gpulease import datafiles
 from gpulease.errors import ConfigError, Finding
 from gpulease.text import plural
 
 #: templates/ at the repository root (the package is installed editable from the checkout).
-TEMPLATES_DIR = resources.templates()
+TEMPLATES_DIR = datafiles.templates()
 CLUSTER_TEMPLATES_DIR = TEMPLATES_DIR / "clusters"
 
 #: Purchase rules a template may name (see README "Cluster templates").

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
                       StrictStr, ValidationError, model_validator)
 
-from gpulease import resources
+from gpulease import datafiles
 from gpulease.catalog.schema import findings_from
 from gpulease.errors import CatalogError, Finding
 from gpulease.quotes import CB_MAX_INSTANCES
@@ -28,7 +28,7 @@ from gpulease.quotes.model import Quote, QuoteBook, SpotRisk, parse_time
 
 FORMAT = "gpulease-quotes/1"
 CACHE_FORMAT = "gpulease-quotes-cache/1"
-DATA_DIR = resources.package_path("quotes", "data")
+DATA_DIR = datafiles.package_path("quotes", "data")
 CACHE_ENV = "GPULEASE_QUOTES_CACHE"
 #: a cache or data file larger than this is not a quote file (the shipped one is ~60 KB).
 MAX_FILE_BYTES = 16 << 20

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.errors import CloudError
 from gpulease.reaper.claims import Claim, expired, token_of
 from gpulease.reaper.decision import ClusterRef, Membership, Node, combined_tags

@@ -31,7 +31,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Hashable, Iterable, Optional, Sequence
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.reaper.decision import CLOCK_SKEW_S
 
 #: how long a claim counts (10 min): longer than a reaper run (the Lambda's timeout is 300 s),

@@ -38,9 +38,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Sequence
 
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
-from gpulease.reaper import schedule as rs
+from gpulease import cron as rs
 from gpulease.reaper.defaults import MAX_GRACE_MINUTES  # noqa: F401 (re-exported: d.MAX_GRACE_MINUTES)
 from gpulease.text import plural
 

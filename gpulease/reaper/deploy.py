@@ -20,22 +20,21 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_gcp as gcp
 
-from gpulease import resources
-from gpulease.costing import tags
+from gpulease import datafiles
+from gpulease import tags
 from gpulease.costing.context import shared
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import EnvironmentDecision
 
-ROOT = resources.package_root()  # the `infra` package directory (checkout or wheel)
+ROOT = datafiles.package_root()  # the `gpulease` package directory (checkout or wheel)
 #: package files the Lambda imports (relative to ROOT); __init__ files are replaced by empty
 #: ones in the archive so no package-level import can drag pydantic or Pulumi in.
 LAMBDA_FILES = (
-    "errors.py", "limits.py", "model.py", "money.py", "resources.py", "retry.py", "text.py",
-    "catalog/__init__.py", "costing/tags.py", "reaper/decision.py", "reaper/defaults.py",
+    "errors.py", "limits.py", "model.py", "money.py", "datafiles.py", "retry.py", "text.py",
+    "catalog/__init__.py", "tags.py", "cron.py", "reaper/decision.py", "reaper/defaults.py",
     "reaper/engine.py",
-    "reaper/aws.py", "reaper/audit.py", "reaper/errors.py", "reaper/claims.py", "reaper/scheduled.py",
-    "reaper/schedule.py",
-    "reaper/lambda_handler.py",
+    "reaper/aws.py", "reaper/audit.py", "reaper/errors.py", "reaper/claims.py",
+    "reaper/functions.py", "reaper/lambda_handler.py",
 )
 HANDLER = "gpulease.reaper.lambda_handler.handler"
 RUNTIME = "python3.12"
@@ -51,7 +50,7 @@ def archive_files() -> dict[str, Path]:
 
 def code_archive() -> pulumi.AssetArchive:
     assets: dict = {name: pulumi.FileAsset(str(path)) for name, path in archive_files().items()}
-    for pkg in ("gpulease", "gpulease/costing", "gpulease/reaper"):
+    for pkg in ("gpulease", "gpulease/reaper"):
         assets[f"{pkg}/__init__.py"] = pulumi.StringAsset('"""gpulease reaper (Lambda bundle)."""\n')
     return pulumi.AssetArchive(assets)
 
@@ -302,7 +301,7 @@ def gcp_source_files() -> dict[str, bytes]:
     files = {f"gpulease/{rel}": (ROOT / rel).read_bytes() for rel in GCP_FUNCTION_FILES}
     for data in sorted((ROOT / "catalog" / "data").glob("*.json")):
         files[f"gpulease/catalog/data/{data.name}"] = data.read_bytes()
-    for pkg in ("gpulease", "gpulease/costing", "gpulease/reaper"):
+    for pkg in ("gpulease", "gpulease/reaper"):
         files[f"{pkg}/__init__.py"] = b'"""gpulease reaper (Cloud Function bundle)."""\n'
     files["main.py"] = GCP_MAIN.encode()
     files["requirements.txt"] = ("\n".join(requirement_pins()) + "\n").encode()

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
 from gpulease import money
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.errors import CloudError
 from gpulease.reaper import claims as cl
 from gpulease.reaper import decision as d

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from gpulease.reaper import scheduled
+from gpulease.reaper import functions as scheduled
 
 
 def settings_from_env(env: Any = None) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gpulease.reaper import scheduled
+from gpulease.reaper import functions as scheduled
 
 
 def settings_from_env(env: Any = None) -> dict:

@@ -9,7 +9,7 @@ import math
 from typing import Optional
 
 from gpulease.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import ClusterDecision, Offering, StackSpec, StorageSpec
 from gpulease.quotes import CB_MAX_DAYS, block_hours_for

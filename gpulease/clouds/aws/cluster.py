@@ -17,7 +17,7 @@ from gpulease.clouds.aws import builders, staging
 from gpulease.clouds.aws.builders import NODE_ORDER
 from gpulease.clouds.aws.network import Network
 from gpulease.clouds.aws.storage import Storage, StorageArgs
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.model import CapacityBlockPin, ClusterDecision, StackSpec
 

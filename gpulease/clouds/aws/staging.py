@@ -55,7 +55,7 @@ GOOGLE_FEDERATION = "accounts.google.com"
 GCS_BUCKET_READER_ROLE = "roles/storage.legacyBucketReader"
 GCS_OBJECT_READER_ROLE = "roles/storage.objectViewer"
 #: Service account ids: 6-30 chars, ``[a-z]([-a-z0-9]*[a-z0-9])`` (IAM "Creating service
-#: accounts"). "stg-" keeps them apart from the node accounts ("gpu-", gcp/layout.py).
+#: accounts"). "stg-" keeps them apart from the node accounts ("gpu-", gcp/builders.py).
 READER_ID_PREFIX = "stg"
 
 
@@ -136,7 +136,7 @@ def datasync_policy(*, partition: str, route: StagingRoute) -> dict:
 def reader_account_id(stack: StackSpec, cluster: str) -> str:
     """Id of the service account DataSync reads a GCS dataset as: unique per env+cluster.
 
-    The shape of ``gpulease.clouds.gcp.layout.service_account_id`` (which hard-codes the node
+    The shape of ``gpulease.clouds.gcp.builders.service_account_id`` (which hard-codes the node
     accounts' "gpu-" prefix): ``stg-<env>-<cluster>``, and when that exceeds 30 characters the
     first 24 plus a 5-hex digest of the whole, so two long names never share an id.
     """
@@ -183,7 +183,7 @@ def gcs_reader_key(name: str, *, stack: StackSpec, route: StagingRoute, project:
     """
     # gcp.layout imports here, not at module level: the GCP package imports this module
     # (storage_transfer_role), so a top-level import would be circular.
-    from gpulease.clouds.gcp import layout
+    from gpulease.clouds.gcp import builders
 
     provider = gcp.Provider(f"{name}-gcp", project=project,
                             opts=pulumi.ResourceOptions(parent=parent))
@@ -203,7 +203,7 @@ def gcs_reader_key(name: str, *, stack: StackSpec, route: StagingRoute, project:
         gcp.storage.BucketIAMMember(
             f"{name}-stage-reader-objects", bucket=route.source_bucket,
             role=GCS_OBJECT_READER_ROLE, member=member,
-            condition=layout.prefix_condition(route.source_bucket, route.source_prefix,
+            condition=builders.prefix_condition(route.source_bucket, route.source_prefix,
                                               "datasync-reads-dataset-only"), opts=iam_opts),
     ]
     # The key is created after the grants, so the first DataSync run never meets a key that

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpulease.clouds.aws import builders
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.model import ClusterDecision, StorageDecision
 

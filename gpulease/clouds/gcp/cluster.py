@@ -5,7 +5,7 @@ on-demand / spot), a specific reservation for the reserved nodes, compact placem
 distributed clusters, and the cluster's work bucket when its dataset lives elsewhere. With a
 demand profile each MIG starts with its standing nodes (baseline and reserved) and grows by
 the burst; its template labels the VMs with their demand part and the MIG's baseline floor.
-The assembly follows the pure builders in :mod:`gpulease.clouds.gcp.layout`.
+The assembly follows the pure builders in :mod:`gpulease.clouds.gcp.builders`.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpulease import naming
-from gpulease.clouds.gcp import autostop, layout, staging
+from gpulease.clouds.gcp import autostop, builders, staging
 from gpulease.clouds.gcp.reservation import GceReservation
 from gpulease.clouds.gcp.storage import make_bucket
-from gpulease.costing import tags
+from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.model import ClusterDecision, StackSpec, StorageSpec
 
@@ -57,11 +57,11 @@ class GpuClusterArgs:
 
 def resource_names(name: str, decision: ClusterDecision, stack: StackSpec) -> dict:
     """Logical names of the children the cost context refers to."""
-    models = layout.models_with_nodes(decision)
+    models = builders.models_with_nodes(decision)
     return {
         "models": models,
         "migs": {m: f"{name}-{m}" for m in models},
-        "templates": {m: f"{name}-{layout.gcp_name(m)}-template" for m in models},
+        "templates": {m: f"{name}-{builders.gcp_name(m)}-template" for m in models},
         "work_bucket": f"{name}-work" if naming.needs_work_bucket(stack, decision) else None,
     }
 
@@ -80,7 +80,7 @@ def _z(t) -> str:
 
 def mig_name(name: str, model: str) -> str:
     """GCP name of the cluster's MIG for one purchase model."""
-    return f"{name}-{layout.gcp_name(model)}"
+    return f"{name}-{builders.gcp_name(model)}"
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -116,7 +116,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.cost_context.stamp_demand(f"{name}-reservation", ("reserved",))
         # A window's nodes are billed until its calendar-mode reservation / flex-start run ends
         # whether they run or not (C3): the template labels its VMs, the MIG carries it too.
-        wmodel = layout.window_model(d)
+        wmodel = builders.window_model(d)
         if wmodel in ("calendar", "flex_start") and d.window.bought_until is not None:
             until = d.window.bought_until.timestamp()
             m = "reserved" if wmodel == "calendar" else "on_demand"
@@ -125,17 +125,17 @@ class GpuCluster(pulumi.ComponentResource):
                 self.cost_context.billed_until[names["templates"][m]] = until
         child = pulumi.ResourceOptions(parent=self)
 
-        zone = layout.cluster_zone(d)
+        zone = builders.cluster_zone(d)
         if zone is None:  # the adaptor reports it, located; no "<region>-a" guess
             raise ValueError(f"{d.name}: no zone for {d.offering.instance_type} in {d.region}")
 
         # ---- identity ---------------------------------------------------------------------
         self.service_account = gcp.serviceaccount.Account(
-            f"{name}-sa", account_id=layout.service_account_id(stack, name),
+            f"{name}-sa", account_id=builders.service_account_id(stack, name),
             display_name=f"gpulease {stack.environment} {name} GPU nodes", opts=child)
         email = self.service_account.email
         member = email.apply(lambda e: f"serviceAccount:{e}")
-        for role in layout.PROJECT_ROLES:
+        for role in builders.PROJECT_ROLES:
             gcp.projects.IAMMember(f"{name}-{role.split('/')[-1].replace('.', '-')}",
                                    project=args.project, role=role, member=member, opts=child)
 
@@ -146,22 +146,22 @@ class GpuCluster(pulumi.ComponentResource):
                                     cold_after_days=None, archive_after_days=None)
             self.work_bucket = make_bucket(
                 names["work_bucket"], bucket_name=naming.work_bucket_name(stack, name),
-                region=d.region, stack=stack, lifecycle=layout.lifecycle_rules(work_spec),
+                region=d.region, stack=stack, lifecycle=builders.lifecycle_rules(work_spec),
                 parent=self, purpose="work")
         bucket_deps = list(args.bucket_dependencies) + (
             [self.work_bucket] if self.work_bucket is not None else [])
         iam_opts = pulumi.ResourceOptions(parent=self, depends_on=bucket_deps)
         data_uri = naming.dataset_uri(stack, d)
         if data_uri:
-            bucket, prefix = layout.split_gs_uri(data_uri)
+            bucket, prefix = builders.split_gs_uri(data_uri)
             gcp.storage.BucketIAMMember(
-                f"{name}-dataset-read", bucket=bucket, role=layout.DATASET_ROLE, member=member,
-                condition=layout.prefix_condition(bucket, prefix, "dataset-read-only"),
+                f"{name}-dataset-read", bucket=bucket, role=builders.DATASET_ROLE, member=member,
+                condition=builders.prefix_condition(bucket, prefix, "dataset-read-only"),
                 opts=iam_opts)
-        ckpt_bucket, ckpt_prefix = layout.split_gs_uri(naming.checkpoint_uri(stack, d))
+        ckpt_bucket, ckpt_prefix = builders.split_gs_uri(naming.checkpoint_uri(stack, d))
         gcp.storage.BucketIAMMember(
-            f"{name}-checkpoints", bucket=ckpt_bucket, role=layout.CHECKPOINT_ROLE, member=member,
-            condition=layout.prefix_condition(ckpt_bucket, ckpt_prefix, "own-checkpoints-only"),
+            f"{name}-checkpoints", bucket=ckpt_bucket, role=builders.CHECKPOINT_ROLE, member=member,
+            condition=builders.prefix_condition(ckpt_bucket, ckpt_prefix, "own-checkpoints-only"),
             opts=iam_opts)
         # ---- the monthly dataset copy the policy charges for (cluster away from its data) ----
         self.staging = staging.declare_staging(
@@ -169,22 +169,22 @@ class GpuCluster(pulumi.ComponentResource):
             parent=self, bucket_dependencies=tuple(args.bucket_dependencies))
 
         # ---- networks and firewall -------------------------------------------------------------
-        nics = layout.nic_layout(d.offering, d.network)
+        nics = builders.nic_layout(d.offering, d.network)
         self._internal_firewall(f"{name}-internal", args.network, email, child)
         if args.ssh_via_iap:
             gcp.compute.Firewall(
                 f"{name}-iap-ssh", network=args.network, direction="INGRESS", priority=1000,
                 description="SSH through IAP TCP forwarding only",
                 allows=[{"protocol": "tcp", "ports": ["22"]}],
-                source_ranges=[layout.IAP_RANGE], target_service_accounts=[email], opts=child)
+                source_ranges=[builders.IAP_RANGE], target_service_accounts=[email], opts=child)
         networks: dict = {"primary": args.network}
         subnets: dict = {"primary": args.subnetwork}
         position = 0
-        for key, net in layout.extra_networks(nics).items():
+        for key, net in builders.extra_networks(nics).items():
             profile = None
             if net["rdma"]:
                 profile = pulumi.Output.from_input(zone).apply(
-                    lambda z: layout.rdma_network_profile(args.project, z))
+                    lambda z: builders.rdma_network_profile(args.project, z))
             vpc = gcp.compute.Network(
                 f"{name}-{key}", auto_create_subnetworks=False, mtu=net["mtu"],
                 network_profile=profile, routing_mode="REGIONAL",
@@ -194,7 +194,7 @@ class GpuCluster(pulumi.ComponentResource):
                 sub = gcp.compute.Subnetwork(
                     f"{name}-{sub_key}" if sub_key != key else f"{name}-{key}-subnet",
                     region=d.region, network=vpc.id,
-                    ip_cidr_range=layout.extra_subnet_cidr(position), opts=child)
+                    ip_cidr_range=builders.extra_subnet_cidr(position), opts=child)
                 subnets[sub_key] = sub.self_link
                 position += 1
             if not net["rdma"]:
@@ -211,10 +211,10 @@ class GpuCluster(pulumi.ComponentResource):
         # ---- placement and capacity ---------------------------------------------------------
         policies: dict = {}
         for model in models:
-            vm_count = layout.placement_vm_count(d, model)
+            vm_count = builders.placement_vm_count(d, model)
             if vm_count:
                 policies[model] = gcp.compute.ResourcePolicy(
-                    f"{name}-{layout.gcp_name(model)}-placement", region=d.region,
+                    f"{name}-{builders.gcp_name(model)}-placement", region=d.region,
                     group_placement_policy={"collocation": "COLLOCATED", "vm_count": vm_count},
                     description=f"gpulease {name}: compact placement of the {model} nodes",
                     opts=child)
@@ -223,7 +223,7 @@ class GpuCluster(pulumi.ComponentResource):
         if wmodel == "calendar":
             # A calendar-mode future reservation (Compute Engine, "Reserve capacity in calendar
             # mode"): Google creates the reservation at its start and deletes it at its end.
-            acc = layout.guest_accelerators(d.offering)
+            acc = builders.guest_accelerators(d.offering)
             props: dict = {"machine_type": d.offering.instance_type}
             if acc:
                 props["guest_accelerators"] = [
@@ -241,7 +241,7 @@ class GpuCluster(pulumi.ComponentResource):
                 description=f"gpulease {name}: calendar-mode reservation for its window",
                 opts=child)
         elif d.purchase.reserved > 0:
-            acc = layout.guest_accelerators(d.offering)
+            acc = builders.guest_accelerators(d.offering)
             if "reserved" in policies:
                 # A VM with a compact policy consumes only a reservation created with the same
                 # policy, which pulumi-gcp's Reservation cannot express: the Compute API can.
@@ -271,25 +271,25 @@ class GpuCluster(pulumi.ComponentResource):
             template_args = dict(
                 machine_type=d.offering.instance_type,
                 description=f"gpulease {name} {model} node",
-                disks=[{"boot": True, "auto_delete": True, "source_image": layout.BOOT_IMAGE,
-                        "disk_size_gb": layout.BOOT_DISK_GB,
-                        "disk_type": layout.boot_disk_type(d.offering)}],
+                disks=[{"boot": True, "auto_delete": True, "source_image": builders.BOOT_IMAGE,
+                        "disk_size_gb": builders.BOOT_DISK_GB,
+                        "disk_type": builders.boot_disk_type(d.offering)}],
                 network_interfaces=interfaces,
-                scheduling=layout.scheduling(
+                scheduling=builders.scheduling(
                     model, args.spot_termination_action,
-                    flex_run_seconds=layout.flex_run_seconds(d)
+                    flex_run_seconds=builders.flex_run_seconds(d)
                     if wmodel == "flex_start" and model == "on_demand" else None),
                 shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
                                           "enable_integrity_monitoring": True},
-                metadata=layout.node_metadata(
+                metadata=builders.node_metadata(
                     (args.user_data or render_user_data)(
                         stack=stack, decision=d, purchase_model=model)),
-                service_account={"email": email, "scopes": list(layout.SCOPES)},
+                service_account={"email": email, "scopes": list(builders.SCOPES)},
                 resource_policies=policy_link,
                 # the node publishes its busy witness (contract C10, a guest attribute)
                 labels={tags.BUSY_WITNESS: "1"},
             )
-            acc = layout.guest_accelerators(d.offering)
+            acc = builders.guest_accelerators(d.offering)
             if acc:
                 template_args["guest_accelerators"] = acc
             if model == "reserved" and self.reservation is not None:
@@ -303,11 +303,11 @@ class GpuCluster(pulumi.ComponentResource):
             self.migs[model] = gcp.compute.InstanceGroupManager(
                 names["migs"][model], name=mig_name(name, model),
                 base_instance_name=name, zone=zone,
-                versions=[{"instance_template": tpl.self_link, "name": layout.gcp_name(model)}],
+                versions=[{"instance_template": tpl.self_link, "name": builders.gcp_name(model)}],
                 # The standing nodes (baseline, reserved); the burst joins by resizing. A
                 # flex-start window starts empty: its resize request brings the nodes.
                 target_size=0 if wmodel == "flex_start" and model == "on_demand"
-                else layout.standing_nodes(d, model),
+                else builders.standing_nodes(d, model),
                 # Training nodes are replaced only when recreated anyway (no rolling restarts
                 # mid-run); RECREATE needs max_surge 0 (no spare GPU capacity to surge into).
                 update_policy={"type": "OPPORTUNISTIC", "minimal_action": "REPLACE",
@@ -327,7 +327,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.resize_request = gcp.compute.ResizeRequest(
                 f"{name}-flex-start", instance_group_manager=self.migs["on_demand"].name,
                 zone=zone, resize_by=d.purchase.on_demand,
-                requested_run_duration={"seconds": str(layout.flex_run_seconds(d))},
+                requested_run_duration={"seconds": str(builders.flex_run_seconds(d))},
                 description=f"gpulease {name}: flex-start run of its window", opts=child)
 
         # ---- node-side autostop: leave the MIG through deleteInstances -------------------

@@ -11,7 +11,7 @@ from typing import Optional
 import pulumi
 import pulumi_gcp as gcp
 
-from gpulease.clouds.gcp.layout import DEFAULT_MTU, primary_subnet_cidr
+from gpulease.clouds.gcp.builders import DEFAULT_MTU, primary_subnet_cidr
 from gpulease.costing import context as cost_context
 from gpulease.model import CloudSpec
 
@@ -23,7 +23,7 @@ class NetworkArgs:
     cloud: CloudSpec
     #: regions that run at least one cluster (each gets a subnet, router and NAT).
     regions: tuple[str, ...]
-    #: MTU of a created VPC (``layout.primary_mtu``).
+    #: MTU of a created VPC (``builders.primary_mtu``).
     mtu: int = DEFAULT_MTU
     environment: str = "dev"
 

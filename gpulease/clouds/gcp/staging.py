@@ -14,7 +14,7 @@ import pulumi_gcp as gcp
 
 from gpulease.clouds.aws.staging import storage_transfer_role
 from gpulease.naming import StagingRoute, staging_route
-from gpulease.clouds.gcp import layout
+from gpulease.clouds.gcp import builders
 from gpulease.model import ClusterDecision, StackSpec
 
 #: Storage Transfer Service has no calendar-month schedule: a repeat interval of 30 days
@@ -75,7 +75,7 @@ def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision, p
         gcp.storage.BucketIAMMember(
             f"{name}-stage-sts-sink-objects", bucket=route.dest_bucket, role=SINK_OBJECT_ROLE,
             member=agent.member,
-            condition=layout.prefix_condition(route.dest_bucket, route.dest_prefix,
+            condition=builders.prefix_condition(route.dest_bucket, route.dest_prefix,
                                               "sts-writes-stage-only"), opts=iam_opts),
     ]
     spec: dict = {
@@ -90,7 +90,7 @@ def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision, p
             gcp.storage.BucketIAMMember(
                 f"{name}-stage-sts-source-objects", bucket=route.source_bucket,
                 role=SOURCE_OBJECT_ROLE, member=agent.member,
-                condition=layout.prefix_condition(route.source_bucket, route.source_prefix,
+                condition=builders.prefix_condition(route.source_bucket, route.source_prefix,
                                                   "sts-reads-dataset-only"), opts=iam_opts),
         ]
         spec["gcs_data_source"] = {"bucket_name": route.source_bucket,

@@ -13,8 +13,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpulease import naming
-from gpulease.clouds.gcp.layout import lifecycle_rules
-from gpulease.costing import tags
+from gpulease.clouds.gcp.builders import lifecycle_rules
+from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.model import StackSpec, StorageDecision, StorageSpec
 

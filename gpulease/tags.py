@@ -72,7 +72,7 @@ BASELINE_NODES = "gpulease-baseline-nodes"
 #: autostop never scale those nodes before that time (issue 26; contract C3, docs/reaper.md).
 BILLED_UNTIL = "gpulease-billed-until"
 #: declared work windows of a cluster (issue 21 item 3): one window per key, SCHEDULE + "-0" ..
-#: "-3", each value ``minute_hour_dom_month_dow_minutes`` (gpulease/reaper/schedule.py: the cron
+#: "-3", each value ``minute_hour_dom_month_dow_minutes`` (gpulease/cron.py: the cron
 #: fields with "*" "/" "," written "x" "s" "c", then the window length in minutes).
 SCHEDULE = "gpulease-schedule"
 #: minutes before a declared window during which the reaper does not act (default 60).

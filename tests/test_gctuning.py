@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from gpulease import oneshot
+from gpulease import gctuning
 from gpulease.cli import main
 from tests.conftest import ROOT
 from tests.timeouts import HANG_S
@@ -49,7 +49,7 @@ def test_console_keeps_the_exit_code_and_its_reason():
 
 def test_in_process_main_freezes_nothing(capsys):
     before = gc.get_freeze_count()
-    assert not oneshot.is_one_shot()
+    assert not gctuning.is_one_shot()
     assert main(["plan", "--stack", "dev"]) == 0
     assert gc.get_freeze_count() == before
     assert gc.isenabled()
@@ -57,13 +57,13 @@ def test_in_process_main_freezes_nothing(capsys):
 
 def test_exit_waits_for_a_running_thread(monkeypatch):
     """With another non-daemon thread alive, os._exit would kill it: a normal exit instead."""
-    monkeypatch.setattr(oneshot, "_one_shot", True)
+    monkeypatch.setattr(gctuning, "_one_shot", True)
     release = threading.Event()
     t = threading.Thread(target=release.wait)
     t.start()
     try:
         with pytest.raises(SystemExit) as e:
-            oneshot.exit(3)
+            gctuning.exit(3)
         assert e.value.code == 3
     finally:
         release.set()
@@ -72,26 +72,26 @@ def test_exit_waits_for_a_running_thread(monkeypatch):
 
 def test_settle_freezes_only_in_a_one_shot_process(monkeypatch):
     before = gc.get_freeze_count()
-    oneshot.settle()
+    gctuning.settle()
     assert gc.get_freeze_count() == before
-    monkeypatch.setattr(oneshot, "_one_shot", True)
+    monkeypatch.setattr(gctuning, "_one_shot", True)
     try:
-        oneshot.settle()
+        gctuning.settle()
         assert gc.get_freeze_count() > before
     finally:
         gc.unfreeze()
 
 
 def test_the_program_pauses_the_collector_only_in_a_one_shot_process(monkeypatch):
-    with oneshot.collector_paused(only_one_shot=True):
+    with gctuning.collector_paused(only_one_shot=True):
         assert gc.isenabled()
-    with oneshot.collector_paused():
+    with gctuning.collector_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
     before = gc.get_freeze_count()
-    monkeypatch.setattr(oneshot, "_one_shot", True)
+    monkeypatch.setattr(gctuning, "_one_shot", True)
     try:
-        with oneshot.collector_paused(only_one_shot=True):
+        with gctuning.collector_paused(only_one_shot=True):
             assert not gc.isenabled()
             built = [[] for _ in range(1000)]
         assert gc.isenabled() and gc.get_freeze_count() >= before + len(built)

@@ -261,7 +261,7 @@ def tag_values(windows: Sequence[tuple[str, int]], *, lead_minutes: int,
     """The tags/labels a cluster's compute carries for these settings (values valid on both
     clouds): one key per window, the lead when there are windows, the first-job grace when it
     is not the default (the reaper assumes the defaults for a key that is absent)."""
-    from gpulease.costing import tags
+    from gpulease import tags
 
     out: dict[str, str] = {}
     for i, (cron, minutes) in enumerate(windows):

@@ -13,8 +13,8 @@ Two kinds of data:
   ``force-include`` in pyproject.toml). :func:`top_level` answers the wheel's copy when the
   package has one, else the checkout's folder (editable install, the Pulumi program).
 
-``python -m gpulease.resources templates`` (or ``policy-pack``) prints the folder in use, e.g.
-``pulumi preview --policy-pack "$(python -m gpulease.resources policy-pack)"`` with a wheel install.
+``python -m gpulease.datafiles templates`` (or ``policy-pack``) prints the folder in use, e.g.
+``pulumi preview --policy-pack "$(python -m gpulease.datafiles policy-pack)"`` with a wheel install.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def _as_path(traversable) -> Path:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in TOP_LEVEL:
-        print(f"usage: python -m gpulease.resources {{{'|'.join(TOP_LEVEL)}}}", file=sys.stderr)
+        print(f"usage: python -m gpulease.datafiles {{{'|'.join(TOP_LEVEL)}}}", file=sys.stderr)
         return 2
     path = top_level(argv[0])
     if not path.is_dir():
