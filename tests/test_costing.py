@@ -9,7 +9,8 @@ import pulumi_gcp as gcp
 import pytest
 
 from gpulease.catalog import parse_catalog
-from gpulease import tags, transform
+from gpulease import tags
+from gpulease.costing import transform
 from gpulease.costing.context import CostContext
 from gpulease.costing.costs import resource_monthly_usd
 from gpulease.model import ClusterDecision, ClusterSpec, CostBreakdown, PurchaseMix, StackSpec

@@ -8,7 +8,8 @@ import pytest
 
 from gpulease import money
 from gpulease.catalog import load_catalog
-from gpulease.clouds.aws import builders, deploy
+from gpulease.clouds.aws import builders
+from gpulease.clouds.aws.deploy import deploy
 from gpulease.config import parse_stack_config
 from gpulease.costing import transform
 from gpulease.errors import ConfigError
@@ -151,7 +152,7 @@ def gcp_env(cluster: dict, quotes):
 
 
 def run_gcp(env):
-    from gpulease.clouds.gcp import deploy as gcp_deploy
+    from gpulease.clouds.gcp.deploy import deploy as gcp_deploy
 
     holder = {}
 
