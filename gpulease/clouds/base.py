@@ -6,7 +6,7 @@ object in ``gpulease/clouds/<cloud>/cloud.py``.
 
 Plain Python on purpose: the reaper bundles (AWS Lambda, GCP Cloud Function) import this module
 through ``gpulease.model``, without Pulumi, pydantic or any cloud SDK (an SDK is imported only
-inside the credentials check that needs it).
+in the per-cloud modules the object names).
 """
 from __future__ import annotations
 
@@ -70,12 +70,16 @@ class Cloud(abc.ABC):
     quotes_module: str
     #: the catalog's price and spec fetcher (`gpulease catalog refresh`).
     fetcher_module: str
+    #: the credentials check: ``missing() -> Optional[str]`` (why the SDK's own chain finds
+    #: nothing) and ``reason(exc) -> Optional[str]`` (for the SDK's "no credentials" error).
+    credentials_module: str
 
     @property
     def module_paths(self) -> dict[str, str]:
         """Role -> module this cloud provides for it (every one importable)."""
         return {"deploy": self.deploy_module, "reaper": self.reaper_module,
                 "quotes": self.quotes_module, "fetcher": self.fetcher_module,
+                "credentials": self.credentials_module,
                 "cloud": f"gpulease.clouds.{self.name}.cloud"}
 
     # ---- names -----------------------------------------------------------------------------
@@ -128,18 +132,3 @@ class Cloud(abc.ABC):
     def window_options_by_default(self, instance_type: str) -> frozenset[str]:
         """Window purchase options a type is sold as when its catalog row records none from
         the provider's documentation (``gpulease.quotes.sold_as``)."""
-
-    # ---- credentials -----------------------------------------------------------------------
-    @abc.abstractmethod
-    def missing_credentials(self) -> Optional[str]:
-        """Why the SDK's own credential chain finds nothing on this machine, or None."""
-
-    @abc.abstractmethod
-    def credentials_reason(self, exc: BaseException) -> Optional[str]:
-        """The reason to print when ``exc`` is this SDK's "no credentials" error, else None."""
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's text (its type name when it has none)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

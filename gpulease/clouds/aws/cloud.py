@@ -71,26 +71,6 @@ class AwsCloud(Cloud):
         return frozenset({"capacity_block"}) if instance_type in CAPACITY_BLOCK_TYPES \
             else frozenset()
 
-    def missing_credentials(self) -> Optional[str]:
-        # botocore's chain: environment, AWS_PROFILE / shared files, SSO, container and
-        # instance metadata; None when nothing is found
-        try:
-            import boto3
-
-            found = boto3.session.Session().get_credentials()
-        except Exception as exc:  # noqa: BLE001 - a broken profile: botocore's own words
-            return f"the AWS configuration cannot be read ({type(exc).__name__}: {exc})"
-        return None if found is not None else "no AWS credentials found"
-
-    def credentials_reason(self, exc: BaseException) -> Optional[str]:
-        try:
-            from botocore.exceptions import NoCredentialsError, PartialCredentialsError
-        except ImportError:  # pragma: no cover - boto3 is a runtime dependency
-            return None
-        if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-            return "no AWS credentials found"
-        return None
-
 
 AWS = AwsCloud(
     name="aws", title="AWS", provider="aws", sdk_package="pulumi_aws", tag_style="tags",
@@ -110,6 +90,7 @@ AWS = AwsCloud(
                      "AWS_SESSION_TOKEN for temporary keys)",
     deploy_module="gpulease.clouds.aws.deploy", reaper_module="gpulease.reaper.aws",
     quotes_module="gpulease.quotes.aws", fetcher_module="gpulease.catalog.fetchers.aws",
+    credentials_module="gpulease.credentials.aws",
 )
 
 __all__ = ["AWS", "AwsCloud", "CAPACITY_BLOCK_TYPES", "USER_DATA_LIMIT"]

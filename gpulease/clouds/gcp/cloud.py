@@ -2,15 +2,11 @@
 paths), and the names of its node groups (the reaper's IAM condition needs them)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from gpulease import tags
-from gpulease.clouds.base import Cloud, first_line
-
-#: The emulator variable that makes GCP clients anonymous (tests, local fakes).
-ENDPOINT_ENV = "GPULEASE_GCP_ENDPOINT"
+from gpulease.clouds.base import Cloud
 
 #: accelerator-optimized series sold with flex-start (Dynamic Workload Scheduler) and as
 #: calendar-mode future reservations.
@@ -69,36 +65,6 @@ class GcpCloud(Cloud):
             return frozenset({"flex_start", "future_reservation"})
         return frozenset()
 
-    def missing_credentials(self) -> Optional[str]:
-        if os.environ.get(ENDPOINT_ENV):
-            return None
-        try:
-            import google.auth
-            from google.auth.exceptions import DefaultCredentialsError
-
-            google.auth.default()
-        except DefaultCredentialsError as exc:
-            return _reason(exc)
-        except Exception as exc:  # noqa: BLE001 - e.g. a malformed key file
-            return f"Google Cloud credentials cannot be loaded ({first_line(exc)})"
-        return None
-
-    def credentials_reason(self, exc: BaseException) -> Optional[str]:
-        try:
-            from google.auth.exceptions import DefaultCredentialsError
-        except ImportError:  # pragma: no cover - google-auth comes with google-cloud-compute
-            return None
-        return _reason(exc) if isinstance(exc, DefaultCredentialsError) else None
-
-
-def _reason(exc: BaseException) -> str:
-    """google-auth's own words only when they add something: a GOOGLE_APPLICATION_CREDENTIALS
-    file that is missing or malformed. Its "were not found ... see <url>" says less than the
-    hint."""
-    if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
-        return f"no usable Google Cloud credentials ({first_line(exc)})"
-    return "no Google Cloud credentials found"
-
 
 GCP = GcpCloud(
     name="gcp", title="Google Cloud", provider="gcp", sdk_package="pulumi_gcp",
@@ -112,6 +78,7 @@ GCP = GcpCloud(
                      "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file",
     deploy_module="gpulease.clouds.gcp.deploy", reaper_module="gpulease.reaper.gcp",
     quotes_module="gpulease.quotes.gcp", fetcher_module="gpulease.catalog.fetchers.gcp",
+    credentials_module="gpulease.credentials.gcp",
 )
 
-__all__ = ["GCP", "GcpCloud", "ENDPOINT_ENV", "WINDOW_SERIES", "mig_name"]
+__all__ = ["GCP", "GcpCloud", "WINDOW_SERIES", "mig_name"]

@@ -8,7 +8,8 @@ variables to set when it does not (nothing is called, nothing written). The CLI'
 ``NoCredentialsError`` / ``PartialCredentialsError``, google-auth ``DefaultCredentialsError``)
 into the same message, exit 2.
 
-The checks are the SDKs' own: ``boto3.session.Session().get_credentials()`` walks botocore's chain
+The checks are the SDKs' own, one module per cloud (``gpulease.credentials.<cloud>``, named by
+the cloud's ``credentials_module``): ``boto3.session.Session().get_credentials()`` walks botocore's chain
 (environment, ``AWS_PROFILE`` / shared files, SSO, container and instance metadata) and answers
 None when nothing is found; ``google.auth.default()`` raises ``DefaultCredentialsError`` when no
 Application Default Credentials exist. Emulators count as credentials: ``AWS_ENDPOINT_URL`` still
@@ -16,6 +17,7 @@ needs (any) keys, as botocore signs every request; ``GPULEASE_GCP_ENDPOINT`` nee
 """
 from __future__ import annotations
 
+import importlib
 from typing import Iterable, Optional
 
 from gpulease.clouds import registry
@@ -29,10 +31,9 @@ CLOUD_NAMES = {c.name: c.title for c in registry.CLOUDS}
 
 def missing(cloud: str) -> Optional[str]:
     """Why ``cloud``'s SDK finds no credentials on this machine, or None when it finds some."""
-    try:
-        return registry.get(cloud).missing_credentials()
-    except KeyError:
-        raise ValueError(f"unknown cloud {cloud!r}") from None
+    if not registry.is_cloud(cloud):
+        raise ValueError(f"unknown cloud {cloud!r}")
+    return _check(registry.get(cloud)).missing()
 
 
 def message(cloud: str, reason: str, *, command: str, needs: str = "") -> str:
@@ -75,11 +76,16 @@ def from_exception(exc: BaseException, *, command: str) -> Optional[CredentialsE
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         for cloud in registry.CLOUDS:
-            reason = cloud.credentials_reason(cur)
+            reason = _check(cloud).reason(cur)
             if reason:
                 return CredentialsError(message(cloud.name, reason, command=command))
         cur = cur.__cause__ or cur.__context__
     return None
+
+
+def _check(cloud):
+    """The cloud's credentials check (``Cloud.credentials_module``: gpulease.credentials.<cloud>)."""
+    return importlib.import_module(cloud.credentials_module)
 
 
 __all__ = ["FIX", "CLOUD_NAMES", "missing", "message", "problems", "preflight", "from_exception"]
