@@ -4,7 +4,7 @@ from __future__ import annotations
 import base64
 import gzip
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
