@@ -12,11 +12,13 @@ from decimal import Decimal
 from typing import Literal, Optional
 
 from gpulease import money
+from gpulease.clouds import registry
 #: the longest idle window a cluster may ask for (one constant, in gpulease.limits)
 from gpulease.limits import MAX_IDLE_MINUTES  # noqa: F401 (re-exported)
 
+#: a cloud's name (the schema's spelling of ``gpulease.clouds.registry.NAMES``).
 Cloud = Literal["aws", "gcp"]
-CLOUDS: tuple[str, ...] = ("aws", "gcp")
+CLOUDS: tuple[str, ...] = registry.NAMES
 
 #: Inter-node fabric an offering supports. "none" = plain TCP over the VPC network.
 RdmaKind = Literal["efa", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma", "none"]
@@ -173,7 +175,7 @@ class Offering:
             return zones[0]
         if self.zones:       # only in Local Zones the stack does not allow: the policy rejects it
             return self.zones[0]
-        return f"{self.region}-a" if self.cloud == "gcp" else f"{self.region}a"
+        return registry.get(self.cloud).default_zone(self.region)
 
     @property
     def regular_zones(self) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from gpulease.clouds import registry
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import ClusterDecision, EnvironmentDecision, StackSpec
 
@@ -129,7 +130,7 @@ def needs_work_bucket(stack: StackSpec, decision: ClusterDecision) -> bool:
 
 
 def _uri(cloud: str, bucket: str, prefix: str) -> str:
-    return f"{'s3' if cloud == 'aws' else 'gs'}://{bucket}/{prefix}"
+    return f"{registry.get(cloud).url_scheme}://{bucket}/{prefix}"
 
 
 def dataset_uri(stack: StackSpec, decision: ClusterDecision) -> Optional[str]:

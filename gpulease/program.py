@@ -15,20 +15,20 @@ import pulumi
 
 from gpulease import money, gctuning
 from gpulease.catalog import Catalog
+from gpulease.clouds import registry
 from gpulease.config import NAMESPACE, TOP_LEVEL_KEYS
 from gpulease.costing import transform as cost_transform
 from gpulease.errors import InputError
 from gpulease.model import EnvironmentDecision
 
-#: cloud adaptor modules: each exposes
+#: cloud adaptor modules (``Cloud.deploy_module``): each exposes
 #: ``deploy(env, catalog, *, storage, only_clusters=None) -> list[pulumi.Resource]`` where
 #: ``storage`` maps the names of storage entries already declared (by adaptors earlier in
 #: DEPLOY_ORDER) to their components, so a cluster reading a dataset on another cloud can depend
 #: on its bucket, and ``only_clusters`` limits the cluster components declared (see main).
-CLOUD_ADAPTORS = {"aws": "gpulease.clouds.aws.deploy", "gcp": "gpulease.clouds.gcp.deploy"}
-#: GCP first: AWS clusters staging a GCS dataset grant a reader on the GCS bucket, which must
-#: exist first; GCP clusters reading S3 only name the bucket (no AWS-side grant on it).
-DEPLOY_ORDER = ("gcp", "aws")
+CLOUD_ADAPTORS = {c.name: c.deploy_module for c in registry.CLOUDS}
+#: the registry's order (GCP first; the reason is in gpulease.clouds.registry).
+DEPLOY_ORDER = registry.DEPLOY_ORDER
 
 
 @dataclass

@@ -19,6 +19,7 @@ from gpulease.bootstrap import render as R
 from gpulease.bootstrap.fabric import FABRICS, fabric_env
 from gpulease.bootstrap.settings import BootstrapSettings
 from gpulease.catalog import load_catalog
+from gpulease.clouds.aws import cloud as aws_cloud
 from gpulease import tags
 from gpulease.model import RDMA_KINDS
 from gpulease.reaper import aws as reaper_aws
@@ -92,7 +93,7 @@ def test_renders_every_offering_and_model():
         if o.cloud == "aws":
             # EC2 user data limit: 16 KB before base64 -> the gzip bytes must fit.
             raw = base64.b64decode(encoded)
-            assert len(raw) < R.AWS_USER_DATA_LIMIT, (where, len(raw))
+            assert len(raw) < aws_cloud.USER_DATA_LIMIT, (where, len(raw))
             assert gzip.decompress(raw).decode() == cc
         else:
             assert encoded == cc

@@ -1,8 +1,6 @@
 """Renders a node's boot files (cloud-config, scripts, systemd units, agent configs) from templates/bootstrap."""
 from __future__ import annotations
 
-import base64
-import gzip
 import shlex
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,8 +13,10 @@ from gpulease import naming
 from gpulease.bootstrap.fabric import fabric_env, fabric_for
 from gpulease.bootstrap.settings import BootstrapSettings
 from gpulease import tags
+from gpulease.clouds import registry
 from gpulease.model import ClusterDecision, StackSpec
 from gpulease import cron as schedule
+from gpulease.quotes import blocks
 from gpulease.reaper.decision import BUSY_AT_REFRESH_S
 
 TEMPLATE_DIR = datafiles.templates("bootstrap")
@@ -26,18 +26,11 @@ NODE_PURCHASE_MODELS = ("spot", "on_demand", "reserved", "mixed")
 #: key of the cloud-config itself in render_node_files().
 CLOUD_CONFIG = "cloud-config.yaml"
 
-#: Spot notice windows: AWS gives two minutes through `spot/instance-action` (EC2 User Guide,
-#: "Spot Instance interruption notices"); GCP about 30 s (Compute Engine, "Spot VMs",
-#: "Preemption process").
-NOTICE_WINDOW_SECONDS = {"aws": 120, "gcp": 30}
+#: Spot notice windows per cloud (``Cloud.notice_window_seconds``, with the doc behind each).
+NOTICE_WINDOW_SECONDS = {c.name: c.notice_window_seconds for c in registry.CLOUDS}
 #: poll often enough that the hook still has most of the window left.
-POLL_SECONDS = {"aws": 5, "gcp": 2}
-METADATA_URL = {"aws": "http://169.254.169.254", "gcp": "http://metadata.google.internal"}
-#: AWS user data is limited to 16 KB before base64 (EC2 User Guide, "Run commands when you launch
-#: an EC2 instance with user data input"); a full cloud-config is ~20 KB, so on AWS it travels
-#: gzip-compressed (cloud-init decompresses gzip user data, `cloudinit.user_data.convert_string`):
-#: see encode_user_data(). GCP metadata values may hold 256 KB: plain text.
-AWS_USER_DATA_LIMIT = 16384
+POLL_SECONDS = {c.name: c.poll_seconds for c in registry.CLOUDS}
+METADATA_URL = {c.name: c.metadata_url for c in registry.CLOUDS}
 
 RDZV_PORT = 29400
 MASTER_PORT = 29500
@@ -66,7 +59,7 @@ class NodeFile:
     template: str
     path: str
     mode: str = "0644"
-    clouds: tuple[str, ...] = ("aws", "gcp")
+    clouds: tuple[str, ...] = registry.NAMES
     when: Optional[str] = None
 
     @property
@@ -102,10 +95,8 @@ NODE_FILES: tuple[NodeFile, ...] = (
     NodeFile("busy-witness.service.j2", f"{UNITS}/gpulease-busy-witness.service"),
     NodeFile("busy-witness.timer.j2", f"{UNITS}/gpulease-busy-witness.timer"),
     NodeFile("shutdown-clean.service.j2", f"{UNITS}/gpulease-shutdown-clean.service"),
-    NodeFile("amazon-cloudwatch-agent.json.j2",
-             "/opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.json", clouds=("aws",)),
-    NodeFile("ops-agent.yaml.j2", "/etc/google-cloud-ops-agent/config.yaml", clouds=("gcp",)),
-)
+) + tuple(NodeFile(template, path, clouds=(c.name,))   # agent configs: each cloud's own
+          for c in registry.CLOUDS for template, path in c.node_files)
 
 
 def _shq(value: object) -> str:
@@ -150,33 +141,21 @@ def _split_uri(uri: Optional[str]) -> tuple[str, str]:
 
 
 def purchase_models_for(decision: ClusterDecision) -> tuple[str, ...]:
-    """The node purchase models a cluster boots: GCP one MIG per model; AWS one blended ASG."""
+    """The node purchase models a cluster boots, one per node group (``Cloud.node_group_models``:
+    GCP one MIG per model; AWS one ASG blending spot with the rest)."""
     used = tuple(m for m, n in decision.purchase.as_dict().items() if n > 0)
-    if decision.cloud == "aws" and "spot" in used and len(used) > 1:
-        return ("mixed",)
-    return used or ("on_demand",)
-
-
-def _checkpoint_minutes() -> int:
-    from gpulease.clouds.aws.builders import BLOCK_CHECKPOINT_MINUTES
-
-    return BLOCK_CHECKPOINT_MINUTES
+    if not used:
+        return ("on_demand",)
+    return registry.get(decision.cloud).node_group_models(used)
 
 
 def window_drain_at(decision: ClusterDecision, purchase_model: str) -> int:
-    """When a prepaid window's node checkpoints (epoch seconds): an AWS Capacity Block node,
-    ``builders.BLOCK_CHECKPOINT_MINUTES`` before its group's drain (``gpulease.clouds.aws.builders.
-    block_schedule``); 0 for every other node."""
-    if decision.cloud != "aws" or purchase_model != "reserved":
+    """When a prepaid window's node checkpoints (epoch seconds): a Capacity Block node,
+    ``blocks.BLOCK_CHECKPOINT_MINUTES`` before its group's drain (``gpulease.quotes.blocks``);
+    0 for every other node (only Capacity Blocks end on a schedule)."""
+    if purchase_model != "reserved":
         return 0
-    from gpulease.clouds.aws import builders
-    from gpulease.quotes.model import parse_time
-
-    block = builders.window_block(decision)
-    if block is None:
-        return 0
-    drain = dict((k, t) for k, t, _ in builders.block_schedule(block))["drain"]
-    return int(parse_time(drain).timestamp()) - 60 * builders.BLOCK_CHECKPOINT_MINUTES
+    return blocks.checkpoint_at(decision)
 
 
 def witness_variables() -> dict:
@@ -202,17 +181,18 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
     ds_bucket, ds_prefix = _split_uri(dataset_uri)
     ck_bucket, ck_prefix = _split_uri(checkpoint_uri)
     stop_after = autostop_minutes(stack, decision)
-    gcp_spec = stack.clouds.get("gcp") if isinstance(stack.clouds, dict) else None
+    provider = registry.get(cloud)
+    cloud_spec = stack.clouds.get(cloud) if isinstance(stack.clouds, dict) else None
     threshold = getattr(stack.reaper, "threshold_pct", 5.0) if stack.reaper is not None else 5.0
     # Discovery filters: AWS tags carry the plain values, GCP labels the label-encoded ones
     # (gpulease.tags.label_value), exactly as the cost transform stamps them.
-    encode = (lambda v: str(v)) if cloud == "aws" else tags.label_value
+    encode = provider.tag_value
     drain_at = window_drain_at(decision, purchase_model)
     v = {
         "cloud": cloud,
         "region": decision.region,
         "zone": decision.zone or "",
-        "project": (gcp_spec.project or "") if (cloud == "gcp" and gcp_spec) else "",
+        "project": provider.project(cloud_spec),
         "stack": stack.stack,
         "cluster": decision.name,
         "environment": stack.environment,
@@ -256,10 +236,10 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "environment_filter_value": encode(stack.environment),
         "spot_watcher": purchase_model in ("spot", "mixed") or drain_at > 0,
         "drain_at_epoch": drain_at,
-        "drain_lead_seconds": 60 * _checkpoint_minutes(),
-        "notice_window_seconds": NOTICE_WINDOW_SECONDS[cloud],
-        "poll_seconds": POLL_SECONDS[cloud],
-        "metadata_url": METADATA_URL[cloud],
+        "drain_lead_seconds": 60 * blocks.BLOCK_CHECKPOINT_MINUTES,
+        "notice_window_seconds": provider.notice_window_seconds,
+        "poll_seconds": provider.poll_seconds,
+        "metadata_url": provider.metadata_url,
         "checkpoint_signal": settings.checkpoint_signal,
         "train_pidfile": TRAIN_PIDFILE,
         "train_unit": TRAIN_UNIT,
@@ -268,7 +248,7 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "rdzv_port": RDZV_PORT,
         "master_port": MASTER_PORT,
         # sshd stays only where the stack opted into SSH through IAP (GCP); AWS uses SSM.
-        "keep_sshd": bool(cloud == "gcp" and gcp_spec is not None and gcp_spec.ssh_via_iap),
+        "keep_sshd": provider.keeps_sshd(cloud_spec),
     }
     v["node_env"] = _node_env(v)
     return v
@@ -326,22 +306,12 @@ def render_user_data(*, stack: StackSpec, decision: ClusterDecision,
 
 
 def encode_user_data(cloud_config: str, *, cloud: str) -> str:
-    """The user data value a cloud API takes for this cloud-config.
-
-    AWS (launch template ``user_data``, base64): base64 of the gzip-compressed cloud-config,
-    which keeps it under the 16 KB limit; cloud-init recognises the gzip magic and decompresses.
-    GCP (``user-data`` metadata key): the cloud-config text itself.
+    """The user data value a cloud API takes for this cloud-config (``Cloud.encode_user_data``:
+    on AWS base64 of the gzip-compressed text, under the 16 KB limit; on GCP the text itself).
     """
-    if cloud == "aws":
-        # mtime=0: byte-identical output between runs, so plans do not show a spurious diff.
-        raw = gzip.compress(cloud_config.encode(), compresslevel=9, mtime=0)
-        if len(raw) >= AWS_USER_DATA_LIMIT:
-            raise ValueError(f"compressed user data is {len(raw)} bytes; EC2 allows "
-                             f"{AWS_USER_DATA_LIMIT}")
-        return base64.b64encode(raw).decode()
-    if cloud == "gcp":
-        return cloud_config
-    raise ValueError(f"unknown cloud {cloud!r}")
+    if not registry.is_cloud(cloud):
+        raise ValueError(f"unknown cloud {cloud!r}")
+    return registry.get(cloud).encode_user_data(cloud_config)
 
 
 def user_data_for(*, stack: StackSpec, decision: ClusterDecision, purchase_model: str) -> str:

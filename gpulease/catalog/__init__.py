@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gpulease import datafiles
+from gpulease.clouds import registry
 from gpulease.errors import CatalogError, Finding, did_you_mean
 from gpulease.model import EgressPrice, InfraPrice, Offering, StoragePrice
 
@@ -23,18 +24,17 @@ FORMAT = "gpulease-catalog/1"
 FORMAT_V2 = "gpulease-catalog/2"
 DATA_DIR = datafiles.package_path("catalog", "data")
 
-#: Storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order).
-TIER_CLASSES: dict[str, tuple[str, str, str, str]] = {
-    "aws": ("STANDARD", "STANDARD_IA", "GLACIER_IR", "DEEP_ARCHIVE"),
-    "gcp": ("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"),
-}
+#: Storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order), per cloud
+#: (``Cloud.tier_classes``).
+TIER_CLASSES: dict[str, tuple[str, str, str, str]] = {c.name: c.tier_classes
+                                                      for c in registry.CLOUDS}
 TIER_NAMES = ("hot", "warm", "cold", "archive")
-#: Earliest age (days) a lifecycle rule may move an object into a class: S3 moves objects to
-#: STANDARD_IA / ONEZONE_IA no earlier than day 30 (S3 User Guide, "Transitioning objects using
-#: Amazon S3 Lifecycle", constraints); every other transition from day 1 (the stack's keys are
-#: > 0). Minimum storage durations (early deletion) are per storage row, ``min_storage_days``.
-MIN_TRANSITION_DAYS: dict[tuple[str, str], int] = {("aws", "STANDARD_IA"): 30,
-                                                   ("aws", "ONEZONE_IA"): 30}
+#: Earliest age (days) a lifecycle rule may move an object into a class (``Cloud.
+#: min_transition_days``, e.g. S3's day 30 for STANDARD_IA / ONEZONE_IA); every other transition
+#: from day 1 (the stack's keys are > 0). Minimum storage durations (early deletion) are per
+#: storage row, ``min_storage_days``.
+MIN_TRANSITION_DAYS: dict[tuple[str, str], int] = {
+    (c.name, cls): days for c in registry.CLOUDS for cls, days in c.min_transition_days}
 
 #: Columns of an offering row (also the `gpulease catalog list --json` row shape).
 OFFERING_COLUMNS = (
@@ -225,16 +225,7 @@ def _load_cached(path: str, _mtime: int) -> Catalog:
 
 def continent_of(cloud: str, region: str) -> str:
     """Continent of a region, from the providers' naming (for inter-continent egress)."""
-    head = region.split("-", 1)[0]
-    if cloud == "aws":
-        if region.startswith(("ap-southeast-2", "ap-southeast-4", "ap-southeast-6")):
-            return "oceania"
-        return {"us": "north-america", "ca": "north-america", "mx": "north-america",
-                "sa": "south-america", "eu": "europe", "ap": "asia", "me": "middle-east",
-                "il": "middle-east", "af": "africa"}.get(head, head)
-    return {"us": "north-america", "northamerica": "north-america",
-            "southamerica": "south-america", "europe": "europe", "asia": "asia",
-            "australia": "oceania", "me": "middle-east", "africa": "africa"}.get(head, head)
+    return registry.get(cloud).continent_of(region)
 
 
 def parse_catalog(raw: Any, source: str = "<catalog>") -> Catalog:

@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from gpulease.clouds import registry
 from gpulease import datafiles
 
 FAMILIES_PATH = datafiles.package_path("catalog", "build", "families.json")
@@ -36,11 +37,7 @@ class FamilyFacts:
 
 def family_of(cloud: str, instance_type: str) -> str:
     """``p5.48xlarge`` -> ``p5``; ``a3-highgpu-8g`` -> ``a3-highgpu``; ``n1-highmem-8`` -> ``n1``."""
-    if cloud == "aws":
-        return instance_type.split(".", 1)[0]
-    if instance_type.startswith("n1-"):
-        return "n1"
-    return "-".join(instance_type.split("-")[:2])
+    return registry.get(cloud).family_of(instance_type)
 
 
 @lru_cache(maxsize=1)

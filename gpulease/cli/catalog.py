@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any, Optional
 
+from gpulease.clouds import registry
 from gpulease.cli import COMMANDS, ui
 from gpulease.cli.common import add_catalog_args, add_output_args, print_json
 from gpulease.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CloudError, Finding, InputError,
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rp = csub.add_parser("refresh", help="fetch current prices into a new catalog file",
                          epilog=REFRESH_EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    rp.add_argument("--cloud", choices=("aws", "gcp"), help="refresh one cloud only")
+    rp.add_argument("--cloud", choices=registry.NAMES, help="refresh one cloud only")
     rp.add_argument("--region", action="append", default=[], metavar="R",
                     help="refresh this region (repeatable); default: the catalog's regions")
     rp.add_argument("--out", metavar="PATH",
@@ -227,7 +228,7 @@ def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
 
     now = now or dt.datetime.now(dt.timezone.utc)
     base = load_catalog(args.from_path)
-    clouds = [args.cloud] if args.cloud else ["aws", "gcp"]
+    clouds = [args.cloud] if args.cloud else list(registry.NAMES)
     scope = select_regions(base, clouds, args.region)
     if not scope:
         raise InputError([Finding("--cloud", f"catalog {base.version} has no "

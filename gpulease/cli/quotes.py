@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 from typing import Any, Optional
 
+from gpulease.clouds import registry
 from gpulease.cli import ui
 from gpulease.cli.common import add_catalog_args, add_output_args, print_json, progress
 from gpulease.errors import EXIT_FAILED, EXIT_OK, Finding, InputError, did_you_mean
@@ -50,7 +51,7 @@ def register(csub: argparse._SubParsersAction) -> None:
     qp.add_argument("--source", choices=("auto", "live", "offline"), default="auto",
                     help="live: ask the clouds; offline: the shipped data file and the cache; "
                          "auto (default): live where credentials are found")
-    qp.add_argument("--cloud", choices=("aws", "gcp"), help="one cloud only")
+    qp.add_argument("--cloud", choices=registry.NAMES, help="one cloud only")
     qp.add_argument("--region", action="append", default=[], metavar="R",
                     help="only this region (repeatable)")
     qp.add_argument("--instance-type", action="append", default=[], metavar="T",
@@ -124,7 +125,7 @@ def run_quotes(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
     catalog = load_catalog(args.catalog, args.catalog_version)
     _check(args, catalog)
     req = collect.QuoteRequest(
-        clouds=(args.cloud,) if args.cloud else ("aws", "gcp"), regions=tuple(args.region),
+        clouds=(args.cloud,) if args.cloud else registry.NAMES, regions=tuple(args.region),
         instance_types=tuple(args.instance_type), gpu=args.gpu, count=args.count,
         duration_hours=args.duration_hours, start=_time("--start", args.start),
         end=_time("--end", args.end), gcp_project=args.gcp_project)

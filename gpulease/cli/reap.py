@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from gpulease.clouds import registry
 from gpulease.cli import COMMANDS, ui
 from gpulease.cli.common import add_catalog_args, add_output_args, print_json, progress
 from gpulease.errors import ConfigError, Finding
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     who.add_argument("--stack", metavar="ENV", action="append",
                      help="environment (value of the gpulease-environment tag); repeatable")
     who.add_argument("--all", action="store_true", help="every gpulease environment")
-    p.add_argument("--cloud", choices=("aws", "gcp"),
+    p.add_argument("--cloud", choices=registry.NAMES,
                    help="only this cloud (default: AWS, plus GCP when a project is known)")
     p.add_argument("--region", metavar="R", action="append",
                    help="AWS region; repeatable (default: $AWS_REGION, $AWS_DEFAULT_REGION, "

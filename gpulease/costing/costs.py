@@ -14,6 +14,7 @@ from typing import Optional
 from gpulease import money
 
 from gpulease.catalog import Catalog
+from gpulease.clouds import registry
 from gpulease.costing.context import CostContext
 from gpulease.model import HOURS_PER_MONTH
 
@@ -36,11 +37,12 @@ COMPUTE_GROUP_TYPES = frozenset({
     "gcp:compute/instanceGroupManager:InstanceGroupManager",
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
 })
-#: billable infrastructure priced per hour from the catalog's `infra` rows.
-HOURLY_INFRA = {
-    "aws:ec2/natGateway:NatGateway": ("aws", "nat_gateway_hour"),
-    "gcp:compute/routerNat:RouterNat": ("gcp", "cloud_nat_gateway_hour"),
-}
+#: billable infrastructure priced per hour from the catalog's `infra` rows: type -> (cloud,
+#: item), the cloud being the one whose provider the type token names.
+HOURLY_INFRA = {t: (registry.by_provider(t.split(":", 1)[0]).name, item) for t, item in {
+    "aws:ec2/natGateway:NatGateway": "nat_gateway_hour",
+    "gcp:compute/routerNat:RouterNat": "cloud_nat_gateway_hour",
+}.items()}
 
 
 def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],

@@ -17,6 +17,7 @@ import pulumi
 
 from gpulease import money
 from gpulease.catalog import Catalog
+from gpulease.clouds import registry
 from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.costing.costs import HOURLY_INFRA, resource_monthly_usd
@@ -74,10 +75,9 @@ def tag_input(cls: type) -> Optional[str]:
         params = inspect.signature(cls._internal_init).parameters  # type: ignore[attr-defined]
     except (AttributeError, TypeError, ValueError):
         return None
-    if "tags" in params and cls.__module__.startswith("pulumi_aws"):
-        return "tags"
-    if "labels" in params and cls.__module__.startswith("pulumi_gcp"):
-        return "labels"
+    for cloud in registry.CLOUDS:       # a cloud's tag style is the name of its SDK's input
+        if cloud.tag_style in params and cls.__module__.startswith(cloud.sdk_package):
+            return cloud.tag_style
     return None
 
 
@@ -114,12 +114,8 @@ def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: Decimal,
         values[tags.BASELINE_NODES] = str(ctx.baseline_nodes[name])
     if name in ctx.billed_until:
         values[tags.BILLED_UNTIL] = tags.timestamp_label(ctx.billed_until[name])
-    if cloud == "aws":
-        values[tags.MONTHLY_USD] = tags.usd(monthly_usd)
-        return values
-    out = {tags.label_key(k): tags.label_value(v) for k, v in values.items()}
-    out[tags.MONTHLY_CENTS] = tags.cents(monthly_usd)
-    return out
+    # AWS tags keep the values (cost in dollars), GCP labels encode them (cost in cents)
+    return registry.get(cloud).cost_tags(values, monthly_usd)
 
 
 def _merge(existing: Any, extra: dict) -> Any:
@@ -156,9 +152,10 @@ def register(stack: StackSpec, catalog: Catalog) -> CostLedger:
         ctx = find_context(args.opts.parent if args.opts else None)
         cost = resource_monthly_usd(args.type_, args.name, ctx, catalog)
         ctx = ctx or CostContext(cluster=tags.SHARED)
-        cloud = args.type_.split(":", 1)[0]
         kind = tag_input(type(args.resource))
-        stamped = tag_set(stack, ctx, args.name, cost, cloud) if kind else {}
+        # a class with a tag input is its cloud's SDK's: the type token names that provider
+        stamped = tag_set(stack, ctx, args.name, cost,
+                          registry.by_provider(args.type_.split(":", 1)[0]).name) if kind else {}
         ledger.add(LedgerEntry(type=args.type_, name=args.name, cluster=ctx.cluster,
                                purchase_model=ctx.purchase_of(args.name), template=ctx.template,
                                monthly_usd=cost, tags=stamped))

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Callable, Iterable, Optional
 
+from gpulease.clouds import registry
 from gpulease import money
 from gpulease import tags
 
@@ -55,7 +56,7 @@ AWS_NODE_TYPES = frozenset({AWS_LAUNCH_TEMPLATE, AWS_INSTANCE})
 #: budget-headroom warns once the tagged monthly cost passes this share of the budget.
 HEADROOM_WARN_SHARE = 0.9
 
-_PKG = {"aws": "pulumi_aws", "gcp": "pulumi_gcp"}
+_PKG = registry.sdk_packages()   # provider package -> its Python SDK
 
 
 @dataclass(frozen=True)

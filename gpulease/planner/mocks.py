@@ -39,6 +39,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.sync_await import _sync_await
 
+from gpulease.clouds import registry
 from gpulease import datafiles
 from gpulease import gctuning
 from gpulease.errors import Finding, InputError
@@ -121,7 +122,7 @@ AUTONAME: dict[str, Optional[AutoName]] = {
     # Route 53 record names are DNS names, never auto-named (pulumi-aws overrides).
     "aws:route53/record:Record": None,
 }
-_SDK = {"aws": "pulumi_aws", "gcp": "pulumi_gcp"}
+_SDK = registry.sdk_packages()   # provider package -> its Python SDK
 
 
 @lru_cache(maxsize=None)

@@ -10,6 +10,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any, Collection, Optional
 
+from gpulease.clouds import registry
 from gpulease import money
 from gpulease.catalog import provenance
 from gpulease.config import values_for_pulumi
@@ -178,8 +179,9 @@ def resource_cloud(type_: str, cluster_cloud: Optional[str]) -> str:
     gpulease's own dynamic resources (``pulumi-python:dynamic/...``, which call a cloud API
     directly) the cloud of the cluster they belong to."""
     pkg = type_.split(":", 1)[0]
-    if pkg in ("aws", "gcp"):
-        return pkg
+    cloud = registry.by_provider(pkg)
+    if cloud is not None:
+        return cloud.name
     if type_.startswith("pulumi:providers:"):
         return type_.rsplit(":", 1)[-1]
     return cluster_cloud or pkg

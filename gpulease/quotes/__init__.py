@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from gpulease.clouds import registry
+
 # ---- AWS EC2 Capacity Blocks for ML --------------------------------------------------------
 # EC2 API Reference, DescribeCapacityBlockOfferings, and EC2 User Guide, "Find and purchase
 # Capacity Blocks" / "How Capacity Blocks work" (read 2026-12-03):
@@ -38,11 +40,8 @@ CB_MAX_DAYS = 182
 CB_MAX_ADVANCE_DAYS = 56
 #: "All Capacity Blocks end at 11:30AM UTC" (hour, minute).
 CB_END_UTC = (11, 30)
-#: Types sold as EC2 Capacity Blocks for ML (EC2 User Guide, "Capacity Blocks for ML",
-#: supported instance types: p6-b200, p5, p5e, p5en, p4d, p4de, trn1, trn2 - the GPU ones the
-#: catalog has).
-CAPACITY_BLOCK_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge",
-                                  "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"})
+#: (The types sold as Capacity Blocks are the AWS cloud's answer:
+#: ``gpulease.clouds.aws.cloud.CAPACITY_BLOCK_TYPES``.)
 #: "Thirty minutes before the reservation expires, we begin to terminate any instances that are
 #: still running in the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks").
 CB_TERMINATION_LEAD_MINUTES = 30
@@ -57,6 +56,8 @@ CALENDAR_MIN_DAYS = 1
 CALENDAR_MAX_DAYS = 90
 CALENDAR_MAX_ADVANCE_DAYS = 120
 
+#: Purchase options sold for a window (``sold_as``).
+WINDOW_OPTIONS = ("capacity_block", "flex_start", "future_reservation")
 #: Kinds of quote: a capacity purchase for a window.
 QUOTE_KINDS = ("capacity_block", "flex_start", "calendar")
 
@@ -65,18 +66,16 @@ def sold_as(offering, option: str) -> bool:
     """True when the offering can be bought as ``option`` ("capacity_block", "flex_start",
     "future_reservation"): what the catalog records from the provider's documentation
     (``Offering.sells`` with a ``purchase_options_source``), else - rows whose options are only
-    derived from their prices, which never imply these - Capacity Blocks for the listed AWS
-    types, flex-start and calendar mode for GCP's accelerator-optimized series (a2, a3, a4,
-    g2)."""
+    derived from their prices, which never imply these - what the offering's cloud sells by
+    default (``Cloud.window_options_by_default``: Capacity Blocks for the listed AWS types,
+    flex-start and calendar mode for GCP's accelerator-optimized series a2, a3, a4, g2)."""
     sells = getattr(offering, "sells", None)
     if sells is not None and getattr(offering, "purchase_options_source", ""):
         return sells(option)      # recorded from the provider's documentation
-    if option == "capacity_block":
-        return offering.cloud == "aws" and offering.instance_type in CAPACITY_BLOCK_TYPES
-    if option in ("flex_start", "future_reservation"):
-        return offering.cloud == "gcp" and offering.instance_type.split("-")[0] in (
-            "a2", "a3", "a4", "g2")
-    raise ValueError(f"unknown window purchase option {option!r}")
+    if option not in WINDOW_OPTIONS:
+        raise ValueError(f"unknown window purchase option {option!r}")
+    return option in registry.get(offering.cloud).window_options_by_default(
+        offering.instance_type)
 
 
 def valid_block_hours(hours: float) -> bool:

@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from gpulease.clouds import registry
 from gpulease.errors import CloudError
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CALENDAR_MAX_DAYS, CB_MAX_ADVANCE_DAYS,
                              block_hours_for, calendar_days_for, sold_as)
@@ -21,7 +22,7 @@ from gpulease.quotes.model import Quote, SpotRisk, utc
 
 @dataclass
 class QuoteRequest:
-    clouds: tuple[str, ...] = ("aws", "gcp")
+    clouds: tuple[str, ...] = registry.NAMES
     regions: tuple[str, ...] = ()
     instance_types: tuple[str, ...] = ()
     gpu: Optional[str] = None

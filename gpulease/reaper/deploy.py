@@ -22,6 +22,8 @@ import pulumi_gcp as gcp
 
 from gpulease import datafiles
 from gpulease import tags
+from gpulease.clouds import registry
+from gpulease.clouds.gcp.cloud import mig_name
 from gpulease.costing.context import shared
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import EnvironmentDecision
@@ -33,6 +35,9 @@ LAMBDA_FILES = (
     "errors.py", "limits.py", "model.py", "money.py", "datafiles.py", "retry.py", "text.py",
     "catalog/__init__.py", "tags.py", "cron.py", "reaper/decision.py", "reaper/defaults.py",
     "reaper/engine.py",
+    # the cloud registry (model and the engine ask it); these __init__ files import nothing
+    "clouds/__init__.py", "clouds/base.py", "clouds/registry.py",
+    "clouds/aws/__init__.py", "clouds/aws/cloud.py", "clouds/gcp/__init__.py", "clouds/gcp/cloud.py",
     "reaper/aws.py", "reaper/audit.py", "reaper/errors.py", "reaper/claims.py",
     "reaper/functions.py", "reaper/lambda_handler.py",
 )
@@ -350,8 +355,6 @@ def act_condition(*, project: str, clusters: list[str]) -> dict:
     its MIGs ``mig_name(cluster, model)``. ``extract`` returns "" when the segment is absent,
     so each clause only ever matches its own resource kind.
     """
-    from gpulease.clouds.gcp.cluster import mig_name
-
     migs = sorted({mig_name(c, m) for c in clusters for m in _MIG_MODELS})
     vm = " || ".join(f'resource.name.extract("/instances/{{name}}").startsWith("{c}-")'
                      for c in sorted(clusters))
@@ -486,7 +489,7 @@ def deploy_reaper(env: EnvironmentDecision) -> list[pulumi.Resource]:
     if not getattr(settings, "schedule", None):
         return []
     clouds = {c.cloud for c in env.clusters}
-    if not clouds & {"aws", "gcp"}:
+    if not clouds & set(registry.NAMES):
         pulumi.log.warn(f"{SCHEDULE_PATH}: the environment has no cluster; no reaper deployed")
         return []
     gcp_args = None

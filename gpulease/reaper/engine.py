@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
 from gpulease import money
 from gpulease import tags
+from gpulease.clouds import registry
 from gpulease.errors import CloudError
 from gpulease.reaper import claims as cl
 from gpulease.reaper import decision as d
@@ -695,7 +696,7 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
                 "baseline kept running")
     else:
         what = "stack destroyed" if v.action == d.DESTROY else "compute scaled to zero"
-    templates = "launch templates" if ref.cloud == "aws" else "instance templates"
+    templates = registry.get(ref.cloud).node_templates
     keep = f"; {templates} and storage untouched" if v.action != d.DESTROY else \
         "; retained/protected storage survives"
     billing = ""

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+from gpulease.clouds import registry
 from gpulease.errors import CloudError, GpuleaseError
 from gpulease.recommend import profile as pf
 from gpulease.recommend.saving import Profile, saving_usd
@@ -74,10 +75,9 @@ def window(now: float, days: int) -> tuple[float, float]:
 
 def location(decision, spec) -> tuple[str, str]:
     """Where a decided cluster's metrics are read: (aws, region) or (gcp, project)."""
-    if decision.cloud == "gcp":
-        gcp = spec.clouds.get("gcp")
-        return "gcp", (getattr(gcp, "project", None) or "")
-    return decision.cloud, decision.region
+    cloud = registry.get(decision.cloud)
+    return cloud.name, cloud.location(region=decision.region,
+                                      cloud_spec=spec.clouds.get(cloud.name))
 
 
 def _num(x: float) -> str:

@@ -13,6 +13,8 @@ from gpulease import tags
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import ClusterDecision, Offering, StackSpec, StorageSpec
 from gpulease.quotes import CB_MAX_DAYS, block_hours_for
+from gpulease.quotes.blocks import (  # noqa: F401 (moved there: the bootstrap reads them too)
+    BLOCK_CHECKPOINT_MINUTES, BLOCK_DRAIN_MINUTES, block_schedule, window_block)
 
 #: IMDSv2 hop limit. 1 (the EC2 default) stops the token PUT answer one hop short of a
 #: container on a bridge network, so a containerized trainer could not read its spot notice or
@@ -177,42 +179,6 @@ def window_model(decision: ClusterDecision) -> Optional[str]:
     return w.model if w is not None else None
 
 
-def window_block(decision: ClusterDecision) -> Optional[dict]:
-    """The Capacity Block a window decision buys: {hours, start, end, nodes}, the block's own
-    time (a remainder run on other capacity is not part of it); None when the window is not a
-    block."""
-    w = getattr(decision, "window", None)
-    if w is None or w.model != "capacity_block" or w.bought_from is None:
-        return None
-    hours = round((w.bought_until - w.bought_from).total_seconds() / 3600.0)
-    return {"hours": hours, "start": _z(w.bought_from), "end": _z(w.bought_until),
-            "nodes": w.nodes}
-
-
-#: minutes before AWS begins to terminate a block's instances (30 min before its end) at which
-#: gpulease scales the block's group in: the nodes' shutdown runs the checkpoint hook. gpulease's
-#: margin, not an AWS figure.
-BLOCK_DRAIN_MINUTES = 15
-#: minutes before that scale-in at which the block's nodes run the checkpoint hook (their spot
-#: watcher: ``GPULEASE_DRAIN_AT``); gpulease's margin for a checkpoint write.
-BLOCK_CHECKPOINT_MINUTES = 10
-
-
-def block_schedule(block: dict) -> list[tuple[str, str, int]]:
-    """Scheduled actions of a window's block group: (name suffix, start time, desired size):
-    up to the block's nodes at its start, down to 0 ``BLOCK_DRAIN_MINUTES`` before AWS's own
-    termination starts (EC2 User Guide, "Work with Capacity Blocks": 30 minutes before the
-    end)."""
-    import datetime as _dt
-
-    from gpulease.quotes import CB_TERMINATION_LEAD_MINUTES
-    from gpulease.quotes.model import parse_time
-
-    end = parse_time(block["end"]) - _dt.timedelta(
-        minutes=CB_TERMINATION_LEAD_MINUTES + BLOCK_DRAIN_MINUTES)
-    return [("start", block["start"], block["nodes"]), ("drain", _z(end), 0)]
-
-
 def _z(t) -> str:
     import datetime as _dt
 
@@ -246,7 +212,7 @@ def uses_capacity_block(stack: StackSpec, d: ClusterDecision) -> bool:
     """The reserved nodes of an AWS cluster are a Capacity Block (the stack asks for blocks and
     the type is sold as one, ``gpulease.quotes.CAPACITY_BLOCK_TYPES``; or the policy bought the
     cluster's window as a block); otherwise an ODCR."""
-    from gpulease.quotes import CAPACITY_BLOCK_TYPES
+    from gpulease.clouds.aws.cloud import CAPACITY_BLOCK_TYPES
 
     if window_model(d) is not None:      # a window: the policy chose (or did not choose) one
         return d.cloud == "aws" and window_model(d) == "capacity_block"

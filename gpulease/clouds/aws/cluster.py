@@ -10,10 +10,11 @@ import pulumi
 import pulumi_aws as aws
 
 
-from gpulease import naming, quotes
+from gpulease import naming
 from gpulease.bootstrap.render import encode_user_data
 from gpulease.catalog import Catalog
 from gpulease.clouds.aws import builders, staging
+from gpulease.clouds.aws import cloud as aws_cloud
 from gpulease.clouds.aws.builders import NODE_ORDER
 from gpulease.clouds.aws.network import Network
 from gpulease.clouds.aws.storage import Storage, StorageArgs
@@ -22,9 +23,9 @@ from gpulease.costing.context import CostContext
 from gpulease.model import CapacityBlockPin, ClusterDecision, StackSpec
 
 CLUSTER_TYPE = "gpulease:aws:GpuCluster"
-#: Types sold as EC2 Capacity Blocks for ML (one list: ``gpulease.quotes``). Other types fall
-#: back to an ODCR.
-CAPACITY_BLOCK_TYPES = quotes.CAPACITY_BLOCK_TYPES
+#: Types sold as EC2 Capacity Blocks for ML (one list: ``gpulease.clouds.aws.cloud``). Other
+#: types fall back to an ODCR.
+CAPACITY_BLOCK_TYPES = aws_cloud.CAPACITY_BLOCK_TYPES
 
 
 @dataclass

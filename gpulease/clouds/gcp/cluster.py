@@ -17,6 +17,7 @@ import pulumi_gcp as gcp
 
 from gpulease import naming
 from gpulease.clouds.gcp import autostop, builders, staging
+from gpulease.clouds.gcp.cloud import mig_name  # noqa: F401 (moved there: the reaper's IAM reads it)
 from gpulease.clouds.gcp.reservation import GceReservation
 from gpulease.clouds.gcp.storage import make_bucket
 from gpulease import tags
@@ -76,11 +77,6 @@ def _z(t) -> str:
     import datetime as _dt
 
     return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def mig_name(name: str, model: str) -> str:
-    """GCP name of the cluster's MIG for one purchase model."""
-    return f"{name}-{builders.gcp_name(model)}"
 
 
 class GpuCluster(pulumi.ComponentResource):

@@ -8,7 +8,8 @@ variables to set when it does not (nothing is called, nothing written). The CLI'
 ``NoCredentialsError`` / ``PartialCredentialsError``, google-auth ``DefaultCredentialsError``)
 into the same message, exit 2.
 
-The checks are the SDKs' own: ``boto3.session.Session().get_credentials()`` walks botocore's chain
+The checks are the SDKs' own, one module per cloud (``gpulease.credentials.<cloud>``, named by
+the cloud's ``credentials_module``): ``boto3.session.Session().get_credentials()`` walks botocore's chain
 (environment, ``AWS_PROFILE`` / shared files, SSO, container and instance metadata) and answers
 None when nothing is found; ``google.auth.default()`` raises ``DefaultCredentialsError`` when no
 Application Default Credentials exist. Emulators count as credentials: ``AWS_ENDPOINT_URL`` still
@@ -16,49 +17,23 @@ needs (any) keys, as botocore signs every request; ``GPULEASE_GCP_ENDPOINT`` nee
 """
 from __future__ import annotations
 
-import os
+import importlib
 from typing import Iterable, Optional
 
+from gpulease.clouds import registry
 from gpulease.errors import CredentialsError
 
-#: What to set, per cloud (the one text every command prints).
-FIX = {
-    "aws": "set AWS_PROFILE to a profile in ~/.aws/config (`aws configure` or `aws sso login` "
-           "writes one), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN "
-           "for temporary keys)",
-    "gcp": "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
-           "to a service-account key file",
-}
+#: What to set, per cloud (the one text every command prints): ``Cloud.credentials_hint``.
+FIX = {c.name: c.credentials_hint for c in registry.CLOUDS}
 #: Names used in messages.
-CLOUD_NAMES = {"aws": "AWS", "gcp": "Google Cloud"}
-#: The emulator variable that makes GCP clients anonymous (tests, local fakes).
-GCP_ENDPOINT_ENV = "GPULEASE_GCP_ENDPOINT"
+CLOUD_NAMES = {c.name: c.title for c in registry.CLOUDS}
 
 
 def missing(cloud: str) -> Optional[str]:
     """Why ``cloud``'s SDK finds no credentials on this machine, or None when it finds some."""
-    if cloud == "aws":
-        try:
-            import boto3
-
-            found = boto3.session.Session().get_credentials()
-        except Exception as exc:  # noqa: BLE001 - a broken profile: botocore's own words
-            return f"the AWS configuration cannot be read ({type(exc).__name__}: {exc})"
-        return None if found is not None else "no AWS credentials found"
-    if cloud == "gcp":
-        if os.environ.get(GCP_ENDPOINT_ENV):
-            return None
-        try:
-            import google.auth
-            from google.auth.exceptions import DefaultCredentialsError
-
-            google.auth.default()
-        except DefaultCredentialsError as exc:
-            return _gcp_reason(exc)
-        except Exception as exc:  # noqa: BLE001 - e.g. a malformed key file
-            return f"Google Cloud credentials cannot be loaded ({_first_line(exc)})"
-        return None
-    raise ValueError(f"unknown cloud {cloud!r}")
+    if not registry.is_cloud(cloud):
+        raise ValueError(f"unknown cloud {cloud!r}")
+    return _check(registry.get(cloud)).missing()
 
 
 def message(cloud: str, reason: str, *, command: str, needs: str = "") -> str:
@@ -100,43 +75,17 @@ def from_exception(exc: BaseException, *, command: str) -> Optional[CredentialsE
     cur: Optional[BaseException] = exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
-        cloud = _cloud_of(cur)
-        if cloud:
-            reason = "no AWS credentials found" if cloud == "aws" else _gcp_reason(cur)
-            return CredentialsError(message(cloud, reason, command=command))
+        for cloud in registry.CLOUDS:
+            reason = _check(cloud).reason(cur)
+            if reason:
+                return CredentialsError(message(cloud.name, reason, command=command))
         cur = cur.__cause__ or cur.__context__
     return None
 
 
-def _cloud_of(exc: BaseException) -> Optional[str]:
-    try:
-        from botocore.exceptions import NoCredentialsError, PartialCredentialsError
-
-        if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-            return "aws"
-    except ImportError:  # pragma: no cover - boto3 is a runtime dependency
-        pass
-    try:
-        from google.auth.exceptions import DefaultCredentialsError
-
-        if isinstance(exc, DefaultCredentialsError):
-            return "gcp"
-    except ImportError:  # pragma: no cover - google-auth comes with google-cloud-compute
-        pass
-    return None
-
-
-def _gcp_reason(exc: BaseException) -> str:
-    """google-auth's own words only when they add something: a GOOGLE_APPLICATION_CREDENTIALS
-    file that is missing or malformed. Its "were not found ... see <url>" says less than FIX."""
-    if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
-        return f"no usable Google Cloud credentials ({_first_line(exc)})"
-    return "no Google Cloud credentials found"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def _check(cloud):
+    """The cloud's credentials check (``Cloud.credentials_module``: gpulease.credentials.<cloud>)."""
+    return importlib.import_module(cloud.credentials_module)
 
 
 __all__ = ["FIX", "CLOUD_NAMES", "missing", "message", "problems", "preflight", "from_exception"]

@@ -1,0 +1,134 @@
+"""The Cloud interface: every question shared code asks about a cloud, answered by its object.
+
+Shared modules (model, bootstrap, costing, planner, reaper engine, CLI, ...) never compare cloud
+names: they look the cloud up in ``gpulease.clouds.registry`` and ask it. Each cloud defines its
+object in ``gpulease/clouds/<cloud>/cloud.py``.
+
+Plain Python on purpose: the reaper bundles (AWS Lambda, GCP Cloud Function) import this module
+through ``gpulease.model``, without Pulumi, pydantic or any cloud SDK (an SDK is imported only
+in the per-cloud modules the object names).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Optional
+
+#: how a cloud carries gpulease's keys on resources: AWS tags (any value), GCP labels (encoded).
+TagStyle = Literal["tags", "labels"]
+#: where a cloud's monitoring and reaper calls are scoped: an AWS region, a GCP project.
+LocationScope = Literal["region", "project"]
+
+
+@dataclass(frozen=True)
+class Cloud(abc.ABC):
+    """One cloud gpulease deploys to: its words, encodings, defaults and module paths.
+
+    Module paths name the per-cloud file of each role package; ``gpulease.clouds.registry``
+    lists them all (the files a new cloud adds: docs/architecture.md "Adding a cloud")."""
+
+    #: the name stacks, catalogs and plans use ("aws").
+    name: str
+    #: the name in messages ("AWS", "Google Cloud").
+    title: str
+    #: the Pulumi provider: the package of its type tokens ("aws:ec2/instance:Instance").
+    provider: str
+    #: the Python SDK of that provider (``pulumi_aws``).
+    sdk_package: str
+    tag_style: TagStyle
+    #: words for a cluster's node group and the templates its nodes boot from.
+    node_group: str
+    node_templates: str
+    #: URL scheme of the object store (``s3://bucket/prefix``).
+    url_scheme: str
+    location_scope: LocationScope
+    #: regular expression a region name of this cloud matches.
+    region_pattern: str
+    #: storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order).
+    tier_classes: tuple[str, str, str, str]
+    #: (class, days): earliest age a lifecycle rule may move an object into a class (others:
+    #: day 1).
+    min_transition_days: tuple[tuple[str, int], ...]
+    # ---- node bootstrap -------------------------------------------------------------------
+    #: seconds between a spot interruption notice and the node's end.
+    notice_window_seconds: int
+    #: how often the spot watcher polls the metadata server.
+    poll_seconds: int
+    metadata_url: str
+    #: (template, node path) of the files only this cloud's nodes boot with (agent configs).
+    node_files: tuple[tuple[str, str], ...]
+    # ---- credentials ----------------------------------------------------------------------
+    #: what to set when the SDK finds no credentials (the one text every command prints).
+    credentials_hint: str
+    # ---- module paths: the per-cloud file of each role package ----------------------------
+    #: ``deploy(env, catalog, *, storage, only_clusters=None) -> list[pulumi.Resource]``
+    #: (see ``gpulease.program.deploy_clouds``).
+    deploy_module: str
+    #: the reaper adaptor (discovery and actions; plain Python + the cloud SDK).
+    reaper_module: str
+    #: live window and spot-risk quotes (`gpulease catalog quotes --source live`).
+    quotes_module: str
+    #: the catalog's price and spec fetcher (`gpulease catalog refresh`).
+    fetcher_module: str
+    #: the credentials check: ``missing() -> Optional[str]`` (why the SDK's own chain finds
+    #: nothing) and ``reason(exc) -> Optional[str]`` (for the SDK's "no credentials" error).
+    credentials_module: str
+
+    @property
+    def module_paths(self) -> dict[str, str]:
+        """Role -> module this cloud provides for it (every one importable)."""
+        return {"deploy": self.deploy_module, "reaper": self.reaper_module,
+                "quotes": self.quotes_module, "fetcher": self.fetcher_module,
+                "credentials": self.credentials_module,
+                "cloud": f"gpulease.clouds.{self.name}.cloud"}
+
+    # ---- names -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def default_zone(self, region: str) -> str:
+        """The region's first zone by naming convention (for catalog rows without zones)."""
+
+    @abc.abstractmethod
+    def continent_of(self, region: str) -> str:
+        """Continent of a region, from the provider's naming (for inter-continent egress)."""
+
+    @abc.abstractmethod
+    def family_of(self, instance_type: str) -> str:
+        """The instance family a type belongs to (the key of its documented facts)."""
+
+    # ---- tags and labels -------------------------------------------------------------------
+    @abc.abstractmethod
+    def tag_value(self, value: object) -> str:
+        """A value as this cloud's resources carry it (what the reaper's filters match)."""
+
+    @abc.abstractmethod
+    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any) -> dict[str, str]:
+        """The tags/labels the cost transform stamps: ``values`` encoded, plus the monthly cost
+        in this cloud's encoding."""
+
+    # ---- node groups and bootstrap ---------------------------------------------------------
+    @abc.abstractmethod
+    def node_group_models(self, used: tuple[str, ...]) -> tuple[str, ...]:
+        """The node purchase models a cluster's node groups boot, given the purchase models
+        its decision uses (non-empty, in the decision's order)."""
+
+    @abc.abstractmethod
+    def encode_user_data(self, cloud_config: str) -> str:
+        """The user data value this cloud's API takes for a cloud-config."""
+
+    def project(self, cloud_spec: Optional[object]) -> str:
+        """The project a node or a reaper call runs in ("" where the cloud has none)."""
+        return ""
+
+    def keeps_sshd(self, cloud_spec: Optional[object]) -> bool:
+        """True when the stack reaches nodes over SSH (so their sshd stays)."""
+        return False
+
+    def location(self, *, region: str, cloud_spec: Optional[object]) -> str:
+        """Where a cluster's metrics are read: its region or its project."""
+        return region if self.location_scope == "region" else self.project(cloud_spec)
+
+    # ---- purchase options ------------------------------------------------------------------
+    @abc.abstractmethod
+    def window_options_by_default(self, instance_type: str) -> frozenset[str]:
+        """Window purchase options a type is sold as when its catalog row records none from
+        the provider's documentation (``gpulease.quotes.sold_as``)."""

@@ -1,0 +1,84 @@
+"""Google Cloud as the shared code sees it: its Cloud object (words, encodings, defaults, module
+paths), and the names of its node groups (the reaper's IAM condition needs them)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from gpulease import tags
+from gpulease.clouds.base import Cloud
+
+#: accelerator-optimized series sold with flex-start (Dynamic Workload Scheduler) and as
+#: calendar-mode future reservations.
+WINDOW_SERIES = ("a2", "a3", "a4", "g2")
+
+#: region prefix -> continent (GCP region names: ``<area>-<direction><n>``).
+_CONTINENTS = {"us": "north-america", "northamerica": "north-america",
+               "southamerica": "south-america", "europe": "europe", "asia": "asia",
+               "australia": "oceania", "me": "middle-east", "africa": "africa"}
+
+
+def mig_name(name: str, model: str) -> str:
+    """GCP name of the cluster's MIG for one purchase model (``on_demand`` -> ``on-demand``)."""
+    return f"{name}-{model.replace('_', '-')}"
+
+
+@dataclass(frozen=True)
+class GcpCloud(Cloud):
+    def default_zone(self, region: str) -> str:
+        return f"{region}-a"
+
+    def continent_of(self, region: str) -> str:
+        head = region.split("-", 1)[0]
+        return _CONTINENTS.get(head, head)
+
+    def family_of(self, instance_type: str) -> str:
+        # a3-highgpu-8g -> a3-highgpu; n1-highmem-8 -> n1 (N1 takes attached GPUs)
+        if instance_type.startswith("n1-"):
+            return "n1"
+        return "-".join(instance_type.split("-")[:2])
+
+    def tag_value(self, value: object) -> str:
+        return tags.label_value(value)
+
+    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any) -> dict[str, str]:
+        out = {tags.label_key(k): tags.label_value(v) for k, v in values.items()}
+        out[tags.MONTHLY_CENTS] = tags.cents(monthly_usd)   # labels cannot hold "."
+        return out
+
+    def node_group_models(self, used: tuple[str, ...]) -> tuple[str, ...]:
+        return used                                   # one MIG per purchase model
+
+    def encode_user_data(self, cloud_config: str) -> str:
+        # the ``user-data`` metadata value may hold 256 KB: the cloud-config text itself
+        return cloud_config
+
+    def project(self, cloud_spec: Optional[object]) -> str:
+        return getattr(cloud_spec, "project", None) or ""
+
+    def keeps_sshd(self, cloud_spec: Optional[object]) -> bool:
+        # the stack opted into SSH through IAP (AWS nodes are reached through SSM)
+        return bool(cloud_spec is not None and getattr(cloud_spec, "ssh_via_iap", False))
+
+    def window_options_by_default(self, instance_type: str) -> frozenset[str]:
+        if instance_type.split("-")[0] in WINDOW_SERIES:
+            return frozenset({"flex_start", "future_reservation"})
+        return frozenset()
+
+
+GCP = GcpCloud(
+    name="gcp", title="Google Cloud", provider="gcp", sdk_package="pulumi_gcp",
+    tag_style="labels", node_group="managed instance group", node_templates="instance templates",
+    url_scheme="gs", location_scope="project", region_pattern=r"^[a-z]+-[a-z]+\d+$",
+    tier_classes=("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"), min_transition_days=(),
+    # Spot notice: about 30 s (Compute Engine, "Spot VMs", "Preemption process")
+    notice_window_seconds=30, poll_seconds=2, metadata_url="http://metadata.google.internal",
+    node_files=(("ops-agent.yaml.j2", "/etc/google-cloud-ops-agent/config.yaml"),),
+    credentials_hint="run `gcloud auth application-default login`, or set "
+                     "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file",
+    deploy_module="gpulease.clouds.gcp.deploy", reaper_module="gpulease.reaper.gcp",
+    quotes_module="gpulease.quotes.gcp", fetcher_module="gpulease.catalog.fetchers.gcp",
+    credentials_module="gpulease.credentials.gcp",
+)
+
+__all__ = ["GCP", "GcpCloud", "WINDOW_SERIES", "mig_name"]
