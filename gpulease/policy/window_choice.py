@@ -15,7 +15,7 @@ from gpulease import money
 from gpulease.model import (CostBreakdown, NodeBlock, PurchaseMix, WindowDecision)
 from gpulease.policy import windows as W
 from gpulease.quotes import sold_as
-from gpulease.quotes.model import iso
+from gpulease.clock import format_utc
 
 #: the purchase mix column each window model bills as (the node groups carry these).
 MIX_OF = {"on_demand": "on_demand", "flex_start": "on_demand", "spot": "spot",
@@ -150,8 +150,8 @@ def rationale(spec, d: WindowDecision, rules) -> str:
     """Why this model for the window: what it is, when it runs, what it costs and what the
     next allowed model would have cost; quotes named with their source and date."""
     w = spec.window
-    head = (f"Window {iso(w.earliest_start)} to {iso(w.deadline)}, {w.duration_hours:g} h of "
-            f"work (judged at {iso(d.judged_at)}): {WORDS[d.model]}")
+    head = (f"Window {format_utc(w.earliest_start)} to {format_utc(w.deadline)}, {w.duration_hours:g} h of "
+            f"work (judged at {format_utc(d.judged_at)}): {WORDS[d.model]}")
     q = d.quote
     if q is not None:
         when = "quoted" if q["live"] else "published"
@@ -159,7 +159,7 @@ def rationale(spec, d: WindowDecision, rules) -> str:
                 else f"the rate ${q['hourly_usd']:,.4f} per node-hour")
         head += f" ({what}, {q['source']}, {when} {q['quoted_at'][:10]}" + (
             "; availability not checked" if d.estimated else "") + ")"
-    head += f", running {iso(d.start)} to {iso(d.end)}"
+    head += f", running {format_utc(d.start)} to {format_utc(d.end)}"
     if d.remainder is not None:
         r = d.remainder
         head += (f", the last {r['hours']:.2f} h (one restart's lost work included) on "

@@ -48,7 +48,8 @@ from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CB_DAY_STEPS_UP_TO_DAYS,
                              FLEX_START_MAX_RUN_HOURS, block_hours_for, calendar_days_for)
 
 CB_DAY_STEPS, CB_MAX_BLOCK_DAYS = CB_DAY_STEPS_UP_TO_DAYS, CB_MAX_DAYS
-from gpulease.quotes.model import Quote, iso, utc
+from gpulease.clock import format_utc
+from gpulease.quotes.model import Quote, utc
 
 #: every model a work item can be bought with (what `explain` lists, in this order).
 WINDOW_MODELS = ("on_demand", "reservation", "spot", "flex_start", "calendar", "capacity_block",
@@ -171,13 +172,13 @@ class WindowOption:
         return {"model": self.model, "feasible": self.feasible,
                 "total_usd": None if self.total_usd is None else round(self.total_usd, 2),
                 "compute_usd": round(self.compute_usd, 2), "rework_usd": round(self.rework_usd, 2),
-                "run_hours": round(self.run_hours, 4), "start": iso(self.start),
-                "end": iso(self.end), "nodes": self.nodes,
+                "run_hours": round(self.run_hours, 4), "start": format_utc(self.start),
+                "end": format_utc(self.end), "nodes": self.nodes,
                 "billed_node_hours": round(self.billed_node_hours, 4),
                 "lock_in_months": self.lock_in_months, "estimated": self.estimated,
                 "unavailable": self.unavailable,
                 "quote": self.quote.as_dict() if self.quote is not None else None,
-                "bought_from": iso(self.bought_from), "bought_until": iso(self.bought_until),
+                "bought_from": format_utc(self.bought_from), "bought_until": format_utc(self.bought_until),
                 "remainder": None if self.remainder is None else {
                     k: (round(v, 4) if isinstance(v, float) else v)
                     for k, v in self.remainder.items()},
@@ -190,8 +191,8 @@ def _after(t: dt.datetime, hours: float) -> dt.datetime:
 
 def _too_short(w: WorkItem, hours: float) -> Optional[str]:
     if w.usable_hours + 1e-9 < hours:
-        return (f"the window leaves {max(w.usable_hours, 0):.1f} h from {iso(w.first_start)} to "
-                f"the deadline {iso(w.deadline)}, less than the {hours:.1f} h the run needs")
+        return (f"the window leaves {max(w.usable_hours, 0):.1f} h from {format_utc(w.first_start)} to "
+                f"the deadline {format_utc(w.deadline)}, less than the {hours:.1f} h the run needs")
     return None
 
 
@@ -285,7 +286,7 @@ def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fe
     uend = min(stop, utc(w.deadline))
     usable = _hours(ustart, uend)
     if usable <= 0:
-        return None, (f"no usable hour between {iso(ustart)} and {iso(uend)} (instances stop "
+        return None, (f"no usable hour between {format_utc(ustart)} and {format_utc(uend)} (instances stop "
                       f"{CB_TERMINATION_LEAD_MINUTES} min before the block ends)")
     base = dict(quote=q, nodes=n, estimated=estimated,
                 billed_node_hours=count * _hours(bstart, bend), bought_from=utc(bstart),
@@ -294,7 +295,7 @@ def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fe
         return WindowOption("capacity_block", total_usd=fee, compute_usd=fee, run_hours=d,
                             start=ustart, end=_after(ustart, d), **base), None
     if not w.checkpointed or w.remainder_rate is None:
-        return None, (f"{usable:.1f} usable h from {iso(ustart)} (instances stop "
+        return None, (f"{usable:.1f} usable h from {format_utc(ustart)} (instances stop "
                       f"{CB_TERMINATION_LEAD_MINUTES} min before the end) < {d:.1f} h, and "
                       + ("the work is not checkpointed: it cannot move off the block"
                          if not w.checkpointed else "no rate to finish it on"))
@@ -311,8 +312,8 @@ def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fe
         return None, (f"{usable:.1f} usable h in the block; the other {rest:.1f} h (restart "
                       f"included) fit neither before it ({before:.1f} h) nor after it until the "
                       f"deadline ({after:.1f} h)")
-    rem = {"model": w.remainder_model, "hours": rest, "usd": extra, "start": iso(rstart),
-           "end": iso(rend), "node_hour_usd": w.remainder_rate}
+    rem = {"model": w.remainder_model, "hours": rest, "usd": extra, "start": format_utc(rstart),
+           "end": format_utc(rend), "node_hour_usd": w.remainder_rate}
     return WindowOption("capacity_block", total_usd=fee + extra, compute_usd=fee + extra,
                         run_hours=_hours(start, end), start=start, end=end,
                         remainder=rem, **dict(base, billed_node_hours=base["billed_node_hours"]
@@ -367,8 +368,8 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
         # a published rate: estimate blocks from the first 11:30 UTC in the window
         start = _next_block_start(w.first_start)
         if start > latest:
-            passed.append((q, f"the earliest block start {iso(start)} is more than eight "
-                              f"weeks ahead of {iso(w.now)}"))
+            passed.append((q, f"the earliest block start {format_utc(start)} is more than eight "
+                              f"weeks ahead of {format_utc(w.now)}"))
             continue
         lengths = [block_hours_for(d + lead)]
         if w.checkpointed and w.remainder_rate is not None:
@@ -424,8 +425,8 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
             why = f"advice for {q.instance_count} VMs < {w.nodes} nodes"
         if why is None and (utc(q.start) < w.first_start or utc(q.end) > utc(w.deadline)
                             or q.hours + 1e-9 < d):
-            why = (f"recommended {iso(q.start)} - {iso(q.end)} does not hold {d:.1f} h inside "
-                   f"{iso(w.first_start)} - {iso(w.deadline)}")
+            why = (f"recommended {format_utc(q.start)} - {format_utc(q.end)} does not hold {d:.1f} h inside "
+                   f"{format_utc(w.first_start)} - {format_utc(w.deadline)}")
         if why is not None:
             passed.append((q, why))
             continue
@@ -443,8 +444,8 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
     if start > latest:
         why = f"starts more than {CALENDAR_MAX_ADVANCE_DAYS} days ahead"
     elif _after(start, hours) > utc(w.deadline):
-        why = (f"{days} reserved days from {iso(start)} end after the deadline "
-               f"{iso(w.deadline)}")
+        why = (f"{days} reserved days from {format_utc(start)} end after the deadline "
+               f"{format_utc(w.deadline)}")
     return WindowOption("calendar", total_usd=fee, compute_usd=fee, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * hours, nodes=w.nodes,
                         quote=rate_quote, estimated=True, unavailable=why, bought_from=start,

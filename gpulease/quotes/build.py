@@ -23,7 +23,8 @@ from pathlib import Path
 
 from gpulease.catalog import load_catalog
 from gpulease.quotes.aws import spot_advisor_bands
-from gpulease.quotes.model import iso, parse_time
+from gpulease.clock import format_utc
+from gpulease.quotes.model import parse_time
 from gpulease.quotes.store import FORMAT, parse_document
 
 VERSION, AS_OF = "2026.12.03", "2026-12-03"
@@ -112,7 +113,7 @@ def main(argv=None) -> int:
     path = args.out / f"{VERSION}.json" if args.out.is_dir() else args.out
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path}: {len(doc['quotes'])} rates, {len(doc['spot_risk'])} spot bands "
-          f"(as of {iso(parse_time(ADVISOR_AS_OF))[:10]})", file=sys.stderr)
+          f"(as of {format_utc(parse_time(ADVISOR_AS_OF))[:10]})", file=sys.stderr)
     return 0
 
 

@@ -29,7 +29,8 @@ from gpulease.catalog.fetchers.gcp import (_GPU_PATTERNS, BUNDLED_ACCELERATOR, _
                                            family_of)
 from gpulease.errors import CloudError, Finding, InputError
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CALENDAR_MAX_DAYS, CALENDAR_MIN_DAYS)
-from gpulease.quotes.model import Quote, SpotRisk, iso, parse_time, utc
+from gpulease.clock import format_utc
+from gpulease.quotes.model import Quote, SpotRisk, parse_time, utc
 
 ADVICE_SOURCE = "gcp:advice.calendarMode"
 CAPACITY_SOURCE = "gcp:advice.capacity"
@@ -118,7 +119,7 @@ def calendar_advice(clients: QuoteClients, region: str, *, machine_type: str, co
                            f"{max_hours:g} h)"))
     if utc(start_not_later) > now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS):
         bad.append(Finding("--end", f"availability is visible up to {CALENDAR_MAX_ADVANCE_DAYS} "
-                           f"days ahead ({iso(now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS))})"))
+                           f"days ahead ({format_utc(now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS))})"))
     if utc(start_not_later) < utc(start_not_earlier):
         bad.append(Finding("--end", "the start range ends before it starts"))
     if bad:
@@ -130,8 +131,8 @@ def calendar_advice(clients: QuoteClients, region: str, *, machine_type: str, co
             specific_sku_resources=compute_v1.FutureResourcesSpecSpecificSKUResources(
                 machine_type=machine_type, instance_count=count)),
         time_range_spec=compute_v1.FlexibleTimeRange(
-            start_time_not_earlier_than=iso(start_not_earlier),
-            start_time_not_later_than=iso(start_not_later),
+            start_time_not_earlier_than=format_utc(start_not_earlier),
+            start_time_not_later_than=format_utc(start_not_later),
             min_duration=_duration(min_hours), max_duration=_duration(max_hours)),
         location_policy=compute_v1.FutureResourcesSpecLocationPolicy(locations={
             f"zones/{z}": compute_v1.FutureResourcesSpecLocationPolicyLocation(preference="ALLOW")
