@@ -16,13 +16,14 @@ from gpulease.bootstrap.fabric import fabric_env, fabric_for
 from gpulease.bootstrap.settings import BootstrapSettings
 from gpulease import tags
 from gpulease.model import ClusterDecision, StackSpec
+from gpulease.purchase import MIXED, NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 from gpulease import cron as schedule
 from gpulease.reaper.decision import BUSY_AT_REFRESH_S
 
 TEMPLATE_DIR = datafiles.templates("bootstrap")
 
-#: purchase models a node can be rendered for; "mixed" = an AWS ASG blending spot and on-demand.
-NODE_PURCHASE_MODELS = ("spot", "on_demand", "reserved", "mixed")
+#: purchase models a node can be rendered for; MIXED = an AWS ASG blending spot and on-demand.
+NODE_PURCHASE_MODELS = NODE_MODELS + (MIXED,)
 #: key of the cloud-config itself in render_node_files().
 CLOUD_CONFIG = "cloud-config.yaml"
 
@@ -152,9 +153,9 @@ def _split_uri(uri: Optional[str]) -> tuple[str, str]:
 def purchase_models_for(decision: ClusterDecision) -> tuple[str, ...]:
     """The node purchase models a cluster boots: GCP one MIG per model; AWS one blended ASG."""
     used = tuple(m for m, n in decision.purchase.as_dict().items() if n > 0)
-    if decision.cloud == "aws" and "spot" in used and len(used) > 1:
-        return ("mixed",)
-    return used or ("on_demand",)
+    if decision.cloud == "aws" and SPOT in used and len(used) > 1:
+        return (MIXED,)
+    return used or (ON_DEMAND,)
 
 
 def _checkpoint_minutes() -> int:
@@ -167,7 +168,7 @@ def window_drain_at(decision: ClusterDecision, purchase_model: str) -> int:
     """When a prepaid window's node checkpoints (epoch seconds): an AWS Capacity Block node,
     ``builders.BLOCK_CHECKPOINT_MINUTES`` before its group's drain (``gpulease.clouds.aws.builders.
     block_schedule``); 0 for every other node."""
-    if decision.cloud != "aws" or purchase_model != "reserved":
+    if decision.cloud != "aws" or purchase_model != RESERVED:
         return 0
     from gpulease.clouds.aws import builders
     from gpulease.quotes.model import parse_time
@@ -254,7 +255,7 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "cron_match_source": schedule.MATCH_SOURCE.strip(),
         "cluster_filter_value": encode(decision.name),
         "environment_filter_value": encode(stack.environment),
-        "spot_watcher": purchase_model in ("spot", "mixed") or drain_at > 0,
+        "spot_watcher": purchase_model in (SPOT, MIXED) or drain_at > 0,
         "drain_at_epoch": drain_at,
         "drain_lead_seconds": 60 * _checkpoint_minutes(),
         "notice_window_seconds": NOTICE_WINDOW_SECONDS[cloud],

@@ -42,6 +42,7 @@ from pulumi.runtime.sync_await import _sync_await
 from gpulease import datafiles
 from gpulease import gctuning
 from gpulease.errors import Finding, InputError
+from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.text import plural
 
 SECRET_MASK = "[secret]"
@@ -216,7 +217,7 @@ def capacity_block_quote(a: dict, region: str, data: dict, now: float) -> dict:
                 or not 1 <= count <= o["max_instance_count"]:
             continue
         rates = [q.node_hour_usd for q in shipped_book().for_offering(
-            "capacity_block", "aws", region, o["instance_type"]) if q.node_hour_usd]
+            CAPACITY_BLOCK, "aws", region, o["instance_type"]) if q.node_hour_usd]
         if not rates:
             continue
         if not quotes.valid_block_hours(hours):

@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from gpulease.purchase import CALENDAR, CAPACITY_BLOCK, FLEX_START, FUTURE_RESERVATION
+
 # ---- AWS EC2 Capacity Blocks for ML --------------------------------------------------------
 # EC2 API Reference, DescribeCapacityBlockOfferings, and EC2 User Guide, "Find and purchase
 # Capacity Blocks" / "How Capacity Blocks work" (read 2026-12-03):
@@ -58,7 +60,7 @@ CALENDAR_MAX_DAYS = 90
 CALENDAR_MAX_ADVANCE_DAYS = 120
 
 #: Kinds of quote: a capacity purchase for a window.
-QUOTE_KINDS = ("capacity_block", "flex_start", "calendar")
+QUOTE_KINDS = (CAPACITY_BLOCK, FLEX_START, CALENDAR)
 
 
 def sold_as(offering, option: str) -> bool:
@@ -71,9 +73,9 @@ def sold_as(offering, option: str) -> bool:
     sells = getattr(offering, "sells", None)
     if sells is not None and getattr(offering, "purchase_options_source", ""):
         return sells(option)      # recorded from the provider's documentation
-    if option == "capacity_block":
+    if option == CAPACITY_BLOCK:
         return offering.cloud == "aws" and offering.instance_type in CAPACITY_BLOCK_TYPES
-    if option in ("flex_start", "future_reservation"):
+    if option in (FLEX_START, FUTURE_RESERVATION):
         return offering.cloud == "gcp" and offering.instance_type.split("-")[0] in (
             "a2", "a3", "a4", "g2")
     raise ValueError(f"unknown window purchase option {option!r}")

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Optional
 
 from gpulease.catalog.fetchers.clients import AwsClients, aws_call
 from gpulease.errors import CloudError, Finding, InputError
+from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.quotes import (CB_MAX_ADVANCE_DAYS, CB_MAX_INSTANCES, valid_block_hours)
 from gpulease.clock import format_utc
 from gpulease.quotes.model import Quote, SpotRisk, utc
@@ -108,7 +109,7 @@ def capacity_block_offerings(clients: AwsClients, region: str, *, instance_type:
                              f"{where}: priced in {currency}; gpulease plans in USD")
         if o.get("InstanceType") not in (None, instance_type):
             continue   # AWS answers for the type asked; anything else is not this quote
-        out.append(Quote(kind="capacity_block", cloud="aws", region=region,
+        out.append(Quote(kind=CAPACITY_BLOCK, cloud="aws", region=region,
                          instance_type=instance_type, quoted_at=now, source=CB_SOURCE,
                          start=s, end=e, instance_count=count,
                          upfront_usd=_money(o.get("UpfrontFee"), where),

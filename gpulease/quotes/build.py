@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from gpulease.catalog import load_catalog
+from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.quotes.aws import spot_advisor_bands
 from gpulease.clock import format_utc
 from gpulease.quotes.model import parse_time
@@ -85,7 +86,7 @@ def build(spot_advisor: Path) -> dict:
     pairs = {(o.region, o.instance_type) for o in catalog.offerings if o.cloud == "aws"}
     bands = spot_advisor_bands(doc, pairs=pairs, as_of=parse_time(ADVISOR_AS_OF),
                                source=ADVISOR_SOURCE)
-    quotes = [{"kind": "capacity_block", "cloud": "aws", "region": region,
+    quotes = [{"kind": CAPACITY_BLOCK, "cloud": "aws", "region": region,
                "instance_type": itype, "hourly_usd": usd, "quoted_at": date, "source": src,
                "note": "published rate per instance-hour; an offering's fee = rate x "
                        "instances x hours"}

@@ -28,6 +28,7 @@ from gpulease.catalog.fetchers.clients import GCE_SERVICE, GcpClients, gcp_call
 from gpulease.catalog.fetchers.gcp import (_GPU_PATTERNS, BUNDLED_ACCELERATOR, _unit_usd,
                                            family_of)
 from gpulease.errors import CloudError, Finding, InputError
+from gpulease.purchase import CALENDAR, FLEX_START
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CALENDAR_MAX_DAYS, CALENDAR_MIN_DAYS)
 from gpulease.clock import format_utc
 from gpulease.quotes.model import Quote, SpotRisk, parse_time, utc
@@ -154,7 +155,7 @@ def calendar_advice(clients: QuoteClients, region: str, *, machine_type: str, co
         except ValueError as exc:
             raise CloudError("gcp", "advice.calendarMode", f"unreadable time ({exc})") from None
         zone = r.location.rsplit("/", 1)[-1]
-        out.append(Quote(kind="calendar", cloud="gcp", region=region, instance_type=machine_type,
+        out.append(Quote(kind=CALENDAR, cloud="gcp", region=region, instance_type=machine_type,
                          quoted_at=now, source=ADVICE_SOURCE, start=start, end=end,
                          instance_count=count, zone=zone,
                          offering_id=r.recommendation_id or None, live=True,
@@ -220,7 +221,7 @@ def classify_window_sku(sku: Any) -> Optional[tuple]:
     """(kind, part, key, regions, usd) for a flex-start ("DWS Defined Duration") or calendar-
     mode SKU of a GPU, vCPU or RAM; None for anything else."""
     low = sku.description.lower()
-    kind = "flex_start" if _DWS.search(low) else "calendar" if _CALENDAR.search(low) else None
+    kind = FLEX_START if _DWS.search(low) else CALENDAR if _CALENDAR.search(low) else None
     if kind is None:
         return None
     usd = _unit_usd(sku)
@@ -263,7 +264,7 @@ def window_rates(billing: GcpClients, offerings: Iterable[Any],
         fam = family_of(o.instance_type)
         series = "-".join(o.instance_type.split("-")[:2])
         accel = o.accelerator_type or BUNDLED_ACCELERATOR.get(series)
-        for kind in ("flex_start", "calendar"):
+        for kind in (FLEX_START, CALENDAR):
             core = table.get((kind, "core", fam, o.region))
             ram = table.get((kind, "ram", fam, o.region))
             gpu = table.get((kind, "gpu", accel, o.region))
