@@ -224,7 +224,8 @@ class Hold:
     detail: str
 
     def as_json(self) -> dict:
-        return {"kind": self.kind, "until": format_utc(self.until, minutes=True), "detail": self.detail}
+        return {"kind": self.kind, "until": format_utc(self.until, minutes=True),
+                "detail": self.detail}
 
 
 def schedule_hold(windows: Sequence[Window], *, now: float, lead_minutes: int) -> Optional[Hold]:
@@ -236,8 +237,9 @@ def schedule_hold(windows: Sequence[Window], *, now: float, lead_minutes: int) -
         for start in w.starts_between(now - w.minutes * 60 + 1, now + lead):
             end = start + w.minutes * 60
             if start - lead <= now < end and (best is None or end > best.until):
-                best = Hold("schedule", end, f"work due {format_utc(start, minutes=True)} to {format_utc(end, minutes=True)} by the "
-                            f"declared schedule {w.describe()}, lead {lead_minutes} min")
+                best = Hold("schedule", end, f"work due {format_utc(start, minutes=True)} to "
+                            f"{format_utc(end, minutes=True)} by the declared schedule "
+                            f"{w.describe()}, lead {lead_minutes} min")
     return best
 
 

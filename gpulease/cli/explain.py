@@ -167,7 +167,8 @@ def reaper_doc(c: ClusterDecision, now: Optional[float] = None) -> dict[str, Any
             "schedule": [{"cron": cron, "minutes": minutes} for cron, minutes in spec.schedule],
             "schedule_lead_minutes": spec.schedule_lead_minutes,
             "first_job_grace_minutes": spec.first_job_grace_minutes,
-            "next_holds": [{"from": format_utc(a, minutes=True), "until": format_utc(b, minutes=True), "window": w.describe()}
+            "next_holds": [{"from": format_utc(a, minutes=True),
+                            "until": format_utc(b, minutes=True), "window": w.describe()}
                            for a, b, w in rs.next_holds(windows, now=now,
                                                         lead_minutes=spec.schedule_lead_minutes)],
             # every node publishes when it last worked (docs/reaper.md, "The busy witness")
@@ -268,8 +269,8 @@ def render_window(c: ClusterDecision, o: ui.Out) -> None:
     it runs, the quote behind it (with its date and start) or why it cannot be used."""
     wd = c.window
     o.print(f"Window: {wd.window.duration_hours:g} h of work between "
-            f"{format_utc(wd.window.earliest_start)} and {format_utc(wd.window.deadline)} (judged at "
-            f"{format_utc(wd.judged_at)}; * = this plan)", indent=2, style="bold")
+            f"{format_utc(wd.window.earliest_start)} and {format_utc(wd.window.deadline)} "
+            f"(judged at {format_utc(wd.judged_at)}; * = this plan)", indent=2, style="bold")
     rows = []
     for x in sorted(wd.options, key=lambda x: (not x["feasible"], x["total_usd"] or 0.0)):
         mark = " *" if x["model"] == wd.model else ""

@@ -206,7 +206,8 @@ def capacity_block_quote(a: dict, region: str, data: dict, now: float) -> dict:
     changes with its start: a quote read on another day is another offering, and it expires at
     its start."""
     from gpulease import quotes
-    from gpulease.model import format_utc, parse_utc
+    from gpulease.clock import format_utc
+    from gpulease.model import parse_utc
     from gpulease.quotes.store import shipped_book
 
     rules = data["aws"].get("capacity_block_quotes") or {}

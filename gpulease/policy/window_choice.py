@@ -154,8 +154,9 @@ def rationale(spec, d: WindowDecision, rules) -> str:
     """Why this model for the window: what it is, when it runs, what it costs and what the
     next allowed model would have cost; quotes named with their source and date."""
     w = spec.window
-    head = (f"Window {format_utc(w.earliest_start)} to {format_utc(w.deadline)}, {w.duration_hours:g} h of "
-            f"work (judged at {format_utc(d.judged_at)}): {WORDS[d.model]}")
+    head = (f"Window {format_utc(w.earliest_start)} to {format_utc(w.deadline)}, "
+            f"{w.duration_hours:g} h of work (judged at {format_utc(d.judged_at)}): "
+            f"{WORDS[d.model]}")
     q = d.quote
     if q is not None:
         when = "quoted" if q["live"] else "published"

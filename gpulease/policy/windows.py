@@ -32,7 +32,8 @@ gives a total price, a run (start, end) and whether it meets the window:
 (o, s, r, f, c: USD per node-hour; lambda: spot interruptions per node-hour of the zone;
 L = (checkpoint_minutes / 2 + restart_minutes) / 60 hours lost per interruption.) An option
 is **feasible** when it is priced and meets the window; the policy keeps the cheapest feasible
-option the priority band allows (ties: the one that prepays and locks in least, ``WINDOW_PREFERENCE``).
+option the priority band allows (ties: the one that prepays and locks in least,
+``purchase.WINDOW_PREFERENCE``).
 """
 from __future__ import annotations
 
@@ -174,7 +175,8 @@ class WindowOption:
                 "lock_in_months": self.lock_in_months, "estimated": self.estimated,
                 "unavailable": self.unavailable,
                 "quote": self.quote.as_dict() if self.quote is not None else None,
-                "bought_from": format_utc(self.bought_from), "bought_until": format_utc(self.bought_until),
+                "bought_from": format_utc(self.bought_from),
+                "bought_until": format_utc(self.bought_until),
                 "remainder": None if self.remainder is None else {
                     k: (round(v, 4) if isinstance(v, float) else v)
                     for k, v in self.remainder.items()},
@@ -187,8 +189,9 @@ def _after(t: dt.datetime, hours: float) -> dt.datetime:
 
 def _too_short(w: WorkItem, hours: float) -> Optional[str]:
     if w.usable_hours + 1e-9 < hours:
-        return (f"the window leaves {max(w.usable_hours, 0):.1f} h from {format_utc(w.first_start)} to "
-                f"the deadline {format_utc(w.deadline)}, less than the {hours:.1f} h the run needs")
+        return (f"the window leaves {max(w.usable_hours, 0):.1f} h from "
+                f"{format_utc(w.first_start)} to the deadline {format_utc(w.deadline)}, less than "
+                f"the {hours:.1f} h the run needs")
     return None
 
 
@@ -282,8 +285,8 @@ def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fe
     uend = min(stop, utc(w.deadline))
     usable = _hours(ustart, uend)
     if usable <= 0:
-        return None, (f"no usable hour between {format_utc(ustart)} and {format_utc(uend)} (instances stop "
-                      f"{CB_TERMINATION_LEAD_MINUTES} min before the block ends)")
+        return None, (f"no usable hour between {format_utc(ustart)} and {format_utc(uend)} "
+                      f"(instances stop {CB_TERMINATION_LEAD_MINUTES} min before the block ends)")
     base = dict(quote=q, nodes=n, estimated=estimated,
                 billed_node_hours=count * _hours(bstart, bend), bought_from=utc(bstart),
                 bought_until=utc(bend))
@@ -421,8 +424,8 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
             why = f"advice for {q.instance_count} VMs < {w.nodes} nodes"
         if why is None and (utc(q.start) < w.first_start or utc(q.end) > utc(w.deadline)
                             or q.hours + 1e-9 < d):
-            why = (f"recommended {format_utc(q.start)} - {format_utc(q.end)} does not hold {d:.1f} h inside "
-                   f"{format_utc(w.first_start)} - {format_utc(w.deadline)}")
+            why = (f"recommended {format_utc(q.start)} - {format_utc(q.end)} does not hold "
+                   f"{d:.1f} h inside {format_utc(w.first_start)} - {format_utc(w.deadline)}")
         if why is not None:
             passed.append((q, why))
             continue

@@ -55,8 +55,9 @@ def check_block_request(*, instance_count: int, duration_hours: int,
         bad.append(Finding("--end", f"the date range ends ({format_utc(end)}) before it starts "
                            f"({format_utc(start)})"))
     if start is not None and utc(start) > utc(now) + dt.timedelta(days=CB_MAX_ADVANCE_DAYS):
-        bad.append(Finding("--start", f"{format_utc(start)} is more than {CB_MAX_ADVANCE_DAYS // 7} "
-                           "weeks ahead: Capacity Blocks start at most eight weeks in the future"))
+        bad.append(Finding("--start", f"{format_utc(start)} is more than "
+                           f"{CB_MAX_ADVANCE_DAYS // 7} weeks ahead: Capacity Blocks start at "
+                           "most eight weeks in the future"))
     if bad:
         raise InputError(bad)
 

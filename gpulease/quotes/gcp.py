@@ -120,7 +120,8 @@ def calendar_advice(clients: QuoteClients, region: str, *, machine_type: str, co
                            f"{max_hours:g} h)"))
     if utc(start_not_later) > now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS):
         bad.append(Finding("--end", f"availability is visible up to {CALENDAR_MAX_ADVANCE_DAYS} "
-                           f"days ahead ({format_utc(now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS))})"))
+                           f"days ahead "
+                           f"({format_utc(now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS))})"))
     if utc(start_not_later) < utc(start_not_earlier):
         bad.append(Finding("--end", "the start range ends before it starts"))
     if bad:

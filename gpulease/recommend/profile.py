@@ -195,7 +195,8 @@ def derive(series: Mapping[str, Sequence[tuple[float, float]]], *, start: float,
     hours = int(round((end - start) / PERIOD_S))
     h = hourly(series, start=start, hours=hours, threshold_pct=threshold_pct)
     observed: dict = {
-        "window_start": format_utc(start, minutes=True), "window_end": format_utc(end, minutes=True), "hours": hours,
+        "window_start": format_utc(start, minutes=True),
+        "window_end": format_utc(end, minutes=True), "hours": hours,
         "hours_observed": 0, "hours_with_data": sum(1 for p in h.present if p),
         "instances": h.instances, "gpus_per_node": gpus_per_node,
         "threshold_pct": threshold_pct, "baseline_percentile": percentile,
