@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
+from gpulease.clock import format_utc
+
 #: at most this many windows per cluster (one tag/label key each).
 MAX_WINDOWS = 4
 #: longest window (one week) and longest lead / first-job grace (one day).
@@ -222,11 +224,8 @@ class Hold:
     detail: str
 
     def as_json(self) -> dict:
-        return {"kind": self.kind, "until": _iso(self.until), "detail": self.detail}
-
-
-def _iso(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+        return {"kind": self.kind, "until": format_utc(self.until, minutes=True),
+                "detail": self.detail}
 
 
 def schedule_hold(windows: Sequence[Window], *, now: float, lead_minutes: int) -> Optional[Hold]:
@@ -238,8 +237,9 @@ def schedule_hold(windows: Sequence[Window], *, now: float, lead_minutes: int) -
         for start in w.starts_between(now - w.minutes * 60 + 1, now + lead):
             end = start + w.minutes * 60
             if start - lead <= now < end and (best is None or end > best.until):
-                best = Hold("schedule", end, f"work due {_iso(start)} to {_iso(end)} by the "
-                            f"declared schedule {w.describe()}, lead {lead_minutes} min")
+                best = Hold("schedule", end, f"work due {format_utc(start, minutes=True)} to "
+                            f"{format_utc(end, minutes=True)} by the declared schedule "
+                            f"{w.describe()}, lead {lead_minutes} min")
     return best
 
 

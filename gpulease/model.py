@@ -13,6 +13,9 @@ from typing import Literal, Optional
 
 from gpulease import money
 from gpulease.clouds import registry
+from gpulease.clock import format_utc
+from gpulease.purchase import (CATALOG_OPTIONS, COMMITMENT, LABELS, MODEL_OPTIONS, NODE_MODELS,
+                               ON_DEMAND, RESERVATION, RESERVED, SPOT)
 #: the longest idle window a cluster may ask for (one constant, in gpulease.limits)
 from gpulease.limits import MAX_IDLE_MINUTES  # noqa: F401 (re-exported)
 
@@ -24,25 +27,13 @@ CLOUDS: tuple[str, ...] = registry.NAMES
 RdmaKind = Literal["efa", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma", "none"]
 RDMA_KINDS: tuple[str, ...] = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma", "none")
 
-PurchaseModel = Literal["reserved", "on_demand", "spot"]
-PURCHASE_MODELS: tuple[str, ...] = ("reserved", "on_demand", "spot")
-
 #: How an offering can be bought, as the providers document it per instance family (catalog
 #: rows carry ``purchase_options``; sources and dates in gpulease/catalog/build/families.json):
 #: on-demand VMs, spot, a capacity reservation (AWS ODCR, GCP reservation) billed at the
 #: on-demand rate, a 1-/3-year commitment (AWS Savings Plans / RIs, GCP resource-based CUDs),
 #: a GCP future reservation (calendar mode or AI Hypercomputer), GCP flex-start (Dynamic
-#: Workload Scheduler) and AWS EC2 Capacity Blocks for ML.
-PURCHASE_OPTIONS: tuple[str, ...] = ("on_demand", "spot", "reservation", "commitment",
-                                     "future_reservation", "flex_start", "capacity_block")
-#: Purchase model the policy plans -> the purchase options that make it buyable (any one).
-MODEL_OPTIONS: dict[str, tuple[str, ...]] = {"on_demand": ("on_demand",), "spot": ("spot",),
-                                             "reserved": ("reservation", "commitment")}
-#: Words for purchase options in messages.
-OPTION_WORDS: dict[str, str] = {
-    "on_demand": "on-demand", "spot": "spot", "reservation": "capacity reservation",
-    "commitment": "1-/3-year commitment", "future_reservation": "future reservation",
-    "flex_start": "flex-start", "capacity_block": "Capacity Block"}
+#: Workload Scheduler) and AWS EC2 Capacity Blocks for ML: ``purchase.CATALOG_OPTIONS``; the
+#: models the policy plans nodes with: ``purchase.NODE_MODELS`` (one table, gpulease.purchase).
 
 #: Hours in the billing month the cost model uses (AWS and GCP both bill 730 h/month).
 HOURS_PER_MONTH = 730.0
@@ -97,7 +88,7 @@ class Offering:
     local_nvme_gb: float = 0.0
     #: per-zone spot prices where the source has them, as (zone, USD per node-hour) pairs.
     zone_spot_usd: tuple[tuple[str, float], ...] = ()
-    #: how the offering can be bought (``PURCHASE_OPTIONS``), from the providers' documentation;
+    #: how the offering can be bought (``CATALOG_OPTIONS``), from the providers' documentation;
     #: empty = not recorded (older catalogs): derived from the prices (``options``).
     purchase_options: tuple[str, ...] = ()
     #: where the purchase options come from (source id of the family's documentation).
@@ -128,8 +119,8 @@ class Offering:
             self.commit_1y_usd, self.commit_3y_usd)
 
     def sells(self, option: str) -> bool:
-        """True when the provider sells this offering that way (``PURCHASE_OPTIONS``)."""
-        if option not in PURCHASE_OPTIONS:
+        """True when the provider sells this offering that way (``purchase.CATALOG_OPTIONS``)."""
+        if option not in CATALOG_OPTIONS:
             raise ValueError(f"unknown purchase option {option!r}")
         return option in self.options
 
@@ -145,9 +136,9 @@ class Offering:
         gone = [m for m in models if not self.buyable(m)]
         if not gone:
             return None
-        sold = ", ".join(OPTION_WORDS[o] for o in self.options) or "nothing recorded"
-        what = " or ".join({"on_demand": "on-demand", "spot": "as spot",
-                            "reserved": "as a reservation or commitment"}[m] for m in gone)
+        sold = ", ".join(LABELS[o] for o in self.options) or "nothing recorded"
+        what = " or ".join({ON_DEMAND: "on-demand", SPOT: "as spot",
+                            RESERVED: "as a reservation or commitment"}[m] for m in gone)
         src = f"; {self.purchase_options_source}" if self.purchase_options_source else ""
         return f"{self.instance_type} is not sold {what} (sold as: {sold}{src})"
 
@@ -166,7 +157,7 @@ class Offering:
         the region's first zone by naming convention.
         """
         zones = self.regular_zones
-        if model == "spot" and self.zone_spot_usd:
+        if model == SPOT and self.zone_spot_usd:
             order = {z: i for i, z in enumerate(zones)}
             pairs = [p for p in self.zone_spot_usd if p[0] in order]
             if pairs:
@@ -202,7 +193,7 @@ class Offering:
         """Spot price in the zone a spot cluster would land in (see ``zone_for``); None when
         no zone it may land in has a spot price."""
         if self.zone_spot_usd:
-            zone = self.zone_for("spot")
+            zone = self.zone_for(SPOT)
             return next((u for z, u in self.zone_spot_usd if z == zone), None)
         return self.spot_usd
 
@@ -213,12 +204,12 @@ class Offering:
     def price(self, model: str, commitment_term: str = "1y") -> Optional[float]:
         """Hourly price per node for a purchase model (``reserved`` uses the commitment term);
         None when there is no price or the offering is not sold that way."""
-        if model == "on_demand":
-            return self.on_demand_usd if self.sells("on_demand") else None
-        if model == "spot":
-            return self.spot_usd if self.sells("spot") else None
-        if model == "reserved":
-            if commitment_term == "none" or not self.sells("commitment"):
+        if model == ON_DEMAND:
+            return self.on_demand_usd if self.sells(ON_DEMAND) else None
+        if model == SPOT:
+            return self.spot_usd if self.sells(SPOT) else None
+        if model == RESERVED:
+            if commitment_term == "none" or not self.sells(COMMITMENT):
                 return None
             return self.commit_3y_usd if commitment_term == "3y" else self.commit_1y_usd
         raise ValueError(f"unknown purchase model {model!r}")
@@ -226,7 +217,7 @@ class Offering:
     def is_commitment(self, commitment_term: str) -> bool:
         """True when a reserved node of this offering is bought at a commitment price for the
         term (locked in for the term's months); False = a plain capacity reservation."""
-        return self.price("reserved", commitment_term) is not None
+        return self.price(RESERVED, commitment_term) is not None
 
     def reservation_rate(self, commitment_term: str = "1y",
                          plain_at_on_demand: bool = True) -> Optional[float]:
@@ -234,8 +225,8 @@ class Offering:
         price - a plain capacity reservation, which both clouds bill at the on-demand rate for
         every hour whether used or not (AWS On-Demand Capacity Reservations; GCP reservations
         without a committed-use discount)."""
-        rate = self.price("reserved", commitment_term)
-        if rate is None and plain_at_on_demand and self.sells("reservation"):
+        rate = self.price(RESERVED, commitment_term)
+        if rate is None and plain_at_on_demand and self.sells(RESERVATION):
             return self.on_demand_usd
         return rate
 
@@ -293,13 +284,13 @@ def derived_purchase_options(on_demand: Optional[float], spot: Optional[float],
     on-demand can also be reserved at the on-demand rate (AWS ODCR, GCP reservations)."""
     out = []
     if on_demand is not None:
-        out += ["on_demand"]
+        out += [ON_DEMAND]
     if spot is not None:
-        out += ["spot"]
+        out += [SPOT]
     if on_demand is not None:
-        out += ["reservation"]
+        out += [RESERVATION]
     if commit_1y is not None or commit_3y is not None:
-        out += ["commitment"]
+        out += [COMMITMENT]
     return tuple(out)
 
 
@@ -418,9 +409,8 @@ class Window:
         return (self.deadline - self.earliest_start).total_seconds() / 3600.0
 
     def as_dict(self) -> dict:
-        def z(t: _dt.datetime) -> str:
-            return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return {"earliest_start": z(self.earliest_start), "deadline": z(self.deadline),
+        return {"earliest_start": format_utc(self.earliest_start),
+                "deadline": format_utc(self.deadline),
                 "duration_hours": self.duration_hours}
 
 
@@ -485,13 +475,6 @@ def parse_utc(text: str) -> float:
     if value.tzinfo is None:
         raise ValueError(f"{text!r} has no time zone")
     return value.timestamp()
-
-
-def format_utc(epoch: float) -> str:
-    """``2026-12-04T11:30:00Z``: the one way gpulease writes a UTC time."""
-    import datetime as _dt
-
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -616,7 +599,7 @@ class PurchaseMix:
         return self.reserved + self.on_demand + self.spot
 
     def as_dict(self) -> dict:
-        return {"reserved": self.reserved, "on_demand": self.on_demand, "spot": self.spot}
+        return {RESERVED: self.reserved, ON_DEMAND: self.on_demand, SPOT: self.spot}
 
 
 @dataclass(frozen=True)
@@ -701,7 +684,7 @@ class DemandPart:
 
     @property
     def purchase(self) -> PurchaseMix:
-        counts = {"reserved": 0, "on_demand": 0, "spot": 0}
+        counts = {RESERVED: 0, ON_DEMAND: 0, SPOT: 0}
         for b in self.blocks:
             counts[b.purchase] += b.nodes
         return PurchaseMix(**counts)
@@ -785,18 +768,16 @@ class WindowDecision:
     bought_until: Optional[_dt.datetime] = None
 
     def as_dict(self) -> dict:
-        def z(t):
-            return None if t is None else t.astimezone(_dt.timezone.utc).strftime(
-                "%Y-%m-%dT%H:%M:%SZ")
-        return {**self.window.as_dict(), "model": self.model, "start": z(self.start),
-                "end": z(self.end), "run_hours": round(self.run_hours, 4),
+        return {**self.window.as_dict(), "model": self.model, "start": format_utc(self.start),
+                "end": format_utc(self.end), "run_hours": round(self.run_hours, 4),
                 "total_usd": money.json_number(self.total_usd),
                 "monthly_usd": money.json_number(self.monthly_usd),
                 "months": self.months, "nodes": self.nodes,
                 "billed_node_hours": round(self.billed_node_hours, 4),
                 "estimated": self.estimated, "quote": self.quote,
-                "judged_at": z(self.judged_at), "lock_in_months": self.lock_in_months,
-                "bought_from": z(self.bought_from), "bought_until": z(self.bought_until),
+                "judged_at": format_utc(self.judged_at), "lock_in_months": self.lock_in_months,
+                "bought_from": format_utc(self.bought_from),
+                "bought_until": format_utc(self.bought_until),
                 "remainder": self.remainder, "options": list(self.options)}
 
 
@@ -919,11 +900,11 @@ class ClusterDecision:
         p, o, cols = self.purchase, self.offering, []
         if p.reserved:
             cols.append(f"commit_{self.commitment_term}" if o.is_commitment(self.commitment_term)
-                        else "on_demand")
-        if p.on_demand and "on_demand" not in cols:
-            cols.append("on_demand")
+                        else ON_DEMAND)
+        if p.on_demand and ON_DEMAND not in cols:
+            cols.append(ON_DEMAND)
         if p.spot:
-            cols.append("spot")
+            cols.append(SPOT)
         return tuple(cols)
 
     @property
@@ -933,12 +914,12 @@ class ClusterDecision:
         if self.blocks:
             return self.blocks
         c, out, first = self.costs, [], 1
-        for model in ("reserved", "on_demand", "spot"):
+        for model in NODE_MODELS:
             n = getattr(self.purchase, model)
             if not n:
                 continue
-            share = CostBreakdown(**({"reserved_usd": c.reserved_usd} if model == "reserved" else
-                                     {"on_demand_usd": c.on_demand_usd} if model == "on_demand"
+            share = CostBreakdown(**({"reserved_usd": c.reserved_usd} if model == RESERVED else
+                                     {"on_demand_usd": c.on_demand_usd} if model == ON_DEMAND
                                      else {"spot_usd": c.spot_usd,
                                            "spot_rework_usd": c.spot_rework_usd}))
             out.append(NodeBlock(first=first, nodes=n, hours_per_month=self.spec.hours_per_month,
@@ -966,7 +947,7 @@ class ClusterDecision:
         """Nodes started when the cluster is created: the baseline, and every reserved node
         (billed every hour whether it runs or not)."""
         return sum(b.nodes for b in self.node_blocks
-                   if b.part == "baseline" or b.purchase == "reserved")
+                   if b.part == "baseline" or b.purchase == RESERVED)
 
     @property
     def cloud(self) -> str:

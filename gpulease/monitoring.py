@@ -17,6 +17,7 @@ from gpulease import tags
 from gpulease.errors import ConfigError, Finding
 from gpulease.guardrails.rules import HEADROOM_WARN_SHARE
 from gpulease.model import HOURS_PER_MONTH, EnvironmentDecision
+from gpulease.purchase import NODE_MODELS, SPOT
 from gpulease.datafiles import templates
 
 TEMPLATE_DIR = templates("monitoring")
@@ -80,8 +81,8 @@ def monitoring_variables(env: EnvironmentDecision, *, gpu_metric: str = DEFAULT_
     for c in env.clusters:
         # money as the plan shows it (gpulease.money): each component converted once, then added
         planned = {m: money.json_number(c.costs.amount(f"{m}_usd") + (
-                       c.costs.amount("spot_rework_usd") if m == "spot" else money.ZERO))
-                   for m in ("reserved", "on_demand", "spot")
+                       c.costs.amount("spot_rework_usd") if m == SPOT else money.ZERO))
+                   for m in NODE_MODELS
                    if getattr(c.purchase, m)}
         clusters.append({
             "name": c.name, "cloud": c.cloud, "region": c.region,

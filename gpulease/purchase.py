@@ -25,6 +25,13 @@ MONTHLY = "monthly"
 #: bought for one window of work (a run with a start, an end and a deadline).
 WINDOW = "window"
 
+# The names, one constant each: code compares and keys by these, never by the string.
+RESERVED, ON_DEMAND, SPOT = "reserved", "on_demand", "spot"
+RESERVATION, COMMITMENT, FUTURE_RESERVATION = "reservation", "commitment", "future_reservation"
+FLEX_START, CALENDAR, CAPACITY_BLOCK = "flex_start", "calendar", "capacity_block"
+#: a node group or bootstrap serving several node models at once (an AWS mixed-instances ASG)
+MIXED = "mixed"
+
 
 @dataclass(frozen=True)
 class PurchaseModel:
@@ -33,8 +40,9 @@ class PurchaseModel:
     ``name``: the identifier in config, catalog, plan JSON, tags and labels. ``label``: the word
     in messages. ``node_order``: position among a cluster's node groups (None: not a node
     model). ``window_order``: position among a window's options (None: not a window model).
-    ``window_preference``: tie-break among equal window totals, lower wins. ``catalog``: a
-    purchase option catalog rows record (``Offering.options``). ``buyable_by``: for a node
+    ``window_preference``: tie-break among equal window totals, lower wins. ``catalog_order``:
+    position among the purchase options catalog rows record (``Offering.options``; None: not
+    one). ``buyable_by``: for a node
     model, the catalog options any one of which makes it buyable. ``prepaid``: paid whether the
     capacity is used or not (ahead, or by the hour regardless of use). ``guaranteed``: capacity
     held for the run (what a priority above the reserved band needs)."""
@@ -44,7 +52,7 @@ class PurchaseModel:
     node_order: Optional[int] = None
     window_order: Optional[int] = None
     window_preference: Optional[int] = None
-    catalog: bool = False
+    catalog_order: Optional[int] = None
     buyable_by: tuple[str, ...] = ()
     prepaid: bool = False
     guaranteed: bool = False
@@ -59,23 +67,23 @@ class PurchaseModel:
 
 #: The table. Order of rows is irrelevant: each view sorts by its own column.
 TABLE: tuple[PurchaseModel, ...] = (
-    PurchaseModel("reserved", "reserved", node_order=0, buyable_by=("reservation", "commitment"),
+    PurchaseModel(RESERVED, "reserved", node_order=0, buyable_by=(RESERVATION, COMMITMENT),
                   prepaid=True, guaranteed=True),
-    PurchaseModel("on_demand", "on-demand", node_order=1, window_order=0, window_preference=0,
-                  catalog=True, buyable_by=("on_demand",)),
-    PurchaseModel("spot", "spot", node_order=2, window_order=2, window_preference=1, catalog=True,
-                  buyable_by=("spot",)),
-    PurchaseModel("reservation", "capacity reservation", window_order=1, window_preference=3,
-                  catalog=True, prepaid=True, guaranteed=True),
-    PurchaseModel("flex_start", "flex-start", window_order=3, window_preference=2, catalog=True,
+    PurchaseModel(ON_DEMAND, "on-demand", node_order=1, window_order=0, window_preference=0,
+                  catalog_order=0, buyable_by=(ON_DEMAND,)),
+    PurchaseModel(SPOT, "spot", node_order=2, window_order=2, window_preference=1,
+                  catalog_order=1, buyable_by=(SPOT,)),
+    PurchaseModel(RESERVATION, "capacity reservation", window_order=1, window_preference=3,
+                  catalog_order=2, prepaid=True, guaranteed=True),
+    PurchaseModel(FLEX_START, "flex-start", window_order=3, window_preference=2, catalog_order=5,
                   window_only=True),
-    PurchaseModel("calendar", "calendar-mode reservation", window_order=4, window_preference=4,
+    PurchaseModel(CALENDAR, "calendar-mode reservation", window_order=4, window_preference=4,
                   prepaid=True, guaranteed=True, window_only=True),
-    PurchaseModel("capacity_block", "Capacity Block", window_order=5, window_preference=5,
-                  catalog=True, prepaid=True, guaranteed=True, window_only=True),
-    PurchaseModel("commitment", "1-/3-year commitment", window_order=6, window_preference=6,
-                  catalog=True, prepaid=True, guaranteed=True),
-    PurchaseModel("future_reservation", "future reservation", catalog=True, prepaid=True,
+    PurchaseModel(CAPACITY_BLOCK, "Capacity Block", window_order=5, window_preference=5,
+                  catalog_order=6, prepaid=True, guaranteed=True, window_only=True),
+    PurchaseModel(COMMITMENT, "1-/3-year commitment", window_order=6, window_preference=6,
+                  catalog_order=3, prepaid=True, guaranteed=True),
+    PurchaseModel(FUTURE_RESERVATION, "future reservation", catalog_order=4, prepaid=True,
                   guaranteed=True),
 )
 
@@ -96,16 +104,12 @@ GUARANTEED: frozenset[str] = frozenset(m.name for m in TABLE
 #: the models purchase windows introduced
 WINDOW_ONLY: frozenset[str] = frozenset(m.name for m in TABLE if m.window_only)
 #: catalog purchase options, in the catalog's documented order
-CATALOG_OPTIONS: tuple[str, ...] = ("on_demand", "spot", "reservation", "commitment",
-                                    "future_reservation", "flex_start", "capacity_block")
+CATALOG_OPTIONS: tuple[str, ...] = tuple(m.name for m in sorted(
+    (m for m in TABLE if m.catalog_order is not None), key=lambda m: m.catalog_order))
 #: node model -> the catalog options that make it buyable (any one)
 MODEL_OPTIONS: dict[str, tuple[str, ...]] = {n: BY_NAME[n].buyable_by for n in NODE_MODELS}
 #: words for models and options in messages
 LABELS: dict[str, str] = {m.name: m.label for m in TABLE}
-
-RESERVED, ON_DEMAND, SPOT = NODE_MODELS
-#: a node group or bootstrap serving several node models at once (an AWS mixed-instances ASG)
-MIXED = "mixed"
 
 
 def get(name: str) -> PurchaseModel:
@@ -120,5 +124,5 @@ def label(name: str) -> str:
     return get(name).label
 
 
-assert set(CATALOG_OPTIONS) == {m.name for m in TABLE if m.catalog}, "catalog options vs table"
+assert NODE_MODELS == (RESERVED, ON_DEMAND, SPOT), "node models vs their constants"
 assert all(o in CATALOG_OPTIONS for n in NODE_MODELS for o in MODEL_OPTIONS[n])

@@ -8,7 +8,8 @@ import pytest
 
 from gpulease.catalog import load_catalog
 from gpulease.catalog.families import facts_for, family_of, load_families
-from gpulease.model import PURCHASE_OPTIONS, RDMA_KINDS
+from gpulease.model import RDMA_KINDS
+from gpulease.purchase import CATALOG_OPTIONS
 from gpulease.policy import decide
 from tests.test_policy_fixtures import cluster, stack
 
@@ -26,7 +27,7 @@ def test_every_fact_cites_a_dated_source():
         for key in ("purchase_options_source", "labels_source"):
             assert all(x in srcs for x in f[key].split(",")), (fam, key)
         for t in [f] + list((f.get("types") or {}).values()):
-            assert set(t.get("purchase_options", PURCHASE_OPTIONS)) <= set(PURCHASE_OPTIONS)
+            assert set(t.get("purchase_options", CATALOG_OPTIONS)) <= set(CATALOG_OPTIONS)
             assert t.get("rdma", "none") in RDMA_KINDS, fam
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpulease.errors import CatalogError, PolicyError
-from gpulease.model import PURCHASE_OPTIONS, Offering, PurchaseMix
+from gpulease.model import Offering, PurchaseMix
 from gpulease.policy import decide
+from gpulease.purchase import CATALOG_OPTIONS
 from tests.test_policy_fixtures import catalog, cluster, offering, stack
 
 #: how Google documents A3 Ultra: reservation-bound (future reservations, with commitments),
@@ -28,8 +29,8 @@ def h200_on_demand(od=90.0):
 
 
 def test_the_option_vocabulary_is_the_contract():
-    assert PURCHASE_OPTIONS == ("on_demand", "spot", "reservation", "commitment",
-                                "future_reservation", "flex_start", "capacity_block")
+    assert CATALOG_OPTIONS == ("on_demand", "spot", "reservation", "commitment",
+                               "future_reservation", "flex_start", "capacity_block")
 
 
 def test_rows_without_options_derive_them_from_their_prices():

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from gpulease import cron as S
+from gpulease.clock import format_utc
 
 
 def utc(*a) -> float:
@@ -105,7 +106,7 @@ def test_next_holds_for_explain():
     got = S.next_holds([S.window("0 2 * * 1-5", 90)], now=utc(2026, 12, 4, 12, 0),
                        lead_minutes=60)
     # Friday 4 Dec at noon: the next weekday windows are Monday and Tuesday
-    assert [(S._iso(a), S._iso(b)) for a, b, _ in got] == [
+    assert [(format_utc(a, minutes=True), format_utc(b, minutes=True)) for a, b, _ in got] == [
         ("2026-12-07T01:00Z", "2026-12-07T03:30Z"), ("2026-12-08T01:00Z", "2026-12-08T03:30Z"),
         ("2026-12-09T01:00Z", "2026-12-09T03:30Z")]
 

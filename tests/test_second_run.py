@@ -15,7 +15,8 @@ import yaml
 from gpulease.cli import main
 from gpulease.config import read_stack_file
 from gpulease.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_POLICY, ConfigError
-from gpulease.model import format_utc, parse_utc
+from gpulease.clock import format_utc
+from gpulease.model import parse_utc
 from gpulease.planner import against as A
 from gpulease.planner import mocks
 from gpulease.planner.plan import build_plan, run

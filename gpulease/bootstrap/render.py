@@ -15,14 +15,15 @@ from gpulease.bootstrap.settings import BootstrapSettings
 from gpulease import tags
 from gpulease.clouds import registry
 from gpulease.model import ClusterDecision, StackSpec
+from gpulease.purchase import MIXED, NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 from gpulease import cron as schedule
 from gpulease.quotes import blocks
 from gpulease.reaper.decision import BUSY_AT_REFRESH_S
 
 TEMPLATE_DIR = datafiles.templates("bootstrap")
 
-#: purchase models a node can be rendered for; "mixed" = an AWS ASG blending spot and on-demand.
-NODE_PURCHASE_MODELS = ("spot", "on_demand", "reserved", "mixed")
+#: purchase models a node can be rendered for; MIXED = an AWS ASG blending spot and on-demand.
+NODE_PURCHASE_MODELS = NODE_MODELS + (MIXED,)
 #: key of the cloud-config itself in render_node_files().
 CLOUD_CONFIG = "cloud-config.yaml"
 
@@ -145,7 +146,7 @@ def purchase_models_for(decision: ClusterDecision) -> tuple[str, ...]:
     GCP one MIG per model; AWS one ASG blending spot with the rest)."""
     used = tuple(m for m, n in decision.purchase.as_dict().items() if n > 0)
     if not used:
-        return ("on_demand",)
+        return (ON_DEMAND,)
     return registry.get(decision.cloud).node_group_models(used)
 
 
@@ -153,7 +154,7 @@ def window_drain_at(decision: ClusterDecision, purchase_model: str) -> int:
     """When a prepaid window's node checkpoints (epoch seconds): a Capacity Block node,
     ``blocks.BLOCK_CHECKPOINT_MINUTES`` before its group's drain (``gpulease.quotes.blocks``);
     0 for every other node (only Capacity Blocks end on a schedule)."""
-    if purchase_model != "reserved":
+    if purchase_model != RESERVED:
         return 0
     return blocks.checkpoint_at(decision)
 
@@ -234,7 +235,7 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "cron_match_source": schedule.MATCH_SOURCE.strip(),
         "cluster_filter_value": encode(decision.name),
         "environment_filter_value": encode(stack.environment),
-        "spot_watcher": purchase_model in ("spot", "mixed") or drain_at > 0,
+        "spot_watcher": purchase_model in (SPOT, MIXED) or drain_at > 0,
         "drain_at_epoch": drain_at,
         "drain_lead_seconds": 60 * blocks.BLOCK_CHECKPOINT_MINUTES,
         "notice_window_seconds": provider.notice_window_seconds,

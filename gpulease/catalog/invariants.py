@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Optional
 
+from gpulease.purchase import ON_DEMAND, SPOT
+
 #: Plausible USD per GPU-hour, any purchase model (one constant; docs/catalog.md). The cheapest
 #: GPU hour in any source read here is a spot T4 at ~0.10 (SkyPilot GCP, 2026-05-20) and the
 #: dearest an on-demand GCP A3 Mega GPU in asia at ~15 (10x margins); outside them a figure is a
@@ -23,7 +25,7 @@ PLAUSIBLE_USD_PER_GPU_HOUR = (0.01, 60.0)
 INVARIANTS = ("finite_positive", "per_gpu_plausible", "gpu_sku_floor", "components_sum",
               "spot_le_on_demand", "commitment_lt_on_demand")
 #: price column -> purchase-model key of ``gpu_sku_usd`` / ``price_components``.
-PRICE_KEYS = {"on_demand_usd": "on_demand", "spot_usd": "spot", "commit_1y_usd": "commit_1y",
+PRICE_KEYS = {"on_demand_usd": ON_DEMAND, "spot_usd": SPOT, "commit_1y_usd": "commit_1y",
               "commit_3y_usd": "commit_3y"}
 #: how close a built price must be to the sum of its components (USD per hour; rounding).
 SUM_TOLERANCE = 5e-4
@@ -69,7 +71,7 @@ def price_problems(row: dict) -> list[tuple[str, str, str]]:
                 out.append(("gpu_sku_floor", col,
                             f"{col} {v} is below the {f} its GPUs alone cost (gpu_sku_usd."
                             f"{key}): the node price leaves out the accelerator"))
-        if key_zone_floor := _num(floor.get("spot")):
+        if key_zone_floor := _num(floor.get(SPOT)):
             for z, u in sorted(zone_spot.items()) if isinstance(zone_spot, dict) else ():
                 if _num(u) is not None and _num(u) + SUM_TOLERANCE < key_zone_floor:
                     out.append(("gpu_sku_floor", f"zone_spot_usd[{z}]",

@@ -18,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from gpulease.purchase import LABELS, ON_DEMAND, SPOT
+
 #: catalog price columns of an offering, by what the plan calls them.
-COLUMN_WORDS = {"on_demand": "on-demand", "spot": "spot", "commit_1y": "1y commitment",
+COLUMN_WORDS = {ON_DEMAND: LABELS[ON_DEMAND], SPOT: LABELS[SPOT], "commit_1y": "1y commitment",
                 "commit_3y": "3y commitment"}
 
 
@@ -68,7 +70,7 @@ def _column_source(offering, column: str) -> str:
 
 
 def _offering_price(o, column: str, zone: Optional[str]) -> Optional[float]:
-    if column == "spot" and zone:
+    if column == SPOT and zone:
         for z, usd in o.zone_spot_usd:
             if z == zone:
                 return usd
@@ -85,7 +87,7 @@ def cluster_prices(c, catalog, storage_by_name: Optional[dict] = None) -> list[P
         if usd is None:
             continue
         ids = _column_source(o, col)
-        spot_zone = f" in {c.zone}" if col == "spot" and c.zone else ""
+        spot_zone = f" in {c.zone}" if col == SPOT and c.zone else ""
         out.append(PriceUse(what=f"{where} {COLUMN_WORDS[col]}{spot_zone}", usd=usd,
                             unit="node-hour", source=ids, date=source_date(sources, ids),
                             cluster=c.name))

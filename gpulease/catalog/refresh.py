@@ -25,6 +25,7 @@ from gpulease import inputs
 from gpulease.catalog import FORMAT_V2, Catalog, parse_catalog
 from gpulease.catalog.fetchers import API_SOURCES, PRICE_COLUMNS, CloudFetch, Failure, Progress
 from gpulease.errors import CatalogError, Finding, InputError, did_you_mean
+from gpulease.purchase import COMMITMENT, ON_DEMAND, SPOT
 from gpulease.text import plural
 
 GENERATOR = "gpulease catalog refresh"
@@ -290,8 +291,8 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
         unsold = []
         opts = row.get("purchase_options")
         if isinstance(opts, list):
-            for col, opt in (("on_demand_usd", "on_demand"), ("spot_usd", "spot"),
-                             ("commit_1y_usd", "commitment"), ("commit_3y_usd", "commitment")):
+            for col, opt in (("on_demand_usd", ON_DEMAND), ("spot_usd", SPOT),
+                             ("commit_1y_usd", COMMITMENT), ("commit_3y_usd", COMMITMENT)):
                 if row.get(col) is not None and opt not in opts:
                     row[col], ps[col] = None, None
                     unsold.append(col)

@@ -17,7 +17,8 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 
 from gpulease.errors import Finding
 from gpulease.catalog.invariants import price_problems
-from gpulease.model import CLOUDS, EGRESS_KINDS, PURCHASE_OPTIONS, RDMA_KINDS
+from gpulease.model import CLOUDS, EGRESS_KINDS, RDMA_KINDS
+from gpulease.purchase import CATALOG_OPTIONS, COMMITMENT, ON_DEMAND, SPOT
 
 FORMAT_V1 = "gpulease-catalog/1"
 FORMAT_V2 = "gpulease-catalog/2"
@@ -113,9 +114,9 @@ class OfferingRow(_Strict):
     local_nvme_gb: Annotated[Union[StrictInt, StrictFloat], Field(ge=0, allow_inf_nan=False)] = 0
     notes: Text = ""
     price_sources: dict[StrictStr, Optional[StrictStr]] = {}
-    #: how the offering can be bought (gpulease.model.PURCHASE_OPTIONS); absent = derived from
+    #: how the offering can be bought (gpulease.purchase.CATALOG_OPTIONS); absent = derived from
     #: the prices (catalogs before 2026.12.03.1).
-    purchase_options: Optional[list[Literal[PURCHASE_OPTIONS]]] = None  # type: ignore[valid-type]
+    purchase_options: Optional[list[Literal[CATALOG_OPTIONS]]] = None  # type: ignore[valid-type]
     #: source id (``sources`` map) of the documentation the purchase options come from.
     purchase_options_source: Optional[Annotated[StrictStr, Field(max_length=200)]] = None
     #: placement the type supports: AWS cluster placement group / GCP compact placement policy.
@@ -140,16 +141,16 @@ class OfferingRow(_Strict):
         if opts is not None:
             if not opts:
                 problems.append("purchase_options is empty (list how the offering is sold, "
-                                f"from {', '.join(PURCHASE_OPTIONS)})")
+                                f"from {', '.join(CATALOG_OPTIONS)})")
             if len(set(opts)) != len(opts):
                 problems.append("purchase_options lists an option twice")
-            for col, opt in (("on_demand_usd", "on_demand"), ("spot_usd", "spot"),
-                             ("commit_1y_usd", "commitment"), ("commit_3y_usd", "commitment")):
+            for col, opt in (("on_demand_usd", ON_DEMAND), ("spot_usd", SPOT),
+                             ("commit_1y_usd", COMMITMENT), ("commit_3y_usd", COMMITMENT)):
                 if getattr(self, col) is not None and opt not in opts:
                     problems.append(f"{col} is priced but purchase_options has no {opt} (a "
                                     "price for a way the offering is not sold; drop the price "
                                     "or fix the options)")
-            if self.zone_spot_usd and "spot" not in opts:
+            if self.zone_spot_usd and SPOT not in opts:
                 problems.append("zone_spot_usd is priced but purchase_options has no spot")
         if len(set(self.zones)) != len(self.zones):
             problems.append("zones lists a zone twice")

@@ -12,6 +12,7 @@ from gpulease.catalog.schema import (FORMAT_V2, CatalogDoc, EgressRow, InfraRow,
 from gpulease.errors import CatalogError, Finding
 from gpulease.model import (EgressPrice, InfraPrice, Offering, PriceCheck, StoragePrice,
                             derived_purchase_options)
+from gpulease.purchase import ON_DEMAND, SPOT
 
 _PRICES = ("on_demand_usd", "spot_usd", "commit_1y_usd", "commit_3y_usd")
 #: how many rows a summary warning names before "and N more".
@@ -37,13 +38,13 @@ def _source_text(raw: dict, sid: Optional[str]) -> str:
 #: why the catalog keeps one source's figure over another (docs/catalog.md "Sources and
 #: precedence"), per (cloud, price column); shown by `explain` beside disagreeing figures.
 PRECEDENCE = {
-    ("gcp", "on_demand"): "the Cloud Billing Catalog export (Cyclenerd) is Google's SKU list "
+    ("gcp", ON_DEMAND): "the Cloud Billing Catalog export (Cyclenerd) is Google's SKU list "
                           "itself; SkyPilot's GPU figures match no on-demand SKU in it",
-    ("gcp", "spot"): "SkyPilot's per-zone spot prices place a cluster in its zone; the export "
+    ("gcp", SPOT): "SkyPilot's per-zone spot prices place a cluster in its zone; the export "
                      "gives one regional figure",
-    ("aws", "on_demand"): "the previous snapshot's cited AWS prices, then the vantage export "
+    ("aws", ON_DEMAND): "the previous snapshot's cited AWS prices, then the vantage export "
                           "(AWS Price List), then SkyPilot",
-    ("aws", "spot"): "SkyPilot's per-zone spot prices (by zone ID) place a cluster in its zone",
+    ("aws", SPOT): "SkyPilot's per-zone spot prices (by zone ID) place a cluster in its zone",
 }
 
 

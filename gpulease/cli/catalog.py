@@ -12,6 +12,7 @@ from gpulease.cli import COMMANDS, ui
 from gpulease.cli.common import add_catalog_args, add_output_args, print_json
 from gpulease.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CloudError, Finding, InputError,
                              did_you_mean)
+from gpulease.purchase import ON_DEMAND, SPOT
 
 DESCRIPTION = """\
 Show the GPU price catalog the planner uses (hourly USD per node: on-demand, spot, 1-year and
@@ -167,7 +168,7 @@ def run_list(args: argparse.Namespace) -> int:
             ui.Col("gpus", right=True), ui.Col("gpu_gb", right=True),
             ui.Col("vcpus", right=True), ui.Col("mem_gb", right=True),
             ui.Col("net_gbps", right=True), ui.Col("rdma"),
-            ui.Col("on_demand", right=True, style="bold"), ui.Col("spot", right=True),
+            ui.Col(ON_DEMAND, right=True, style="bold"), ui.Col(SPOT, right=True),
             ui.Col("commit_1y", right=True), ui.Col("commit_3y", right=True),
             ui.Col("zones", wrap=True)]
     o.print(o.table(cols, [

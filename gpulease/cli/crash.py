@@ -16,6 +16,8 @@ import time
 import traceback
 from typing import Optional, Sequence
 
+from gpulease.clock import format_utc
+
 #: environment variable naming the directory crash reports are written to.
 CRASH_DIR_ENV = "GPULEASE_CRASH_DIR"
 
@@ -32,7 +34,7 @@ def write(exc: BaseException, argv: Sequence[str]) -> tuple[Optional[str], Optio
     from gpulease import __version__
 
     body = "".join([
-        f"gpulease {__version__} crash report, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n",
+        f"gpulease {__version__} crash report, {format_utc(time.time())}\n",
         f"command: gpulease {' '.join(argv)}\n",
         f"cwd: {os.getcwd()}\n",
         f"python: {sys.version.split()[0]} ({sys.executable})\n",

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from gpulease import money
 from gpulease.cli import COMMANDS, ui
 from gpulease.cli.common import add_output_args, add_stack_args, load_stack, print_json
+from gpulease.clock import format_utc
 from gpulease.errors import ConfigError, Finding, did_you_mean
+from gpulease.purchase import CALENDAR, CAPACITY_BLOCK, COMMITMENT, WINDOW
 
 if TYPE_CHECKING:  # imported where used: `--help` must not load the model (pydantic)
     from gpulease.model import ClusterDecision, EnvironmentDecision
@@ -117,12 +119,12 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "monthly_usd": money.json_number(c.monthly_money), "costs": c.costs.as_dict(),
         "demand": [st.as_dict() for st in c.spec.steps], "baseline_nodes": c.baseline_nodes,
         "parts": [part.as_dict() for part in c.parts],
-        "commitment": commitment_doc(c, start),
+        COMMITMENT: commitment_doc(c, start),
         "spot_risk": c.spot_risk,
-        "window": c.window.as_dict() if c.window is not None else None,
+        WINDOW: c.window.as_dict() if c.window is not None else None,
         "reaper": reaper_doc(c),
         "rationale": c.rationale,
-        "capacity_block": capacity_block_doc(c, stack),
+        CAPACITY_BLOCK: capacity_block_doc(c, stack),
         "price_disagreements": [d.as_dict() for d in c.price_disagreements],
         "prices": [u.as_dict() for u in (prices or [])],
         "alternatives": [{
@@ -165,7 +167,8 @@ def reaper_doc(c: ClusterDecision, now: Optional[float] = None) -> dict[str, Any
             "schedule": [{"cron": cron, "minutes": minutes} for cron, minutes in spec.schedule],
             "schedule_lead_minutes": spec.schedule_lead_minutes,
             "first_job_grace_minutes": spec.first_job_grace_minutes,
-            "next_holds": [{"from": rs._iso(a), "until": rs._iso(b), "window": w.describe()}
+            "next_holds": [{"from": format_utc(a, minutes=True),
+                            "until": format_utc(b, minutes=True), "window": w.describe()}
                            for a, b, w in rs.next_holds(windows, now=now,
                                                         lead_minutes=spec.schedule_lead_minutes)],
             # every node publishes when it last worked (docs/reaper.md, "The busy witness")
@@ -192,7 +195,7 @@ def _demand(c: ClusterDecision) -> str:
     w = c.spec.window
     if w is not None:
         return (f"{c.spec.gpus} x {c.spec.gpu}, {w.duration_hours:g} h of work between "
-                f"{_z(w.earliest_start)} and {_z(w.deadline)}")
+                f"{format_utc(w.earliest_start)} and {format_utc(w.deadline)}")
     if not c.spec.has_profile:
         return f"{c.spec.gpus} x {c.spec.gpu}, {c.spec.hours_per_month:g} h/month"
     steps = " + ".join(f"{st.gpus} GPUs {st.hours_per_month:g} h" for st in c.spec.steps)
@@ -238,14 +241,10 @@ def render_terms(c: ClusterDecision, o: ui.Out, start: dt.date) -> None:
         o.print("Lock-in: none (no node at a commitment price)", indent=2)
 
 
-def _z(t) -> str:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _quote_text(q: Optional[dict], estimated: bool) -> str:
     if q is None:
         return "-"
-    if q.get("offering_id") or (q.get("start") and q["kind"] == "calendar"):
+    if q.get("offering_id") or (q.get("start") and q["kind"] == CALENDAR):
         price = (f"fee {_money(q['upfront_usd'])}" if q.get("upfront_usd") is not None
                  else "availability")
         what = (f"{q['kind']} offering {q.get('offering_id') or ''} {q.get('zone') or ''} "
@@ -270,8 +269,8 @@ def render_window(c: ClusterDecision, o: ui.Out) -> None:
     it runs, the quote behind it (with its date and start) or why it cannot be used."""
     wd = c.window
     o.print(f"Window: {wd.window.duration_hours:g} h of work between "
-            f"{_z(wd.window.earliest_start)} and {_z(wd.window.deadline)} (judged at "
-            f"{_z(wd.judged_at)}; * = this plan)", indent=2, style="bold")
+            f"{format_utc(wd.window.earliest_start)} and {format_utc(wd.window.deadline)} "
+            f"(judged at {format_utc(wd.judged_at)}; * = this plan)", indent=2, style="bold")
     rows = []
     for x in sorted(wd.options, key=lambda x: (not x["feasible"], x["total_usd"] or 0.0)):
         mark = " *" if x["model"] == wd.model else ""

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from gpulease.cli import COMMANDS, ui
 from gpulease.cli.common import FORMATS, add_output_args, add_stack_args, load_stack, print_json
 from gpulease.errors import EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY, ConfigError, Finding
+from gpulease.purchase import CAPACITY_BLOCK
 
 DESCRIPTION = """\
 Run the gpulease Pulumi program offline, in-process under Pulumi's mock runtime (no cloud,
@@ -463,9 +464,9 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
     for c in plan["clusters"]:
         o.print()
         o.line((c["name"], "cyan"), f": {c['rationale']}", indent=2)
-        if c.get("capacity_block"):
+        if c.get(CAPACITY_BLOCK):
             o.line(("  " + c["name"], "cyan"),
-                   ": Capacity Block " + capacity_block_text(c["capacity_block"]))
+                   ": Capacity Block " + capacity_block_text(c[CAPACITY_BLOCK]))
     o.print()
     _render_resources(plan, o, all_resources=all_resources, show_inputs=show_inputs)
     if plan["storage"]:

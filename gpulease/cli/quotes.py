@@ -195,7 +195,7 @@ def run_quotes(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
 
 def _report(quotes, risks, book, *, now, live, offline, got) -> dict:
     from gpulease.policy.rules import PolicyRules
-    from gpulease.quotes.model import iso
+    from gpulease.clock import format_utc
 
     max_age = PolicyRules().quote_max_age_hours
 
@@ -212,7 +212,7 @@ def _report(quotes, risks, book, *, now, live, offline, got) -> dict:
         qrows.append(d)
     rrows = [r.as_dict() for r in sorted(risks, key=lambda r: (r.cloud, r.region,
                                                                r.instance_type, r.zone or ""))]
-    return {"now": iso(now), "live_clouds": live, "offline_clouds": offline,
+    return {"now": format_utc(now), "live_clouds": live, "offline_clouds": offline,
             "data_file": book.origins[0] if book.origins else None,
             "cache": list(book.origins[1:]), "quotes": qrows, "spot_risk": rrows,
             "sources": book.sources, "failures": [str(f) for f in got.failures],

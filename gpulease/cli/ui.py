@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from gpulease.money import fmt as money, signed as signed_money  # noqa: F401 (one formatter)
+from gpulease.purchase import LABELS, NODE_MODELS
 from gpulease.text import plural  # noqa: F401 (re-exported: ui.plural; one plural rule)
 
 # rich is imported inside the functions that draw: `gpulease --help` never pays for it.
@@ -51,7 +52,7 @@ def natural_sorted(items: Iterable, key: Optional[Callable[[Any], Any]] = None) 
 
 
 #: purchase models in the order a mix is read, with the word printed for each.
-PURCHASE_WORDS = (("reserved", "reserved"), ("on_demand", "on-demand"), ("spot", "spot"))
+PURCHASE_WORDS = tuple((m, LABELS[m]) for m in NODE_MODELS)
 MIX_SEP = " · "
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 
 from gpulease import tags
 from gpulease.model import ClusterDecision, StorageDecision
+from gpulease.purchase import RESERVED
 
 
 @dataclass
@@ -64,7 +65,7 @@ class CostContext:
         if floor:
             # Reserved nodes bill every hour, a burst step's included: never scaled away.
             self.baseline_nodes[resource_name] = sum(
-                b.nodes for b in blocks if b.part == "baseline" or b.purchase == "reserved")
+                b.nodes for b in blocks if b.part == "baseline" or b.purchase == RESERVED)
 
 
 def shared(purchase_model: str = "none") -> CostContext:

@@ -17,6 +17,7 @@ from gpulease.catalog import Catalog
 from gpulease.clouds import registry
 from gpulease.costing.context import CostContext
 from gpulease.model import HOURS_PER_MONTH
+from gpulease.purchase import MIXED, NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 
 RESERVATION_TYPES = frozenset({
     "aws:ec2/capacityReservation:CapacityReservation",
@@ -74,12 +75,12 @@ def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],
     role = ctx.roles.get(name) if type_ in COMPUTE_GROUP_TYPES else None
     total = money.ZERO
     if role is not None:
-        models = {"mixed": ("on_demand", "spot", "reserved")}.get(role, (role,))
-        if "on_demand" in models:
+        models = NODE_MODELS if role == MIXED else (role,)
+        if ON_DEMAND in models:
             total += c.amount("on_demand_usd")
-        if "spot" in models:
+        if SPOT in models:
             total += c.amount("spot_usd") + c.amount("spot_rework_usd")
-        if "reserved" in models and not ctx.reservation_created:
+        if RESERVED in models and not ctx.reservation_created:
             total += c.amount("reserved_usd")
     if name == ctx.anchor:
         total += c.amount("communication_usd")

@@ -31,6 +31,7 @@ from gpulease import money
 from gpulease import tags
 from gpulease.errors import ConfigError, Finding
 from gpulease.datafiles import package_path
+from gpulease.purchase import CAPACITY_BLOCK
 
 ACTIONS = ("create", "update", "replace", "delete", "unchanged")
 REPLACE_DATA = package_path("planner", "data", "replace_on_change.json")
@@ -345,7 +346,7 @@ def _costs(rows: list[dict], plan: dict) -> None:
     """Each row's cost effect. A state records a resource's monthly cost only where gpulease
     could stamp it (a tag or label); for the others (GCP MIGs, dynamic resources) the old cost
     is taken to be the new plan's (``old_cost_assumed``), or unknown for a deletion."""
-    fees = {c["name"]: (c.get("capacity_block") or {}).get("upfront_fee_usd")
+    fees = {c["name"]: (c.get(CAPACITY_BLOCK) or {}).get("upfront_fee_usd")
             for c in plan.get("clusters", [])}
     for r in rows:
         if r["old_monthly_usd"] is None and r["action"] not in ("create", "delete"):

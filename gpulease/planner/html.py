@@ -13,6 +13,7 @@ from gpulease import money as _money
 from gpulease.errors import ConfigError, Finding
 from gpulease.guardrails.rules import HEADROOM_WARN_SHARE
 from gpulease.datafiles import templates
+from gpulease.purchase import LABELS, NODE_MODELS, RESERVED
 from gpulease.text import plural
 
 TEMPLATE_DIR = templates("report")
@@ -231,7 +232,7 @@ def budget_bar(state: BudgetState, *, width: int = BUDGET_WIDTH,
 
 
 # ---- plan sections ---------------------------------------------------------------------------
-MODEL_WORDS = (("reserved", "reserved"), ("on_demand", "on-demand"), ("spot", "spot"))
+MODEL_WORDS = tuple((m, LABELS[m]) for m in NODE_MODELS)
 
 
 def purchase_text(purchase: Mapping[str, int], commitment_term: Optional[str] = None) -> str:
@@ -241,7 +242,7 @@ def purchase_text(purchase: Mapping[str, int], commitment_term: Optional[str] = 
         n = int(purchase.get(key) or 0)
         if n:
             parts.append(f"{n} {word}" + (f" ({commitment_term})"
-                                           if key == "reserved" and commitment_term else ""))
+                                           if key == RESERVED and commitment_term else ""))
     return " + ".join(parts) or "no nodes"
 
 
@@ -298,7 +299,7 @@ def cluster_views(plan: Mapping[str, Any]) -> list[dict]:
                           f"{c.get('gpus_per_node')} {c.get('gpu')}",
             "purchase": purchase_text(c.get("purchase") or {},
                                       c.get("commitment_term")
-                                      if (c.get("purchase") or {}).get("reserved") else None),
+                                      if (c.get("purchase") or {}).get(RESERVED) else None),
             "template": c.get("template"), "network": c.get("network"),
             "hourly": money(c.get("hourly_usd")), "monthly": money(monthly),
             "share": percent(float(monthly) / total) if monthly is not None and total > 0

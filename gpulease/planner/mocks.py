@@ -43,6 +43,7 @@ from gpulease.clouds import registry
 from gpulease import datafiles
 from gpulease import gctuning
 from gpulease.errors import Finding, InputError
+from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.text import plural
 
 SECRET_MASK = "[secret]"
@@ -206,7 +207,8 @@ def capacity_block_quote(a: dict, region: str, data: dict, now: float) -> dict:
     changes with its start: a quote read on another day is another offering, and it expires at
     its start."""
     from gpulease import quotes
-    from gpulease.model import format_utc, parse_utc
+    from gpulease.clock import format_utc
+    from gpulease.model import parse_utc
     from gpulease.quotes.store import shipped_book
 
     rules = data["aws"].get("capacity_block_quotes") or {}
@@ -217,7 +219,7 @@ def capacity_block_quote(a: dict, region: str, data: dict, now: float) -> dict:
                 or not 1 <= count <= o["max_instance_count"]:
             continue
         rates = [q.node_hour_usd for q in shipped_book().for_offering(
-            "capacity_block", "aws", region, o["instance_type"]) if q.node_hour_usd]
+            CAPACITY_BLOCK, "aws", region, o["instance_type"]) if q.node_hour_usd]
         if not rates:
             continue
         if not quotes.valid_block_hours(hours):

@@ -16,6 +16,7 @@ from gpulease.catalog import provenance
 from gpulease.config import values_for_pulumi
 from gpulease.model import EnvironmentDecision
 from gpulease.planner.mocks import ProgramRun, run_program
+from gpulease.purchase import CAPACITY_BLOCK, NODE_MODELS, SPOT, WINDOW
 
 PLAN_FORMAT = "gpulease-plan/1"
 
@@ -87,9 +88,9 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         by_cluster[cluster] += cost
 
     for c in env.clusters:
-        for model in ("reserved", "on_demand", "spot", "window"):
+        for model in (*NODE_MODELS, WINDOW):
             v = c.costs.amount(f"{model}_usd") + (c.costs.amount("spot_rework_usd")
-                                                  if model == "spot" else money.ZERO)
+                                                  if model == SPOT else money.ZERO)
             if v:
                 by_model[model] += v
     by_tier: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
@@ -217,9 +218,9 @@ def cluster_json(c, now: Optional[float] = None,
         "committed_usd": money.json_number(c.committed_usd),
         "lock_in_months": c.lock_in_months,
         "spot_risk": c.spot_risk,
-        "window": c.window.as_dict() if c.window is not None else None,
+        WINDOW: c.window.as_dict() if c.window is not None else None,
         "rationale": c.rationale,
-        "capacity_block": capacity_block_json(getattr(c.spec, "capacity_block", None), now),
+        CAPACITY_BLOCK: capacity_block_json(getattr(c.spec, "capacity_block", None), now),
         # prices whose sources disagree beyond PRICE_DISAGREEMENT_PCT (docs/catalog.md)
         "price_disagreements": [pc.as_dict() for pc in c.price_disagreements],
         # the catalog prices it pays, each with its source, date and whether it is an estimate

@@ -24,9 +24,7 @@ from typing import Iterator, NamedTuple, Optional, Sequence
 
 from gpulease.model import CostBreakdown, NodeStep, PurchaseMix
 from gpulease.policy.costmodel import CostInputs, blend_totals, breakdown
-
-#: purchase models in node order (most hours first).
-ORDER = ("reserved", "on_demand", "spot")
+from gpulease.purchase import ON_DEMAND, RESERVED, SPOT
 
 
 class Blend(NamedTuple):
@@ -88,7 +86,7 @@ def _assignments(allowed: tuple) -> tuple[tuple[str, ...], ...]:
     m, out = len(allowed), []
     for a in range(m + 1):
         for b in range(a, m + 1):
-            seq = ("reserved",) * a + ("on_demand",) * (b - a) + ("spot",) * (m - b)
+            seq = (RESERVED,) * a + (ON_DEMAND,) * (b - a) + (SPOT,) * (m - b)
             if all(x in allowed[j] for j, x in enumerate(seq)):
                 out.append(seq)
     return tuple(out)
@@ -116,9 +114,9 @@ def blends(steps: Sequence[NodeStep], allowed: Sequence[frozenset], k: CostInput
         for st, m in zip(steps, seq):
             n = st.nodes
             blocks.append((n, st.hours_per_month, m))
-            if m == "reserved":
+            if m == RESERVED:
                 r += n
-            elif m == "on_demand":
+            elif m == ON_DEMAND:
                 o += n
             else:
                 sp += n

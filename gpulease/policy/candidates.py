@@ -13,6 +13,7 @@ from gpulease.policy.blend import Blend, better, blends, cheapest, objective
 from gpulease.policy.costmodel import CostInputs, Rates, blend_costs, rates_of, spot_rate
 from gpulease.policy.rules import PolicyRules
 from gpulease.policy.templates import ClusterTemplate, Facts, choose_template, get_template
+from gpulease.purchase import NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class Candidate:
         p = self.purchase
         r = self.reserved_rate
         return ((p.reserved * r if p.reserved else 0.0)
-                + (p.on_demand * o.price("on_demand") if p.on_demand else 0.0)
+                + (p.on_demand * o.price(ON_DEMAND) if p.on_demand else 0.0)
                 + (p.spot * spot_rate(o) if p.spot else 0.0))
 
     @property
@@ -149,7 +150,7 @@ class Context:
                   ) -> CostInputs:
         """The cost-model inputs the candidate was priced with (``spot``: another spot rate)."""
         o = c.offering
-        rates = Rates(c.reserved_rate, o.price("on_demand"),
+        rates = Rates(c.reserved_rate, o.price(ON_DEMAND),
                       self.spot_rate(o) if spot is None else spot)
         return self.shape_of(spec, c).inputs(rates, self.rules)
 
@@ -178,7 +179,7 @@ class Context:
         out: tuple = (default, None)
         if self.rules.spot_interruptions_per_hour is None and self.quotes is not None:
             rec = self.quotes.risk(offering.cloud, offering.region, offering.instance_type,
-                                   offering.zone_for("spot"))
+                                   offering.zone_for(SPOT))
             rate = rec.interruptions_per_hour if rec is not None else None
             if rate is not None:
                 out = (rate, rec)
@@ -318,11 +319,11 @@ def allowed_models(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules,
     return [band] * len(steps)
 
 
-_ALL = frozenset(("reserved", "on_demand", "spot"))
-_STEADY = frozenset(("reserved", "on_demand"))
-_RESERVED = frozenset(("reserved",))
+_ALL = frozenset(NODE_MODELS)
+_STEADY = frozenset((RESERVED, ON_DEMAND))
+_RESERVED = frozenset((RESERVED,))
 #: (reserved, on-demand, spot priced) -> the priced models
-_PRICED = {(r, o, s): frozenset(m for m, ok in zip(("reserved", "on_demand", "spot"), (r, o, s))
+_PRICED = {(r, o, s): frozenset(m for m, ok in zip(NODE_MODELS, (r, o, s))
                                 if ok)
            for r in (False, True) for o in (False, True) for s in (False, True)}
 
@@ -358,14 +359,14 @@ def band_blend(spec: ClusterSpec, steps, rates: Rates, rules: PolicyRules, k: Co
         elif len(steps) > 1:
             basis = "break_even"
         else:
-            basis = ("break_even_reserved" if steady.models[0] == "reserved"
+            basis = ("break_even_reserved" if steady.models[0] == RESERVED
                      else "break_even_on_demand")
         return steady, basis, None
     if steady is None:
-        return with_spot, "spot", None
+        return with_spot, SPOT, None
     best = with_spot if with_spot is not None and with_spot.beats(steady) else steady
     if best.has_spot:
-        return best, "spot", steady.objective
+        return best, SPOT, steady.objective
     # Spot is the band's default, but with the expected rework it costs more.
     return best, "spot_overridden", with_spot.objective
 
@@ -393,7 +394,7 @@ class Priced(NamedTuple):
 def layout_purchase(layout) -> Optional[PurchaseMix]:
     if not layout:
         return None
-    counts = {"reserved": 0, "on_demand": 0, "spot": 0}
+    counts = {RESERVED: 0, ON_DEMAND: 0, SPOT: 0}
     for _, _, n, m in layout:
         counts[m] += n
     return PurchaseMix(**counts)
@@ -415,13 +416,13 @@ def finish(steps, blend: Optional[Blend], k: CostInputs, *, spot_all: bool = Fal
     """Layout and costs of a step assignment after the template's rules: ``spot_all`` = every
     node spot (a template that forces spot); ``cache_on_demand`` = node 1 (the cache node, up
     whenever the cluster is) runs on-demand instead of spot."""
-    models = ["spot"] * len(steps) if spot_all else list(blend.models)
+    models = [SPOT] * len(steps) if spot_all else list(blend.models)
     layout = [(st, st.first, st.nodes, m) for st, m in zip(steps, models)]
     changed = spot_all
-    if cache_on_demand and layout and layout[0][3] == "spot":
+    if cache_on_demand and layout and layout[0][3] == SPOT:
         st, first, n, _ = layout[0]
-        layout[0:1] = [(st, first, 1, "on_demand")] + (
-            [(st, first + 1, n - 1, "spot")] if n > 1 else [])
+        layout[0:1] = [(st, first, 1, ON_DEMAND)] + (
+            [(st, first + 1, n - 1, SPOT)] if n > 1 else [])
         changed = True
     if not changed and blend is not None:
         return tuple(layout), blend.costs(k)
@@ -540,7 +541,7 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
         tmpl = choose_template(facts)
     priced = apply_template(shape, best, tmpl, rules, spot_allowed)
     if priced.basis == "no_spot_for_template":
-        reject(f"not sold ({o.unavailable('spot')})" if not o.buyable("spot")
+        reject(f"not sold ({o.unavailable(SPOT)})" if not o.buyable(SPOT)
                else "no price (no spot price)")
         priced = apply_template(shape, best, None, rules, spot_allowed)
     if not priced.layout:
@@ -557,18 +558,18 @@ def _unpriced(spec: ClusterSpec, o: Offering, basis: str, term: str, rules: Poli
     """Why no purchase the band allows has a price: a model the offering is not sold with
     (``Offering.unavailable``, from the catalog's purchase options) or a missing price."""
     if basis == "no_commit_guaranteed":
-        if not o.buyable("reserved"):
-            return (f"not sold ({o.unavailable('reserved')}; priority {spec.priority} > "
+        if not o.buyable(RESERVED):
+            return (f"not sold ({o.unavailable(RESERVED)}; priority {spec.priority} > "
                     f"{rules.reserved_above_priority} needs guaranteed capacity)")
         which = "1y or 3y" if rules.commitment_term == "auto" else term
         return (f"no price (no {which} commitment price; priority {spec.priority} > "
                 f"{rules.reserved_above_priority} needs guaranteed capacity)")
-    unsold = [m for m in ("on_demand", "reserved") if not o.buyable(m)]
+    unsold = [m for m in (ON_DEMAND, RESERVED) if not o.buyable(m)]
     if unsold:
         why = o.unavailable(*unsold)
-        if "reserved" not in unsold:
+        if RESERVED not in unsold:
             why += "; the catalog has no commitment price for it"
-        if o.buyable("spot"):
+        if o.buyable(SPOT):
             why += "; spot is not allowed for this cluster's priority or checkpointing"
         return f"not sold ({why})"
     return "no price (neither on-demand nor commitment price)"
@@ -601,7 +602,7 @@ def price_band(shape: Shape, term: str, rules: PolicyRules, lock_in_factor: floa
     ``spot_rate``: the offering's spot rate when the caller has it (``Context.spot_rate``)."""
     o = shape.offering
     rates = (rates_of(o, rules, term) if spot_rate is None else
-             Rates(o.reservation_rate(term, rules.reserve_at_on_demand_rate), o.price("on_demand"),
+             Rates(o.reservation_rate(term, rules.reserve_at_on_demand_rate), o.price(ON_DEMAND),
                    spot_rate))
     k = shape.inputs(rates, rules)
     blend, basis, compared = band_blend(shape.spec, shape.steps, rates, rules, k, lock_in_factor)
@@ -617,7 +618,7 @@ def apply_template(shape: Shape, p: Priced, tmpl: Optional[ClusterTemplate],
     rates, basis, compared = p.rates, p.basis, p.compared
     blend = p.blend
     spot_all = False
-    if tmpl is not None and tmpl.purchase_rule == "spot" and (
+    if tmpl is not None and tmpl.purchase_rule == SPOT and (
             blend is None or blend.purchase.spot != shape.nodes):
         if rates.spot is None:
             return Priced(p.term, rates, blend, "no_spot_for_template", compared)
@@ -625,12 +626,12 @@ def apply_template(shape: Shape, p: Priced, tmpl: Optional[ClusterTemplate],
             spot_all, basis, compared = True, "spot_forced", None
     if blend is None and not spot_all:
         return p
-    cache = (tmpl is not None and tmpl.cache_node == "on_demand" and shape.nodes >= 2
+    cache = (tmpl is not None and tmpl.cache_node == ON_DEMAND and shape.nodes >= 2
              and rates.on_demand is not None)
     k = p.inputs or shape.inputs(rates, rules)
     layout, costs = finish(shape.steps, blend, k, spot_all=spot_all, cache_on_demand=cache)
-    if cache and layout[0][3] == "on_demand" and (
-            spot_all or (blend is not None and blend.models[0] == "spot")):
+    if cache and layout[0][3] == ON_DEMAND and (
+            spot_all or (blend is not None and blend.models[0] == SPOT)):
         basis = basis + "+cache"
     return Priced(term=p.term, rates=rates, blend=blend, basis=basis, compared=compared,
                   layout=layout, costs=costs, objective=objective(costs, p.lock_in_factor),

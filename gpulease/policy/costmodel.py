@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional, Sequence
 
 from gpulease.model import HOURS_PER_MONTH, CostBreakdown, PurchaseMix
+from gpulease.purchase import ON_DEMAND, RESERVED, SPOT
 
 #: (nodes, hours per month, purchase model) of consecutive nodes, in node order.
 Block = tuple[int, float, str]
@@ -103,26 +104,26 @@ def blend_totals(blocks: Sequence[Block], k: CostInputs) -> tuple:
     if len(blocks) == 1 and not k.gang:
         n, h, m = blocks[0]
         rate = r.of(m)
-        if m == "reserved":
+        if m == RESERVED:
             return (n * rate * HOURS_PER_MONTH, 0.0, 0.0, 0.0, 0.0)
-        if m == "on_demand":
+        if m == ON_DEMAND:
             return (0.0, n * rate * h, 0.0, 0.0, 0.0)
         return (0.0, 0.0, n * rate * h,
                 k.interruptions_per_hour * h * n * k.lost_hours * rate, 0.0)
     reserved = on_demand = spot = 0.0
     for n, h, m in blocks:
-        if m == "reserved":
+        if m == RESERVED:
             reserved += n * r.reserved * HOURS_PER_MONTH
-        elif m == "on_demand":
+        elif m == ON_DEMAND:
             on_demand += n * r.on_demand * h
         else:
             spot += n * r.spot * h
     lam, lost = k.interruptions_per_hour, k.lost_hours
     rework = 0.0
-    if any(m == "spot" and n for n, _, m in blocks):
+    if any(m == SPOT and n for n, _, m in blocks):
         if not k.gang:
             for n, h, m in blocks:
-                if m == "spot":
+                if m == SPOT:
                     rework += lam * h * n * lost * r.spot
         else:
             # hour levels, longest first: (hours, spot nodes, hourly rate of the nodes up)
@@ -131,7 +132,7 @@ def blend_totals(blocks: Sequence[Block], k: CostInputs) -> tuple:
                 if not levels or h != levels[-1][0]:
                     levels.append([h, 0, 0.0])
                 lv = levels[-1]
-                if m == "spot":
+                if m == SPOT:
                     lv[1] += n
                 lv[2] += n * r.of(m)
             x = a = 0.0
@@ -156,11 +157,11 @@ def block_shares(blocks: Sequence[Block], k: CostInputs) -> tuple[CostBreakdown,
     parts = []
     for n, h, m in blocks:
         rate = r.of(m)
-        res = n * rate * HOURS_PER_MONTH if m == "reserved" else 0.0
-        od = n * rate * h if m == "on_demand" else 0.0
-        sp = n * rate * h if m == "spot" else 0.0
+        res = n * rate * HOURS_PER_MONTH if m == RESERVED else 0.0
+        od = n * rate * h if m == ON_DEMAND else 0.0
+        sp = n * rate * h if m == SPOT else 0.0
         rw = 0.0
-        if m == "spot" and n:
+        if m == SPOT and n:
             if k.gang:
                 stalled = sum(min(h, h2) * n2 * r.of(m2) for n2, h2, m2 in blocks)
                 rw = lam * lost * n * stalled
@@ -174,8 +175,8 @@ def block_shares(blocks: Sequence[Block], k: CostInputs) -> tuple[CostBreakdown,
 
 def mix_blocks(mix: PurchaseMix, hours: float) -> tuple[Block, ...]:
     """One demand step: the nodes in node order reserved, on-demand, spot, all at ``hours``."""
-    return tuple((n, hours, m) for m, n in (("reserved", mix.reserved),
-                                           ("on_demand", mix.on_demand), ("spot", mix.spot)) if n)
+    return tuple((n, hours, m) for m, n in ((RESERVED, mix.reserved),
+                                           (ON_DEMAND, mix.on_demand), (SPOT, mix.spot)) if n)
 
 
 def cluster_costs(*, mix: PurchaseMix, rates: Rates, hours: float, gang: bool, tcp_gang: bool,
@@ -199,12 +200,12 @@ def rates_of(offering, rules, term: Optional[str] = None) -> "Rates":
     term to price reserved nodes at; default the rules' own, which must not be ``auto``)."""
     term = term or rules.commitment_term
     return Rates(offering.reservation_rate(term, rules.reserve_at_on_demand_rate),
-                 offering.price("on_demand"), spot_rate(offering))
+                 offering.price(ON_DEMAND), spot_rate(offering))
 
 
 def spot_rate(offering) -> Optional[float]:
     """The spot rate a spot cluster pays (its cheapest zone), None when spot is not sold."""
-    return offering.cheapest_spot_usd if offering.sells("spot") else None
+    return offering.cheapest_spot_usd if offering.sells(SPOT) else None
 
 
 def break_even_utilization(rates: Rates) -> Optional[float]:

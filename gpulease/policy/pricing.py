@@ -36,8 +36,9 @@ import numpy as np
 from gpulease.model import HOURS_PER_MONTH, ClusterSpec, Offering
 from gpulease.policy.blend import TIE, _assignments
 from gpulease.policy.templates import Facts, choose_template
+from gpulease.purchase import ON_DEMAND, RESERVED, SPOT
 
-_R, _O, _S = "reserved", "on_demand", "spot"
+_R, _O, _S = RESERVED, ON_DEMAND, SPOT
 _ALL = frozenset((_R, _O, _S))
 _NAN = float("nan")
 
@@ -81,7 +82,7 @@ class GpuIndex:
         gpn = np.array([o.gpus_per_node for o in offerings], dtype=np.int64)
         idx = cls(
             offerings=offerings, gpn=gpn,
-            on_demand=_arr(o.price("on_demand") for o in offerings),
+            on_demand=_arr(o.price(ON_DEMAND) for o in offerings),
             spot=_arr(ctx.spot_rate(o) for o in offerings),
             reserved={t: _arr(o.reservation_rate(t, rules.reserve_at_on_demand_rate)
                               for o in offerings) for t in ctx.terms},
@@ -275,7 +276,7 @@ def _template_effects(ctx, key: tuple) -> dict:
                 nodes=nodes, distributed=distributed, rdma=rdma, rdma_fabric=gang and rdma,
                 dataset=has_ds, dataset_tb=tb, spot=spot, interruptible=interruptible,
                 spot_allowed=spot_allowed, priority=priority, production=ctx.stack.is_prod))
-            effects[rdma, spot] = (t.purchase_rule == "spot", t.cache_node == "on_demand")
+            effects[rdma, spot] = (t.purchase_rule == SPOT, t.cache_node == ON_DEMAND)
     if len(_EFFECTS) > 4096:
         _EFFECTS.clear()
     _EFFECTS[full] = effects
@@ -285,7 +286,7 @@ def _template_effects(ctx, key: tuple) -> dict:
 def _feeds(seq) -> tuple:
     """The scans of ``_price_block`` an assignment is offered to (its allowed_models)."""
     if _S in seq:
-        return ("spot",)
+        return (SPOT,)
     return ("guar", "steady") if seq[0] == _R else ("steady",)
 
 
@@ -331,7 +332,7 @@ def _price_block(ctx, idx: GpuIndex, b: _Block):
     best: Optional[_Best] = None
     seqs = _assignments(tuple([_ALL] * m))
     # which of the three scans below has a cluster to offer to (``_feeds``)
-    feeds = {"guar": bool(guaranteed.any()), "spot": bool((~guaranteed & spot_band).any()),
+    feeds = {"guar": bool(guaranteed.any()), SPOT: bool((~guaranteed & spot_band).any()),
              "steady": not bool(guaranteed.all())}
     for term in ctx.terms:
         r_rate = idx.reserved[term][cols][None, :]

@@ -10,6 +10,7 @@ import yaml
 
 from gpulease import datafiles
 from gpulease.errors import ConfigError, Finding
+from gpulease.purchase import ON_DEMAND, SPOT
 from gpulease.text import plural
 
 #: templates/ at the repository root (the package is installed editable from the checkout).
@@ -17,7 +18,7 @@ TEMPLATES_DIR = datafiles.templates()
 CLUSTER_TEMPLATES_DIR = TEMPLATES_DIR / "clusters"
 
 #: Purchase rules a template may name (see README "Cluster templates").
-PURCHASE_RULES = ("band", "spot")
+PURCHASE_RULES = ("band", SPOT)
 REQUIRED_KEYS = ("name", "order", "description", "node_roles", "purchase", "network", "storage",
                  "when", "requires")
 
@@ -112,7 +113,7 @@ def _parse(doc: Mapping, path: Path) -> ClusterTemplate:
     if purchase.get("rule") not in PURCHASE_RULES:
         findings.append(Finding("purchase.rule", f"must be one of {', '.join(PURCHASE_RULES)} "
                                 f"(got {purchase.get('rule')!r})", source=src))
-    if purchase.get("cache_node") not in (None, "on_demand"):
+    if purchase.get("cache_node") not in (None, ON_DEMAND):
         findings.append(Finding("purchase.cache_node", "must be on_demand or absent", source=src))
     for section in ("when", "requires"):
         for k in (doc.get(section) or {}):

@@ -12,22 +12,26 @@ from __future__ import annotations
 from typing import Optional
 
 from gpulease import money
+from gpulease.clock import format_utc
 from gpulease.model import (CostBreakdown, NodeBlock, PurchaseMix, WindowDecision)
 from gpulease.policy import windows as W
+from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START,
+                               FUTURE_RESERVATION, LABELS, ON_DEMAND, RESERVATION, RESERVED, SPOT,
+                               WINDOW)
 from gpulease.quotes import sold_as
-from gpulease.quotes.model import iso
 
 #: the purchase mix column each window model bills as (the node groups carry these).
-MIX_OF = {"on_demand": "on_demand", "flex_start": "on_demand", "spot": "spot",
-          "reservation": "reserved", "commitment": "reserved", "capacity_block": "reserved",
-          "calendar": "reserved"}
+MIX_OF = {ON_DEMAND: ON_DEMAND, FLEX_START: ON_DEMAND, SPOT: SPOT,
+          RESERVATION: RESERVED, COMMITMENT: RESERVED, CAPACITY_BLOCK: RESERVED,
+          CALENDAR: RESERVED}
 #: quote kind -> the purchase option an offering must be sold with (C1).
-OPTION_OF = {"capacity_block": "capacity_block", "flex_start": "flex_start",
-             "calendar": "future_reservation"}
+OPTION_OF = {CAPACITY_BLOCK: CAPACITY_BLOCK, FLEX_START: FLEX_START,
+             CALENDAR: FUTURE_RESERVATION}
 #: plain words for messages.
-WORDS = {"on_demand": "on-demand", "reservation": "a capacity reservation at the on-demand rate",
-         "commitment": "a commitment", "spot": "spot", "capacity_block": "a Capacity Block",
-         "flex_start": "flex-start", "calendar": "a calendar-mode reservation"}
+WORDS = {ON_DEMAND: LABELS[ON_DEMAND], SPOT: LABELS[SPOT], FLEX_START: LABELS[FLEX_START],
+         RESERVATION: "a capacity reservation at the on-demand rate",
+         COMMITMENT: "a commitment", CAPACITY_BLOCK: "a Capacity Block",
+         CALENDAR: "a calendar-mode reservation"}
 
 
 def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.WorkItem:
@@ -38,13 +42,13 @@ def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.Work
     lam = ctx.spot_risk(o)[0]
     sells = getattr(o, "sells", lambda option: True)
     guaranteed = spec.priority > rules.reserved_above_priority
-    reservable = rules.reserve_at_on_demand_rate and sells("reservation")
+    reservable = rules.reserve_at_on_demand_rate and sells(RESERVATION)
     if guaranteed:
-        rest_model, rest_rate = "reservation", o.on_demand_usd if reservable else None
+        rest_model, rest_rate = RESERVATION, o.on_demand_usd if reservable else None
     else:
-        rest_model, rest_rate = "on_demand", o.price("on_demand")
+        rest_model, rest_rate = ON_DEMAND, o.price(ON_DEMAND)
         if rest_rate is None and reservable:
-            rest_model, rest_rate = "reservation", o.on_demand_usd
+            rest_model, rest_rate = RESERVATION, o.on_demand_usd
     return W.WorkItem(
         checkpointed=spec.interruptible, remainder_rate=rest_rate, remainder_model=rest_model,
         nodes=nodes, duration_hours=w.duration_hours, earliest_start=w.earliest_start,
@@ -63,9 +67,9 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
     terms = ("1y", "3y") if term == "auto" else () if term == "none" else (term,)
     sells = getattr(o, "sells", lambda option: True)
     rates = W.WindowRates(
-        on_demand=o.price("on_demand"), spot=ctx.spot_rate(o),
-        commit_1y=o.price("reserved", "1y"), commit_3y=o.price("reserved", "3y"),
-        reservation=(o.on_demand_usd if rules.reserve_at_on_demand_rate and sells("reservation")
+        on_demand=o.price(ON_DEMAND), spot=ctx.spot_rate(o),
+        commit_1y=o.price(RESERVED, "1y"), commit_3y=o.price(RESERVED, "3y"),
+        reservation=(o.on_demand_usd if rules.reserve_at_on_demand_rate and sells(RESERVATION)
                      else None))
     quotes = []
     if ctx.quotes is not None:
@@ -76,12 +80,12 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
     out = []
     for opt in opts:
         why = None
-        if opt.model == "commitment" and not terms:
+        if opt.model == COMMITMENT and not terms:
             why = "no commitment (gpulease:policy.commitment_term: none)"
-        elif opt.model in ("on_demand", "spot", "commitment"):
+        elif opt.model in (ON_DEMAND, SPOT, COMMITMENT):
             why = getattr(o, "unavailable", lambda m: None)(
-                "reserved" if opt.model == "commitment" else opt.model)
-        elif opt.model == "reservation" and not sells("reservation"):
+                RESERVED if opt.model == COMMITMENT else opt.model)
+        elif opt.model == RESERVATION and not sells(RESERVATION):
             why = f"{o.instance_type} is not sold as a capacity reservation"
         elif opt.model in OPTION_OF and not sold_as(o, OPTION_OF[opt.model]):
             why = f"{o.instance_type} is not sold as {WORDS[opt.model]}"
@@ -96,17 +100,17 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
 
 def monthly(opt: W.WindowOption) -> tuple[float, int]:
     """(USD per month, months) the option's price is spread over in the monthly view."""
-    months = opt.lock_in_months if opt.model == "commitment" else W.months_spanned(opt)
+    months = opt.lock_in_months if opt.model == COMMITMENT else W.months_spanned(opt)
     return opt.total_usd / months, months
 
 
 def costs_of(opt: W.WindowOption, egress: float) -> CostBreakdown:
     per, months = monthly(opt)
-    if opt.model == "spot":
+    if opt.model == SPOT:
         return CostBreakdown(spot_usd=opt.compute_usd / months,
                              spot_rework_usd=opt.rework_usd / months, egress_usd=egress)
-    col = {"on_demand": "on_demand_usd", "reservation": "reserved_usd",
-           "commitment": "reserved_usd"}.get(opt.model, "window_usd")
+    col = {ON_DEMAND: "on_demand_usd", RESERVATION: "reserved_usd",
+           COMMITMENT: "reserved_usd"}.get(opt.model, "window_usd")
     return CostBreakdown(**{col: per}, egress_usd=egress)
 
 
@@ -118,7 +122,7 @@ def infeasible_reason(opts, allowed: frozenset, spec, rules) -> str:
     shown = [o for o in opts if o.model in allowed]
     parts = [f"{o.model}: {o.unavailable or 'no price'}" for o in shown][:4]
     band = ("guaranteed capacity only" if spec.priority > rules.reserved_above_priority
-            else "spot allowed" if "spot" in allowed else "no spot")
+            else "spot allowed" if SPOT in allowed else "no spot")
     return f"window (priority {spec.priority}, {band}: " + "; ".join(parts) + ")"
 
 
@@ -150,8 +154,9 @@ def rationale(spec, d: WindowDecision, rules) -> str:
     """Why this model for the window: what it is, when it runs, what it costs and what the
     next allowed model would have cost; quotes named with their source and date."""
     w = spec.window
-    head = (f"Window {iso(w.earliest_start)} to {iso(w.deadline)}, {w.duration_hours:g} h of "
-            f"work (judged at {iso(d.judged_at)}): {WORDS[d.model]}")
+    head = (f"Window {format_utc(w.earliest_start)} to {format_utc(w.deadline)}, "
+            f"{w.duration_hours:g} h of work (judged at {format_utc(d.judged_at)}): "
+            f"{WORDS[d.model]}")
     q = d.quote
     if q is not None:
         when = "quoted" if q["live"] else "published"
@@ -159,7 +164,7 @@ def rationale(spec, d: WindowDecision, rules) -> str:
                 else f"the rate ${q['hourly_usd']:,.4f} per node-hour")
         head += f" ({what}, {q['source']}, {when} {q['quoted_at'][:10]}" + (
             "; availability not checked" if d.estimated else "") + ")"
-    head += f", running {iso(d.start)} to {iso(d.end)}"
+    head += f", running {format_utc(d.start)} to {format_utc(d.end)}"
     if d.remainder is not None:
         r = d.remainder
         head += (f", the last {r['hours']:.2f} h (one restart's lost work included) on "
@@ -224,7 +229,7 @@ def window_candidate(spec, o, ctx, forced, *, nodes: int, gpus: int, distributed
     reason = rejected
     if best is None and reason is None:
         reason = infeasible_reason(opts, allowed, spec, rules)
-    spot = best is not None and best.model == "spot"
+    spot = best is not None and best.model == SPOT
     facts = Facts(nodes=nodes, distributed=distributed, rdma=o.has_rdma,
                   rdma_fabric=network != "none", dataset=bool(spec.dataset),
                   dataset_tb=ds.size_tb if ds is not None else 0.0, spot=spot,
@@ -242,13 +247,13 @@ def window_candidate(spec, o, ctx, forced, *, nodes: int, gpus: int, distributed
     if best is None:
         return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
                          network=network, purchase=None, costs=None, template=tmpl.name,
-                         basis="window", rejected=reason,
+                         basis=WINDOW, rejected=reason,
                          window=(None, tuple(opts), allowed))
     costs = costs_of(best, egress)
     term = ("1y" if best.lock_in_months == 12 else "3y" if best.lock_in_months == 36
             else "none")
     return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
                      network=network, purchase=mix_of(best), costs=costs, template=tmpl.name,
-                     basis="window", rejected=reason, term=term,
+                     basis=WINDOW, rejected=reason, term=term,
                      reserved_rate=None, layout=(), objective_usd=None,
                      window=(best, tuple(opts), allowed))

@@ -32,7 +32,8 @@ gives a total price, a run (start, end) and whether it meets the window:
 (o, s, r, f, c: USD per node-hour; lambda: spot interruptions per node-hour of the zone;
 L = (checkpoint_minutes / 2 + restart_minutes) / 60 hours lost per interruption.) An option
 is **feasible** when it is priced and meets the window; the policy keeps the cheapest feasible
-option the priority band allows (ties: the one that prepays and locks in least, ``PREFERENCE``).
+option the priority band allows (ties: the one that prepays and locks in least,
+``purchase.WINDOW_PREFERENCE``).
 """
 from __future__ import annotations
 
@@ -42,25 +43,22 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence
 
 from gpulease.model import HOURS_PER_MONTH, TERM_MONTHS
+from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START, GUARANTEED,
+                               ON_DEMAND, RESERVATION, SPOT, WINDOW_MODELS, WINDOW_PREFERENCE)
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CB_DAY_STEPS_UP_TO_DAYS, CB_END_UTC,
                              CB_MAX_ADVANCE_DAYS, CB_MAX_DAYS, CB_MAX_INSTANCES,
                              CB_TERMINATION_LEAD_MINUTES, CB_WEEK_STEP_DAYS,
                              FLEX_START_MAX_RUN_HOURS, block_hours_for, calendar_days_for)
 
 CB_DAY_STEPS, CB_MAX_BLOCK_DAYS = CB_DAY_STEPS_UP_TO_DAYS, CB_MAX_DAYS
-from gpulease.quotes.model import Quote, iso, utc
+from gpulease.clock import format_utc
+from gpulease.quotes.model import Quote, utc
 
-#: every model a work item can be bought with (what `explain` lists, in this order).
-WINDOW_MODELS = ("on_demand", "reservation", "spot", "flex_start", "calendar", "capacity_block",
-                 "commitment")
-#: on an exact tie the earlier wins: no prepayment and no lock-in before either.
-PREFERENCE = {m: i for i, m in enumerate(("on_demand", "spot", "flex_start", "reservation",
-                                          "calendar", "capacity_block", "commitment"))}
-#: models that give guaranteed capacity for the run (what priority > reserved_above_priority
-#: needs): a reservation, a prepaid block or calendar-mode reservation, a commitment.
-GUARANTEED = frozenset({"reservation", "calendar", "capacity_block", "commitment"})
-#: the new models (what `bench/policy.py` leaves out for "the best plan without them").
-NEW_MODELS = frozenset({"capacity_block", "flex_start", "calendar"})
+# WINDOW_MODELS (every model a work item can be bought with, in the order `explain` lists them),
+# WINDOW_PREFERENCE (on an exact tie the lower wins: no prepayment and no lock-in before either),
+# GUARANTEED (capacity held for the run: what priority > reserved_above_priority needs) and
+# WINDOW_ONLY (what `bench/policy.py` leaves out for "the best plan without them") are views of
+# the one purchase-model table, gpulease.purchase.
 #: relative tolerance of a price tie (sums in different orders).
 TIE = 1e-9
 
@@ -102,7 +100,7 @@ class WorkItem:
     #: ``remainder_rate`` the part a block cannot hold runs on ``remainder_model``.
     checkpointed: bool = False
     remainder_rate: Optional[float] = None
-    remainder_model: str = "on_demand"
+    remainder_model: str = ON_DEMAND
     #: cloud of the offering (Capacity Blocks are AWS, flex-start / calendar GCP).
     cloud: str = "aws"
     region: str = ""
@@ -171,13 +169,14 @@ class WindowOption:
         return {"model": self.model, "feasible": self.feasible,
                 "total_usd": None if self.total_usd is None else round(self.total_usd, 2),
                 "compute_usd": round(self.compute_usd, 2), "rework_usd": round(self.rework_usd, 2),
-                "run_hours": round(self.run_hours, 4), "start": iso(self.start),
-                "end": iso(self.end), "nodes": self.nodes,
+                "run_hours": round(self.run_hours, 4), "start": format_utc(self.start),
+                "end": format_utc(self.end), "nodes": self.nodes,
                 "billed_node_hours": round(self.billed_node_hours, 4),
                 "lock_in_months": self.lock_in_months, "estimated": self.estimated,
                 "unavailable": self.unavailable,
                 "quote": self.quote.as_dict() if self.quote is not None else None,
-                "bought_from": iso(self.bought_from), "bought_until": iso(self.bought_until),
+                "bought_from": format_utc(self.bought_from),
+                "bought_until": format_utc(self.bought_until),
                 "remainder": None if self.remainder is None else {
                     k: (round(v, 4) if isinstance(v, float) else v)
                     for k, v in self.remainder.items()},
@@ -190,19 +189,20 @@ def _after(t: dt.datetime, hours: float) -> dt.datetime:
 
 def _too_short(w: WorkItem, hours: float) -> Optional[str]:
     if w.usable_hours + 1e-9 < hours:
-        return (f"the window leaves {max(w.usable_hours, 0):.1f} h from {iso(w.first_start)} to "
-                f"the deadline {iso(w.deadline)}, less than the {hours:.1f} h the run needs")
+        return (f"the window leaves {max(w.usable_hours, 0):.1f} h from "
+                f"{format_utc(w.first_start)} to the deadline {format_utc(w.deadline)}, less than "
+                f"the {hours:.1f} h the run needs")
     return None
 
 
-def on_demand(w: WorkItem, rate: Optional[float], model: str = "on_demand") -> WindowOption:
+def on_demand(w: WorkItem, rate: Optional[float], model: str = ON_DEMAND) -> WindowOption:
     d = w.run_hours
     if rate is None:
-        what = "an on-demand" if model == "on_demand" else "a capacity reservation"
+        what = "an on-demand" if model == ON_DEMAND else "a capacity reservation"
         return WindowOption(model, nodes=w.nodes, unavailable=f"no price ({what} rate)")
     start = w.first_start
     usd = w.nodes * rate * d
-    bought = (start, _after(start, d)) if model == "reservation" else (None, None)
+    bought = (start, _after(start, d)) if model == RESERVATION else (None, None)
     return WindowOption(model, total_usd=usd, compute_usd=usd, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * d, nodes=w.nodes,
                         unavailable=_too_short(w, d), bought_from=bought[0],
@@ -212,20 +212,20 @@ def on_demand(w: WorkItem, rate: Optional[float], model: str = "on_demand") -> W
 def commitment(w: WorkItem, rate: Optional[float], term: str) -> WindowOption:
     months = TERM_MONTHS[term]
     if rate is None:
-        return WindowOption("commitment", nodes=w.nodes, lock_in_months=months,
+        return WindowOption(COMMITMENT, nodes=w.nodes, lock_in_months=months,
                             unavailable=f"no price (no {term} commitment rate)")
     d = w.run_hours
     hours = HOURS_PER_MONTH * months
     usd = w.nodes * rate * hours
     start = w.first_start
-    return WindowOption("commitment", total_usd=usd, compute_usd=usd, run_hours=d, start=start,
+    return WindowOption(COMMITMENT, total_usd=usd, compute_usd=usd, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * hours, nodes=w.nodes,
                         lock_in_months=months, unavailable=_too_short(w, d))
 
 
 def spot(w: WorkItem, rate: Optional[float]) -> WindowOption:
     if rate is None:
-        return WindowOption("spot", nodes=w.nodes, unavailable="no price (no spot price)")
+        return WindowOption(SPOT, nodes=w.nodes, unavailable="no price (no spot price)")
     d, n, lam, lost = w.run_hours, w.nodes, w.interruptions_per_hour, w.lost_hours
     compute = n * rate * d
     if w.gang:
@@ -235,7 +235,7 @@ def spot(w: WorkItem, rate: Optional[float]) -> WindowOption:
         rework = lam * lost * n * rate * d
         wall = d * (1.0 + lam * lost)
     start = w.first_start
-    return WindowOption("spot", total_usd=compute + rework, compute_usd=compute,
+    return WindowOption(SPOT, total_usd=compute + rework, compute_usd=compute,
                         rework_usd=rework, run_hours=wall, start=start, end=_after(start, wall),
                         billed_node_hours=n * wall, nodes=n, unavailable=_too_short(w, wall))
 
@@ -243,7 +243,7 @@ def spot(w: WorkItem, rate: Optional[float]) -> WindowOption:
 def flex_start(w: WorkItem, rate: Optional[float], quote: Optional[Quote] = None) -> WindowOption:
     d = w.run_hours
     if rate is None:
-        return WindowOption("flex_start", nodes=w.nodes,
+        return WindowOption(FLEX_START, nodes=w.nodes,
                             unavailable="no flex-start price (offline: none published; `gpulease "
                                         "catalog quotes` reads the DWS SKUs)")
     usd = w.nodes * rate * d
@@ -257,7 +257,7 @@ def flex_start(w: WorkItem, rate: Optional[float], quote: Optional[Quote] = None
                "(gpulease:policy.flex_start_queue_hours)")
     # capacity arrives at some point in the queue allowance; the plan shows the latest start
     start = _after(w.first_start, w.flex_start_queue_hours)
-    return WindowOption("flex_start", total_usd=usd, compute_usd=usd, run_hours=d, start=start,
+    return WindowOption(FLEX_START, total_usd=usd, compute_usd=usd, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * d, nodes=w.nodes,
                         quote=quote, unavailable=why, bought_from=start,
                         bought_until=_after(start, d))
@@ -285,16 +285,16 @@ def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fe
     uend = min(stop, utc(w.deadline))
     usable = _hours(ustart, uend)
     if usable <= 0:
-        return None, (f"no usable hour between {iso(ustart)} and {iso(uend)} (instances stop "
-                      f"{CB_TERMINATION_LEAD_MINUTES} min before the block ends)")
+        return None, (f"no usable hour between {format_utc(ustart)} and {format_utc(uend)} "
+                      f"(instances stop {CB_TERMINATION_LEAD_MINUTES} min before the block ends)")
     base = dict(quote=q, nodes=n, estimated=estimated,
                 billed_node_hours=count * _hours(bstart, bend), bought_from=utc(bstart),
                 bought_until=utc(bend))
     if usable + 1e-9 >= d:
-        return WindowOption("capacity_block", total_usd=fee, compute_usd=fee, run_hours=d,
+        return WindowOption(CAPACITY_BLOCK, total_usd=fee, compute_usd=fee, run_hours=d,
                             start=ustart, end=_after(ustart, d), **base), None
     if not w.checkpointed or w.remainder_rate is None:
-        return None, (f"{usable:.1f} usable h from {iso(ustart)} (instances stop "
+        return None, (f"{usable:.1f} usable h from {format_utc(ustart)} (instances stop "
                       f"{CB_TERMINATION_LEAD_MINUTES} min before the end) < {d:.1f} h, and "
                       + ("the work is not checkpointed: it cannot move off the block"
                          if not w.checkpointed else "no rate to finish it on"))
@@ -311,9 +311,9 @@ def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fe
         return None, (f"{usable:.1f} usable h in the block; the other {rest:.1f} h (restart "
                       f"included) fit neither before it ({before:.1f} h) nor after it until the "
                       f"deadline ({after:.1f} h)")
-    rem = {"model": w.remainder_model, "hours": rest, "usd": extra, "start": iso(rstart),
-           "end": iso(rend), "node_hour_usd": w.remainder_rate}
-    return WindowOption("capacity_block", total_usd=fee + extra, compute_usd=fee + extra,
+    rem = {"model": w.remainder_model, "hours": rest, "usd": extra, "start": format_utc(rstart),
+           "end": format_utc(rend), "node_hour_usd": w.remainder_rate}
+    return WindowOption(CAPACITY_BLOCK, total_usd=fee + extra, compute_usd=fee + extra,
                         run_hours=_hours(start, end), start=start, end=end,
                         remainder=rem, **dict(base, billed_node_hours=base["billed_node_hours"]
                                               + n * rest)), None
@@ -335,10 +335,10 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
     d = w.run_hours
     lead = CB_TERMINATION_LEAD_MINUTES / 60.0
     if w.cloud != "aws":
-        return WindowOption("capacity_block", nodes=w.nodes,
+        return WindowOption(CAPACITY_BLOCK, nodes=w.nodes,
                             unavailable="Capacity Blocks are an AWS purchase option")
     if w.nodes > CB_MAX_INSTANCES:
-        return WindowOption("capacity_block", nodes=w.nodes,
+        return WindowOption(CAPACITY_BLOCK, nodes=w.nodes,
                             unavailable=f"{w.nodes} nodes: a Capacity Block holds at most "
                                         f"{CB_MAX_INSTANCES} instances")
     passed: list = []
@@ -350,7 +350,7 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
             best = opt
     latest = utc(w.now) + dt.timedelta(days=CB_MAX_ADVANCE_DAYS)
     for q in quotes:
-        if q.kind != "capacity_block":
+        if q.kind != CAPACITY_BLOCK:
             continue
         if q.is_offering:
             why = q.expired(w.now, w.quote_max_age_hours)
@@ -367,8 +367,8 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
         # a published rate: estimate blocks from the first 11:30 UTC in the window
         start = _next_block_start(w.first_start)
         if start > latest:
-            passed.append((q, f"the earliest block start {iso(start)} is more than eight "
-                              f"weeks ahead of {iso(w.now)}"))
+            passed.append((q, f"the earliest block start {format_utc(start)} is more than eight "
+                              f"weeks ahead of {format_utc(w.now)}"))
             continue
         lengths = [block_hours_for(d + lead)]
         if w.checkpointed and w.remainder_rate is not None:
@@ -389,7 +389,7 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
     if best is None:
         why = ("no Capacity Block quote for the type in the region" if not passed else
                "no quoted block fits: " + "; ".join(why for _, why in passed[:3]))
-        return WindowOption("capacity_block", nodes=w.nodes, unavailable=why,
+        return WindowOption(CAPACITY_BLOCK, nodes=w.nodes, unavailable=why,
                             passed_over=tuple(passed))
     from dataclasses import replace
 
@@ -402,40 +402,40 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
     else estimated at the window's first start (availability not checked)."""
     d = w.run_hours
     if w.cloud != "gcp":
-        return WindowOption("calendar", nodes=w.nodes,
+        return WindowOption(CALENDAR, nodes=w.nodes,
                             unavailable="calendar-mode reservations are a GCP purchase option")
     if rate is None:
-        return WindowOption("calendar", nodes=w.nodes,
+        return WindowOption(CALENDAR, nodes=w.nodes,
                             unavailable="no calendar-mode price (offline: none published; "
                                         "`gpulease catalog quotes` reads the SKUs)")
     days = calendar_days_for(d)
     if days is None:
-        return WindowOption("calendar", nodes=w.nodes,
+        return WindowOption(CALENDAR, nodes=w.nodes,
                             unavailable=f"{d:.1f} h needs more than the 90 days a calendar-mode "
                                         "reservation can last")
     hours = days * 24.0
     fee = w.nodes * rate * hours
     latest = utc(w.now) + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS)
     passed: list = []
-    offers = [q for q in quotes if q.kind == "calendar" and q.is_offering]
+    offers = [q for q in quotes if q.kind == CALENDAR and q.is_offering]
     for q in sorted(offers, key=lambda q: (utc(q.start), q.zone or "")):
         why = q.expired(w.now, w.quote_max_age_hours)
         if why is None and (q.instance_count or 0) < w.nodes:
             why = f"advice for {q.instance_count} VMs < {w.nodes} nodes"
         if why is None and (utc(q.start) < w.first_start or utc(q.end) > utc(w.deadline)
                             or q.hours + 1e-9 < d):
-            why = (f"recommended {iso(q.start)} - {iso(q.end)} does not hold {d:.1f} h inside "
-                   f"{iso(w.first_start)} - {iso(w.deadline)}")
+            why = (f"recommended {format_utc(q.start)} - {format_utc(q.end)} does not hold "
+                   f"{d:.1f} h inside {format_utc(w.first_start)} - {format_utc(w.deadline)}")
         if why is not None:
             passed.append((q, why))
             continue
         start = utc(q.start)
-        return WindowOption("calendar", total_usd=fee, compute_usd=fee, run_hours=d, start=start,
+        return WindowOption(CALENDAR, total_usd=fee, compute_usd=fee, run_hours=d, start=start,
                             end=_after(start, d), billed_node_hours=w.nodes * hours,
                             nodes=w.nodes, quote=q, passed_over=tuple(passed),
                             bought_from=start, bought_until=_after(start, hours))
     if offers:
-        return WindowOption("calendar", nodes=w.nodes, passed_over=tuple(passed),
+        return WindowOption(CALENDAR, nodes=w.nodes, passed_over=tuple(passed),
                             unavailable="no calendar-mode recommendation fits: "
                                         + "; ".join(why for _, why in passed[:3]))
     start = w.first_start
@@ -443,9 +443,9 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
     if start > latest:
         why = f"starts more than {CALENDAR_MAX_ADVANCE_DAYS} days ahead"
     elif _after(start, hours) > utc(w.deadline):
-        why = (f"{days} reserved days from {iso(start)} end after the deadline "
-               f"{iso(w.deadline)}")
-    return WindowOption("calendar", total_usd=fee, compute_usd=fee, run_hours=d, start=start,
+        why = (f"{days} reserved days from {format_utc(start)} end after the deadline "
+               f"{format_utc(w.deadline)}")
+    return WindowOption(CALENDAR, total_usd=fee, compute_usd=fee, run_hours=d, start=start,
                         end=_after(start, d), billed_node_hours=w.nodes * hours, nodes=w.nodes,
                         quote=rate_quote, estimated=True, unavailable=why, bought_from=start,
                         bought_until=_after(start, hours))
@@ -453,15 +453,15 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
 
 def _better(a: WindowOption, b: WindowOption) -> bool:
     """a before b: cheaper beyond float noise; on a tie, the one that prepays and locks in
-    less (``PREFERENCE``), then the earlier start."""
+    less (``WINDOW_PREFERENCE``), then the earlier start."""
     x, y = a.total_usd, b.total_usd
     tol = TIE * max(1.0, abs(x), abs(y))
     if x < y - tol:
         return True
     if x > y + tol:
         return False
-    ka = (PREFERENCE[a.model], a.start or dt.datetime.max.replace(tzinfo=dt.timezone.utc))
-    kb = (PREFERENCE[b.model], b.start or dt.datetime.max.replace(tzinfo=dt.timezone.utc))
+    ka = (WINDOW_PREFERENCE[a.model], a.start or dt.datetime.max.replace(tzinfo=dt.timezone.utc))
+    kb = (WINDOW_PREFERENCE[b.model], b.start or dt.datetime.max.replace(tzinfo=dt.timezone.utc))
     return ka < kb
 
 
@@ -469,10 +469,10 @@ def price_window(w: WorkItem, rates: WindowRates, quotes: Sequence[Quote] = (),
                  terms: Sequence[str] = ("1y", "3y")) -> list[WindowOption]:
     """Every model of ``WINDOW_MODELS`` priced for the work item (the cheapest commitment term
     stands for "commitment"); infeasible ones say why."""
-    flex_q = next((q for q in quotes if q.kind == "flex_start" and not q.is_offering), None)
-    cal_q = next((q for q in quotes if q.kind == "calendar" and not q.is_offering), None)
+    flex_q = next((q for q in quotes if q.kind == FLEX_START and not q.is_offering), None)
+    cal_q = next((q for q in quotes if q.kind == CALENDAR and not q.is_offering), None)
     opts = [on_demand(w, rates.on_demand),
-            on_demand(w, rates.reservation, model="reservation"),
+            on_demand(w, rates.reservation, model=RESERVATION),
             spot(w, rates.spot),
             flex_start(w, rates.flex_start if rates.flex_start is not None
                        else (flex_q.hourly_usd if flex_q else None), flex_q),
@@ -509,7 +509,7 @@ def allowed_models(priority: int, interruptible: bool, *, reserved_above: int,
         return GUARANTEED
     if interruptible and priority < spot_below:
         return frozenset(WINDOW_MODELS)
-    return frozenset(WINDOW_MODELS) - {"spot"}
+    return frozenset(WINDOW_MODELS) - {SPOT}
 
 
 def months_spanned(option: WindowOption) -> int:

@@ -24,6 +24,7 @@ import math
 from typing import Optional
 
 from gpulease.clouds import registry
+from gpulease.purchase import CALENDAR, CAPACITY_BLOCK, FLEX_START, FUTURE_RESERVATION
 
 # ---- AWS EC2 Capacity Blocks for ML --------------------------------------------------------
 # EC2 API Reference, DescribeCapacityBlockOfferings, and EC2 User Guide, "Find and purchase
@@ -57,9 +58,9 @@ CALENDAR_MAX_DAYS = 90
 CALENDAR_MAX_ADVANCE_DAYS = 120
 
 #: Purchase options sold for a window (``sold_as``).
-WINDOW_OPTIONS = ("capacity_block", "flex_start", "future_reservation")
+WINDOW_OPTIONS = (CAPACITY_BLOCK, FLEX_START, FUTURE_RESERVATION)
 #: Kinds of quote: a capacity purchase for a window.
-QUOTE_KINDS = ("capacity_block", "flex_start", "calendar")
+QUOTE_KINDS = (CAPACITY_BLOCK, FLEX_START, CALENDAR)
 
 
 def sold_as(offering, option: str) -> bool:

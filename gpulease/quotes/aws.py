@@ -24,8 +24,10 @@ from typing import Any, Iterable, Optional
 
 from gpulease.catalog.fetchers.clients import AwsClients, aws_call
 from gpulease.errors import CloudError, Finding, InputError
+from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.quotes import (CB_MAX_ADVANCE_DAYS, CB_MAX_INSTANCES, valid_block_hours)
-from gpulease.quotes.model import Quote, SpotRisk, iso, utc
+from gpulease.clock import format_utc
+from gpulease.quotes.model import Quote, SpotRisk, utc
 
 SPOT_ADVISOR_URL = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
 CB_SOURCE = "aws:DescribeCapacityBlockOfferings"
@@ -50,11 +52,12 @@ def check_block_request(*, instance_count: int, duration_hours: int,
                            "days, 1-14 days in 1-day steps, then 7-day steps up to 182 days "
                            "(e.g. 24, 336, 504)"))
     if start is not None and end is not None and utc(end) <= utc(start):
-        bad.append(Finding("--end", f"the date range ends ({iso(end)}) before it starts "
-                           f"({iso(start)})"))
+        bad.append(Finding("--end", f"the date range ends ({format_utc(end)}) before it starts "
+                           f"({format_utc(start)})"))
     if start is not None and utc(start) > utc(now) + dt.timedelta(days=CB_MAX_ADVANCE_DAYS):
-        bad.append(Finding("--start", f"{iso(start)} is more than {CB_MAX_ADVANCE_DAYS // 7} "
-                           "weeks ahead: Capacity Blocks start at most eight weeks in the future"))
+        bad.append(Finding("--start", f"{format_utc(start)} is more than "
+                           f"{CB_MAX_ADVANCE_DAYS // 7} weeks ahead: Capacity Blocks start at "
+                           "most eight weeks in the future"))
     if bad:
         raise InputError(bad)
 
@@ -107,7 +110,7 @@ def capacity_block_offerings(clients: AwsClients, region: str, *, instance_type:
                              f"{where}: priced in {currency}; gpulease plans in USD")
         if o.get("InstanceType") not in (None, instance_type):
             continue   # AWS answers for the type asked; anything else is not this quote
-        out.append(Quote(kind="capacity_block", cloud="aws", region=region,
+        out.append(Quote(kind=CAPACITY_BLOCK, cloud="aws", region=region,
                          instance_type=instance_type, quoted_at=now, source=CB_SOURCE,
                          start=s, end=e, instance_count=count,
                          upfront_usd=_money(o.get("UpfrontFee"), where),

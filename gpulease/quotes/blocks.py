@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Optional
 
+from gpulease.clock import format_utc
+from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.quotes import CB_TERMINATION_LEAD_MINUTES
 from gpulease.quotes.model import parse_time
 
@@ -23,10 +25,11 @@ def window_block(decision) -> Optional[dict]:
     time (a remainder run on other capacity is not part of it); None when the window is not a
     block."""
     w = getattr(decision, "window", None)
-    if w is None or w.model != "capacity_block" or w.bought_from is None:
+    if w is None or w.model != CAPACITY_BLOCK or w.bought_from is None:
         return None
     hours = round((w.bought_until - w.bought_from).total_seconds() / 3600.0)
-    return {"hours": hours, "start": _z(w.bought_from), "end": _z(w.bought_until),
+    return {"hours": hours, "start": format_utc(w.bought_from),
+            "end": format_utc(w.bought_until),
             "nodes": w.nodes}
 
 
@@ -37,7 +40,7 @@ def block_schedule(block: dict) -> list[tuple[str, str, int]]:
     end)."""
     end = parse_time(block["end"]) - _dt.timedelta(
         minutes=CB_TERMINATION_LEAD_MINUTES + BLOCK_DRAIN_MINUTES)
-    return [("start", block["start"], block["nodes"]), ("drain", _z(end), 0)]
+    return [("start", block["start"], block["nodes"]), ("drain", format_utc(end), 0)]
 
 
 def checkpoint_at(decision) -> int:
@@ -48,7 +51,3 @@ def checkpoint_at(decision) -> int:
         return 0
     drain = dict((k, t) for k, t, _ in block_schedule(block))["drain"]
     return int(parse_time(drain).timestamp()) - 60 * BLOCK_CHECKPOINT_MINUTES
-
-
-def _z(t) -> str:
-    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -22,8 +22,10 @@ import sys
 from pathlib import Path
 
 from gpulease.catalog import load_catalog
+from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.quotes.aws import spot_advisor_bands
-from gpulease.quotes.model import iso, parse_time
+from gpulease.clock import format_utc
+from gpulease.quotes.model import parse_time
 from gpulease.quotes.store import FORMAT, parse_document
 
 VERSION, AS_OF = "2026.12.03", "2026-12-03"
@@ -84,7 +86,7 @@ def build(spot_advisor: Path) -> dict:
     pairs = {(o.region, o.instance_type) for o in catalog.offerings if o.cloud == "aws"}
     bands = spot_advisor_bands(doc, pairs=pairs, as_of=parse_time(ADVISOR_AS_OF),
                                source=ADVISOR_SOURCE)
-    quotes = [{"kind": "capacity_block", "cloud": "aws", "region": region,
+    quotes = [{"kind": CAPACITY_BLOCK, "cloud": "aws", "region": region,
                "instance_type": itype, "hourly_usd": usd, "quoted_at": date, "source": src,
                "note": "published rate per instance-hour; an offering's fee = rate x "
                        "instances x hours"}
@@ -112,7 +114,7 @@ def main(argv=None) -> int:
     path = args.out / f"{VERSION}.json" if args.out.is_dir() else args.out
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path}: {len(doc['quotes'])} rates, {len(doc['spot_risk'])} spot bands "
-          f"(as of {iso(parse_time(ADVISOR_AS_OF))[:10]})", file=sys.stderr)
+          f"(as of {format_utc(parse_time(ADVISOR_AS_OF))[:10]})", file=sys.stderr)
     return 0
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from gpulease.clouds import registry
 from gpulease.errors import CloudError
+from gpulease.purchase import CAPACITY_BLOCK, FLEX_START, FUTURE_RESERVATION
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CALENDAR_MAX_DAYS, CB_MAX_ADVANCE_DAYS,
                              block_hours_for, calendar_days_for, sold_as)
 from gpulease.quotes.model import Quote, SpotRisk, utc
@@ -69,7 +70,7 @@ def collect_aws(clients, offerings: list, req: QuoteRequest, now: dt.datetime,
     from gpulease.quotes import aws as qa
 
     regions = sorted({o.region for o in offerings})
-    blocks = [o for o in offerings if sold_as(o, "capacity_block")]
+    blocks = [o for o in offerings if sold_as(o, CAPACITY_BLOCK)]
     if blocks and (req.count is None or req.duration_hours is None):
         out.skipped.append("Capacity Block offerings: give --count and --duration-hours (the "
                            "API asks for both)")
@@ -119,7 +120,7 @@ def collect_gcp(clients, offerings: list, req: QuoteRequest, now: dt.datetime,
                 progress: Callable[[str], None], out: Collected) -> None:
     from gpulease.quotes import gcp as qg
 
-    dws = [o for o in offerings if sold_as(o, "flex_start") or sold_as(o, "future_reservation")]
+    dws = [o for o in offerings if sold_as(o, FLEX_START) or sold_as(o, FUTURE_RESERVATION)]
     if dws and clients.billing is not None:
         progress("gcp: Billing Catalog flex-start and calendar-mode SKUs")
         try:
@@ -130,7 +131,7 @@ def collect_gcp(clients, offerings: list, req: QuoteRequest, now: dt.datetime,
     if not clients.project:
         out.skipped.append("GCP advice (calendar mode, Spot capacity): give --gcp-project")
         return
-    cal = [o for o in offerings if sold_as(o, "future_reservation")]
+    cal = [o for o in offerings if sold_as(o, FUTURE_RESERVATION)]
     if cal and (req.count is None or req.duration_hours is None):
         out.skipped.append("calendar-mode advice: give --count and --duration-hours")
     elif cal:

@@ -28,8 +28,10 @@ from gpulease.catalog.fetchers.clients import GCE_SERVICE, GcpClients, gcp_call
 from gpulease.catalog.fetchers.gcp import (_GPU_PATTERNS, BUNDLED_ACCELERATOR, _unit_usd,
                                            family_of)
 from gpulease.errors import CloudError, Finding, InputError
+from gpulease.purchase import CALENDAR, FLEX_START
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CALENDAR_MAX_DAYS, CALENDAR_MIN_DAYS)
-from gpulease.quotes.model import Quote, SpotRisk, iso, parse_time, utc
+from gpulease.clock import format_utc
+from gpulease.quotes.model import Quote, SpotRisk, parse_time, utc
 
 ADVICE_SOURCE = "gcp:advice.calendarMode"
 CAPACITY_SOURCE = "gcp:advice.capacity"
@@ -118,7 +120,8 @@ def calendar_advice(clients: QuoteClients, region: str, *, machine_type: str, co
                            f"{max_hours:g} h)"))
     if utc(start_not_later) > now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS):
         bad.append(Finding("--end", f"availability is visible up to {CALENDAR_MAX_ADVANCE_DAYS} "
-                           f"days ahead ({iso(now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS))})"))
+                           f"days ahead "
+                           f"({format_utc(now + dt.timedelta(days=CALENDAR_MAX_ADVANCE_DAYS))})"))
     if utc(start_not_later) < utc(start_not_earlier):
         bad.append(Finding("--end", "the start range ends before it starts"))
     if bad:
@@ -130,8 +133,8 @@ def calendar_advice(clients: QuoteClients, region: str, *, machine_type: str, co
             specific_sku_resources=compute_v1.FutureResourcesSpecSpecificSKUResources(
                 machine_type=machine_type, instance_count=count)),
         time_range_spec=compute_v1.FlexibleTimeRange(
-            start_time_not_earlier_than=iso(start_not_earlier),
-            start_time_not_later_than=iso(start_not_later),
+            start_time_not_earlier_than=format_utc(start_not_earlier),
+            start_time_not_later_than=format_utc(start_not_later),
             min_duration=_duration(min_hours), max_duration=_duration(max_hours)),
         location_policy=compute_v1.FutureResourcesSpecLocationPolicy(locations={
             f"zones/{z}": compute_v1.FutureResourcesSpecLocationPolicyLocation(preference="ALLOW")
@@ -153,7 +156,7 @@ def calendar_advice(clients: QuoteClients, region: str, *, machine_type: str, co
         except ValueError as exc:
             raise CloudError("gcp", "advice.calendarMode", f"unreadable time ({exc})") from None
         zone = r.location.rsplit("/", 1)[-1]
-        out.append(Quote(kind="calendar", cloud="gcp", region=region, instance_type=machine_type,
+        out.append(Quote(kind=CALENDAR, cloud="gcp", region=region, instance_type=machine_type,
                          quoted_at=now, source=ADVICE_SOURCE, start=start, end=end,
                          instance_count=count, zone=zone,
                          offering_id=r.recommendation_id or None, live=True,
@@ -219,7 +222,7 @@ def classify_window_sku(sku: Any) -> Optional[tuple]:
     """(kind, part, key, regions, usd) for a flex-start ("DWS Defined Duration") or calendar-
     mode SKU of a GPU, vCPU or RAM; None for anything else."""
     low = sku.description.lower()
-    kind = "flex_start" if _DWS.search(low) else "calendar" if _CALENDAR.search(low) else None
+    kind = FLEX_START if _DWS.search(low) else CALENDAR if _CALENDAR.search(low) else None
     if kind is None:
         return None
     usd = _unit_usd(sku)
@@ -262,7 +265,7 @@ def window_rates(billing: GcpClients, offerings: Iterable[Any],
         fam = family_of(o.instance_type)
         series = "-".join(o.instance_type.split("-")[:2])
         accel = o.accelerator_type or BUNDLED_ACCELERATOR.get(series)
-        for kind in ("flex_start", "calendar"):
+        for kind in (FLEX_START, CALENDAR):
             core = table.get((kind, "core", fam, o.region))
             ram = table.get((kind, "ram", fam, o.region))
             gpu = table.get((kind, "gpu", accel, o.region))

@@ -17,6 +17,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
+from gpulease.clock import format_utc
 from gpulease.model import HOURS_PER_MONTH
 
 UTC = dt.timezone.utc
@@ -25,13 +26,6 @@ UTC = dt.timezone.utc
 def utc(value: dt.datetime) -> dt.datetime:
     """A datetime in UTC (naive ones are taken as UTC)."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def iso(value: Optional[dt.datetime]) -> Optional[str]:
-    """``2027-01-04T11:30:00Z`` (None stays None)."""
-    if value is None:
-        return None
-    return utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -109,21 +103,21 @@ class Quote:
         if not self.live or not self.is_offering:
             return None
         if self.is_offering and utc(self.start) <= utc(now):
-            return f"its start {iso(self.start)} has passed"
+            return f"its start {format_utc(self.start)} has passed"
         age = self.age_hours(now)
         if age > max_age_hours:
-            return (f"quoted {iso(self.quoted_at)}, {age:.1f} h ago (more than "
+            return (f"quoted {format_utc(self.quoted_at)}, {age:.1f} h ago (more than "
                     f"{max_age_hours:g} h: gpulease:policy.quote_max_age_hours)")
         return None
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "cloud": self.cloud, "region": self.region,
                 "instance_type": self.instance_type, "zone": self.zone,
-                "instance_count": self.instance_count, "start": iso(self.start),
-                "end": iso(self.end), "hours": self.hours, "upfront_usd": self.upfront_usd,
+                "instance_count": self.instance_count, "start": format_utc(self.start),
+                "end": format_utc(self.end), "hours": self.hours, "upfront_usd": self.upfront_usd,
                 "hourly_usd": self.node_hour_usd, "currency": self.currency,
                 "offering_id": self.offering_id, "tenancy": self.tenancy,
-                "quoted_at": iso(self.quoted_at), "source": self.source, "live": self.live,
+                "quoted_at": format_utc(self.quoted_at), "source": self.source, "live": self.live,
                 "note": self.note}
 
 
@@ -167,7 +161,7 @@ class SpotRisk:
                 "interruptions_per_hour": self.interruptions_per_hour,
                 "placement_score": self.placement_score, "obtainability": self.obtainability,
                 "estimated_uptime_hours": self.estimated_uptime_hours,
-                "as_of": iso(self.as_of), "source": self.source, "live": self.live}
+                "as_of": format_utc(self.as_of), "source": self.source, "live": self.live}
 
 
 @dataclass

@@ -23,7 +23,8 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 from gpulease import datafiles
 from gpulease.catalog.schema import findings_from
 from gpulease.errors import CatalogError, Finding
-from gpulease.quotes import CB_MAX_INSTANCES
+from gpulease.purchase import CAPACITY_BLOCK
+from gpulease.quotes import CB_MAX_INSTANCES, QUOTE_KINDS
 from gpulease.quotes.model import Quote, QuoteBook, SpotRisk, parse_time
 
 FORMAT = "gpulease-quotes/1"
@@ -44,7 +45,7 @@ class _Strict(BaseModel):
 
 
 class QuoteRow(_Strict):
-    kind: Literal["capacity_block", "flex_start", "calendar"]
+    kind: Literal[QUOTE_KINDS]  # type: ignore[valid-type]
     cloud: Literal["aws", "gcp"]
     region: Name
     instance_type: Name
@@ -79,13 +80,13 @@ class QuoteRow(_Strict):
         elif self.start is not None:
             if "start" in times and "end" in times and times["end"] <= times["start"]:
                 problems.append("end must be after start")
-            if self.upfront_usd is None and self.kind == "capacity_block":
+            if self.upfront_usd is None and self.kind == CAPACITY_BLOCK:
                 problems.append("a Capacity Block offering needs upfront_usd (its price)")
             if self.instance_count is None:
                 problems.append("an offering needs instance_count")
         elif self.hourly_usd is None:
             problems.append("a rate needs hourly_usd (USD per node-hour)")
-        if self.kind == "capacity_block" and self.instance_count is not None \
+        if self.kind == CAPACITY_BLOCK and self.instance_count is not None \
                 and self.instance_count > CB_MAX_INSTANCES:
             problems.append(f"a Capacity Block has at most {CB_MAX_INSTANCES} instances")
         if problems:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
+from gpulease.clock import format_utc
 from gpulease.errors import CloudError
 
 DEFAULT_PATH = "~/.gpulease/reap-audit.jsonl"
@@ -57,7 +58,7 @@ class AuditLog:
         """Append one record; False when it could not be written (see ``failed``)."""
         if self._fh is None:
             return self.path is None   # no log asked for: nothing to lose
-        record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "run": self.run_id,
+        record = {"ts": format_utc(time.time()), "run": self.run_id,
                   "event": event, **fields}
         try:
             self._fh.write(json.dumps(record, sort_keys=False, default=str) + "\n")

@@ -32,13 +32,13 @@ Rules (issue 7):
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Sequence
 
 from gpulease import tags
+from gpulease.clock import format_utc
 from gpulease.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
 from gpulease import cron as rs
 from gpulease.reaper.defaults import MAX_GRACE_MINUTES  # noqa: F401 (re-exported: d.MAX_GRACE_MINUTES)
@@ -330,10 +330,6 @@ class Verdict:
 Samples = Mapping[str, tuple[tuple[float, float], ...]]
 
 
-def _iso(epoch: float) -> str:
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-
-
 def parse_minutes(raw: object) -> Optional[int]:
     """A tag's minute count: ASCII digits only, 1..MAX_IDLE_MINUTES; anything else is None."""
     text = str(raw).strip() if raw is not None else ""
@@ -419,8 +415,8 @@ def holds(ref: ClusterRef, *, now: float) -> tuple[list[rs.Hold], Optional[str]]
         out.append(due)
     if ref.created_at is not None and now < ref.created_at + grace * 60:
         out.append(rs.Hold("first-job-grace", ref.created_at + grace * 60,
-                           f"created {_iso(ref.created_at)}: a new cluster waits {grace} min for "
-                           "its first job before it can be marked idle"))
+                           f"created {format_utc(ref.created_at, minutes=True)}: a new cluster "
+                           f"waits {grace} min for its first job before it can be marked idle"))
     return out, None
 
 
@@ -479,11 +475,11 @@ def parse_mark(raw: object, *, now: float, policy: Policy) -> tuple[Optional[flo
     if since is None:
         return None, f"its idle mark {_shown(raw)} is unreadable"
     if since > now + CLOCK_SKEW_S:
-        return None, (f"its idle mark {_iso(since)} is in the future (clock skew or a hand edit) "
-                      "and counts for nothing")
+        return None, (f"its idle mark {format_utc(since, minutes=True)} is in the future (clock "
+                      "skew or a hand edit) and counts for nothing")
     if now - since > policy.grace_minutes * 60 + MARK_STALE_AFTER_S:
-        return None, (f"its idle mark {_iso(since)} is stale (older than the grace period plus "
-                      f"{MARK_STALE_AFTER_S // 3600} h)")
+        return None, (f"its idle mark {format_utc(since, minutes=True)} is stale (older than the "
+                      f"grace period plus {MARK_STALE_AFTER_S // 3600} h)")
     return since, None
 
 
@@ -550,10 +546,6 @@ class NodeVerdict:
     held: Optional[dict] = None
 
 
-def _iso_s(epoch: float) -> str:
-    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def witness(node: Node, busy_at: Optional[Mapping[str, Optional[str]]], *, now: float,
             start: float) -> Optional[dict]:
     """Whether the node's busy witness (contract C10) holds a node whose metrics say idle over
@@ -581,12 +573,12 @@ def witness(node: Node, busy_at: Optional[Mapping[str, Optional[str]]], *, now: 
     at = int(text)
     if at > now + CLOCK_SKEW_S:
         return {"node": node.id, "busy_at": None, "detail": (
-            f"{why} but its value {_iso_s(at)} is in the future (clock skew or a hand edit): "
+            f"{why} but its value {format_utc(at)} is in the future (clock skew or a hand edit): "
             "counts as busy")}
     if at > start - BUSY_AT_REFRESH_S:
         ago = max(int(now - at) // 60, 0)
         return {"node": node.id, "busy_at": at, "detail": (
-            f"node {node.id} reported itself busy at {_iso_s(at)} ({ago} min ago; "
+            f"node {node.id} reported itself busy at {format_utc(at)} ({ago} min ago; "
             f"{tags.BUSY_AT}: a GPU process, DCGM activity or a job heartbeat the GPU "
             "utilization metrics do not show)")}
     return None
@@ -613,7 +605,8 @@ def assess_nodes(nodes: Sequence[Node], samples: Samples, *, now: float, policy:
         if top is not None and top >= policy.threshold_pct:
             at = max(seen, key=lambda s: s[1])[0]
             out.append(NodeVerdict(node.id, BUSY, f"node {node.id} reached {top:.1f}% at "
-                                   f"{_iso(at)} (threshold {policy.threshold_pct:g}%)", top))
+                                   f"{format_utc(at, minutes=True)} "
+                                   f"(threshold {policy.threshold_pct:g}%)", top))
             continue
         series = tuple(s for s in seen if s[0] < end)
         head, gap = coverage(series, start, end)
@@ -755,8 +748,8 @@ def node_plan(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy, 
                 "grace if still idle")))
         elif now >= since + 60 + policy.grace_minutes * 60:
             out.append(NodeAction(n.id, n.group, "remove", (
-                f"node {n.id} marked idle {_iso(since)} and idle ever since{top}, grace period "
-                "over: removed from its group")))
+                f"node {n.id} marked idle {format_utc(since, minutes=True)} and idle ever "
+                f"since{top}, grace period over: removed from its group")))
     return out
 
 
@@ -802,8 +795,9 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
     for bad in (bad_floor, bad_billed, bad_hold):
         if bad:
             return Verdict(SKIPPED, bad, NONE, window_minutes=window)
-    held += [rs.Hold("billed-until", until, f"the nodes of {g} are prepaid until {_iso(until)} "
-                     f"({tags.BILLED_UNTIL}): never scaled before")
+    held += [rs.Hold("billed-until", until, f"the nodes of {g} are prepaid until "
+                     f"{format_utc(until, minutes=True)} ({tags.BILLED_UNTIL}): never scaled "
+                     "before")
              for g, until in sorted(prepaid.items())]
     holding = tuple(held)
     baseline = sum(floor.values()) if floor else None
@@ -832,8 +826,8 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
                          blocked=any(h.kind != "billed-until" for h in holding), held=held_by)
         seen = tuple(held_by)
         if marked:
-            reason += (f"; clears the idle mark set {_iso(since)}" if since is not None
-                       else f"; clears the idle mark ({problem})")
+            reason += (f"; clears the idle mark set {format_utc(since, minutes=True)}"
+                       if since is not None else f"; clears the idle mark ({problem})")
             return _floored(_with_nodes(Verdict(state, reason, UNMARK, top, window,
                                                 baseline_nodes=baseline, holds=holding,
                                                 witness=seen), acts,
@@ -876,8 +870,8 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
         # Declared work is due (or the cluster is new): no mark, no teardown. A mark already
         # set stays; it is honoured only if the data proves the cluster idle ever since.
         h = max(blocking, key=lambda x: x.until)
-        return Verdict(SKIPPED, f"{reason}; held until {_iso(h.until)}: {h.detail}", NONE, top,
-                       window, baseline_nodes=baseline, holds=holding)
+        return Verdict(SKIPPED, f"{reason}; held until {format_utc(h.until, minutes=True)}: "
+                       f"{h.detail}", NONE, top, window, baseline_nodes=baseline, holds=holding)
     if since is None:
         redo = f"; {problem}: re-marks it" if problem else "; marks it"
         return Verdict(IDLE, reason + f"{redo}, acts{plan} after a {policy.grace_minutes}-min "
@@ -888,11 +882,12 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
     acts_after = since + 60 + policy.grace_minutes * 60
     if now < acts_after:
         left = int((acts_after - now + 59) // 60)
-        return Verdict(MARKED, f"{reason}; marked idle {_iso(since)}, grace period ends "
-                       f"{_iso(acts_after)} ({left} min left)", NONE, top, window, acts_after,
-                       baseline_nodes=baseline, holds=holding)
-    return Verdict(IDLE, f"{reason}; marked idle {_iso(since)} and idle ever since, grace "
-                   "period over", teardown, top, window, acts_after, baseline_nodes=baseline,
+        return Verdict(MARKED, f"{reason}; marked idle {format_utc(since, minutes=True)}, grace "
+                       f"period ends {format_utc(acts_after, minutes=True)} ({left} min left)",
+                       NONE, top, window, acts_after, baseline_nodes=baseline, holds=holding)
+    return Verdict(IDLE, f"{reason}; marked idle {format_utc(since, minutes=True)} and idle ever "
+                   "since, grace period over", teardown, top, window, acts_after,
+                   baseline_nodes=baseline,
                    nodes_removed=removes,
                    targets=tuple(sorted(goal.items())) if teardown == SCALE_TO_BASELINE else (),
                    holds=holding)

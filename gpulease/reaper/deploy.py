@@ -27,12 +27,14 @@ from gpulease.clouds.gcp.cloud import mig_name
 from gpulease.costing.context import shared
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import EnvironmentDecision
+from gpulease.purchase import NODE_MODELS
 
 ROOT = datafiles.package_root()  # the `gpulease` package directory (checkout or wheel)
 #: package files the Lambda imports (relative to ROOT); __init__ files are replaced by empty
 #: ones in the archive so no package-level import can drag pydantic or Pulumi in.
 LAMBDA_FILES = (
     "errors.py", "limits.py", "model.py", "money.py", "datafiles.py", "retry.py", "text.py",
+    "clock.py", "purchase.py",
     "catalog/__init__.py", "tags.py", "cron.py", "reaper/decision.py", "reaper/defaults.py",
     "reaper/engine.py",
     # the cloud registry (model and the engine ask it); these __init__ files import nothing
@@ -291,7 +293,6 @@ GCP_READ_PERMISSIONS = ("compute.instanceGroupManagers.list", "compute.instances
 #: service agent. (Before: compute.instances.delete too, which the method does not document.)
 #: The operations they return are not polled, so no zoneOperations.get.
 GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instances.setLabels")
-_MIG_MODELS = ("reserved", "on_demand", "spot")
 
 
 def requirement_pins(names: tuple = GCP_REQUIREMENTS) -> list[str]:
@@ -355,7 +356,7 @@ def act_condition(*, project: str, clusters: list[str]) -> dict:
     its MIGs ``mig_name(cluster, model)``. ``extract`` returns "" when the segment is absent,
     so each clause only ever matches its own resource kind.
     """
-    migs = sorted({mig_name(c, m) for c in clusters for m in _MIG_MODELS})
+    migs = sorted({mig_name(c, m) for c in clusters for m in NODE_MODELS})
     vm = " || ".join(f'resource.name.extract("/instances/{{name}}").startsWith("{c}-")'
                      for c in sorted(clusters))
     mig_list = ", ".join(f'"{m}"' for m in migs)

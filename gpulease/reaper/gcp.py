@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from gpulease import tags
+from gpulease.clock import format_utc
 from gpulease.errors import CloudError
 from gpulease.reaper.claims import Claim, expired, token_of
 from gpulease.reaper.decision import ClusterRef, Membership, Node, combined_tags
@@ -101,10 +102,8 @@ class MonitoringRest:
         counted, retried call), so a failed page is asked again alone."""
         from google.api_core.page_iterator import HTTPIterator
 
-        def rfc3339(t: float) -> str:
-            return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        params = {"filter": filter, "interval.startTime": rfc3339(start),
-                  "interval.endTime": rfc3339(end),
+        params = {"filter": filter, "interval.startTime": format_utc(start),
+                  "interval.endTime": format_utc(end),
                   "aggregation.alignmentPeriod": f"{period_s}s",
                   "aggregation.perSeriesAligner": "ALIGN_MAX",
                   "aggregation.crossSeriesReducer": "REDUCE_MAX",

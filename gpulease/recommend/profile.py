@@ -7,11 +7,11 @@ instance, one point per hour.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from gpulease.clock import format_utc
 from gpulease.model import HOURS_PER_MONTH, DemandStep
 
 #: the aggregation period: one hour. A 30-day window then needs 720 points per instance, and
@@ -175,10 +175,6 @@ def _burst_steps(levels: Sequence[float], first_level: int, gpus_per_node: int,
                  _hours(sum(levels[i:j]) / (j - i))) for i, j in merged]
 
 
-def _iso(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-
-
 def derive(series: Mapping[str, Sequence[tuple[float, float]]], *, start: float, end: float,
            gpus_per_node: int, threshold_pct: float, percentile: float = BASELINE_PERCENTILE,
            max_steps: int = DEFAULT_MAX_STEPS) -> Derivation:
@@ -199,7 +195,8 @@ def derive(series: Mapping[str, Sequence[tuple[float, float]]], *, start: float,
     hours = int(round((end - start) / PERIOD_S))
     h = hourly(series, start=start, hours=hours, threshold_pct=threshold_pct)
     observed: dict = {
-        "window_start": _iso(start), "window_end": _iso(end), "hours": hours,
+        "window_start": format_utc(start, minutes=True),
+        "window_end": format_utc(end, minutes=True), "hours": hours,
         "hours_observed": 0, "hours_with_data": sum(1 for p in h.present if p),
         "instances": h.instances, "gpus_per_node": gpus_per_node,
         "threshold_pct": threshold_pct, "baseline_percentile": percentile,

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Optional
 from gpulease.catalog.fetchers import CloudFetch, Failure, Fetched, Progress
 from gpulease.catalog.fetchers.clients import AwsClients, aws_call
 from gpulease.errors import CloudError
+from gpulease.purchase import SPOT
 
 PRICING_SOURCE = "aws-pricing-api"
 SPOT_SOURCE = "aws-ec2-spot-price-history"
@@ -248,14 +249,14 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
                     else:
                         r["prices"]["spot_usd"] = s["usd"]
                     r["sources"]["spot_usd"] = SPOT_SOURCE
-                tick("spot", f"{len(hist)} history points, {len(summary)} types"
+                tick(SPOT, f"{len(hist)} history points, {len(summary)} types"
                      + (f", {rejected} implausible price(s) rejected" if rejected else ""))
             except CloudError as exc:
                 out.failures.append(Failure("aws", region, "ec2.describe_spot_price_history",
                                             str(exc)))
-                tick("spot", "FAILED")
+                tick(SPOT, "FAILED")
         else:
-            tick("spot", "skipped (no EC2 answer)")
+            tick(SPOT, "skipped (no EC2 answer)")
         out.calls += counter[0]
         for t, r in rows.items():
             if r["prices"] or r["specs"] or r["zones"]:

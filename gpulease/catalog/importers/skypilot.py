@@ -40,6 +40,7 @@ from gpulease.catalog.families import facts_for, family_sources
 from gpulease.catalog.invariants import INVARIANTS, PLAUSIBLE_USD_PER_GPU_HOUR, enforce
 from gpulease.catalog.schema import AWS_ZONE_ID, GCP_ZONE
 from gpulease.errors import Finding, InputError
+from gpulease.purchase import COMMITMENT, ON_DEMAND, SPOT
 
 SOURCE_ID = "skypilot-import"
 
@@ -447,12 +448,12 @@ def build_rows(aws: dict, gcp_hosts: dict, gcp_accs: dict, base: Optional[Catalo
         if accelerator_type:
             row["accelerator_type"] = accelerator_type
         sells = (lambda o: facts is None or o in facts.purchase_options)
-        if od is not None and not sells("on_demand"):
+        if od is not None and not sells(ON_DEMAND):
             notes.append(f"on-demand: not sold ({facts.purchase_options_source}); SkyPilot's "
                          f"figure {od} dropped")
             row["on_demand_usd"] = od = None
         zs = {z: u for z, u in zone_spot.items() if u}
-        if zs and not sells("spot"):
+        if zs and not sells(SPOT):
             notes.append(f"spot: not sold ({facts.purchase_options_source})")
             zs = {}
         if zs:
@@ -460,17 +461,17 @@ def build_rows(aws: dict, gcp_hosts: dict, gcp_accs: dict, base: Optional[Catalo
             row["spot_usd"] = min(zs.values())
         else:
             notes.append("spot: SkyPilot lists no spot price here")
-        ps = {"on_demand": SOURCE_ID if od is not None else None,
-              "spot": SOURCE_ID if zs else None}
+        ps = {ON_DEMAND: SOURCE_ID if od is not None else None,
+              SPOT: SOURCE_ID if zs else None}
         for col, key in (("commit_1y_usd", "commit_1y"), ("commit_3y_usd", "commit_3y")):
             v = getattr(same, col) if same is not None else None
-            if v is not None and od is not None and v < od and sells("commitment"):
+            if v is not None and od is not None and v < od and sells(COMMITMENT):
                 row[col] = v
                 sid = (same.source.split(",")[0] if same.source else "base")
                 ps[key] = f"base:{sid}"
             else:
                 ps[key] = None
-                why = ("not sold" if not sells("commitment") else
+                why = ("not sold" if not sells(COMMITMENT) else
                        "not below the imported on-demand price" if v is not None else
                        "no commitment price for this offering in the base catalog")
                 notes.append(f"{key}: {why}")
@@ -518,7 +519,7 @@ def build_rows(aws: dict, gcp_hosts: dict, gcp_accs: dict, base: Optional[Catalo
             rejected["finite_positive"] = rejected.get("finite_positive", 0) + 1
         finish("gcp", region, itype, GPU_NAMES[acc_name], n, h["vcpus"], h["memory"], None, od,
                zone_spot, zones, extra_note=f"price = host {itype} + {n} x {acc_name} (SkyPilot "
-               "lists them as separate rows)", parts={"on_demand": gpu_od, "spot": gpu_spot})
+               "lists them as separate rows)", parts={ON_DEMAND: gpu_od, SPOT: gpu_spot})
 
     # GPUs attached to N1: every (GPU, count) SkyPilot lists, on the host it pairs them with
     for (region, acc_name, n), acc in sorted(gcp_accs.items()):
@@ -540,7 +541,7 @@ def build_rows(aws: dict, gcp_hosts: dict, gcp_accs: dict, base: Optional[Catalo
                    od, zone_spot, zones, accelerator_type=N1_ACCELERATORS[acc_name],
                    extra_note=f"price = host {host} + {n} x {acc_name} (SkyPilot's host for "
                    f"{n} x {acc_name}: >= {N1_HOST_VCPUS[acc_name][n]} vCPUs, 4 GiB each)",
-                   parts={"on_demand": gpu_od, "spot": gpu_spot})
+                   parts={ON_DEMAND: gpu_od, SPOT: gpu_spot})
     return rows
 
 
