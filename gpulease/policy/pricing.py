@@ -35,7 +35,9 @@ import numpy as np
 
 from gpulease.model import HOURS_PER_MONTH, ClusterSpec, Offering
 from gpulease.policy.blend import TIE, _assignments
-from gpulease.policy.templates import Facts, choose_template
+from gpulease.policy.candidates import (Candidate, evaluate, local_zone_regions, matches_residency,
+                                        rule_rejection)
+from gpulease.policy.templates import Facts, choose_template, cluster_templates, get_template
 
 _R, _O, _S = "reserved", "on_demand", "spot"
 _ALL = frozenset((_R, _O, _S))
@@ -114,8 +116,6 @@ _INDEXES: dict = {}
 def gpu_index(ctx, gpu: str) -> GpuIndex:
     """The ``GpuIndex`` of ``gpu`` for this decision's catalog, clouds and rules: built once and
     kept while they stay the same (a plan decides twice, a benchmark thousands of times)."""
-    from gpulease.policy.candidates import local_zone_regions
-
     rules, stack = ctx.rules, ctx.stack
     clouds = tuple((c, tuple(cs.regions), tuple(sorted(cs.quota_gpus.items())))
                    for c, cs in sorted(stack.clouds.items()))
@@ -130,6 +130,14 @@ def gpu_index(ctx, gpu: str) -> GpuIndex:
             _INDEXES.clear()
         hit = _INDEXES[key] = (ctx.catalog, GpuIndex.build(ctx.by_gpu.get(gpu, ()), ctx))
     return hit[1]
+
+
+def context_index(ctx, gpu: str) -> GpuIndex:
+    """``gpu_index`` memoised on the decision's context (``Context._indexes``)."""
+    hit = ctx._indexes.get(gpu)
+    if hit is None:
+        hit = ctx._indexes[gpu] = gpu_index(ctx, gpu)
+    return hit
 
 
 class Quotes:
@@ -159,6 +167,24 @@ class Quotes:
         none = np.isnan(obj)
         return np.lexsort((np.arange(len(obj)), self.index.name_rank, self.gpus,
                            np.where(none, 0.0, obj), none))
+
+    def candidate(self, spec: ClusterSpec, j, ctx) -> Candidate:
+        """The full candidate of column ``j`` (``evaluate``; the one the pricing already built,
+        when it did)."""
+        c = self.exact.get(int(j))
+        if c is None:
+            forced = get_template(spec.template) if spec.template else None
+            c = evaluate(spec, self.offerings[j], ctx, forced)
+        return c
+
+    def rejection(self, spec: ClusterSpec, j, ctx) -> str:
+        """Why column ``j`` was rejected: the first rule it breaks (the full candidate's reason
+        when a rule about its price or template decided it)."""
+        c = self.exact.get(int(j))
+        if c is not None:
+            return c.rejected
+        why = rule_rejection(spec, self.offerings[j], ctx).rejected
+        return why if why is not None else self.candidate(spec, j, ctx).rejected
 
 
 # ---- the vectorised cost model ----------------------------------------------------------------
@@ -259,8 +285,6 @@ def _template_effects(ctx, key: tuple) -> dict:
     """(rdma, all spot) -> (spot purchase rule, on-demand cache node) of the template
     ``choose_template`` picks for pairs of a key (nodes, distributed, gang, priority,
     interruptible, has a dataset, its TB), memoised per template set."""
-    from gpulease.policy.templates import cluster_templates
-
     full = (id(cluster_templates()), ctx.stack.is_prod) + key
     hit = _EFFECTS.get(full)
     if hit is not None:
@@ -449,7 +473,7 @@ def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, no
     for i, spec in enumerate(specs):
         if spec.regions:
             ok[i] &= idx.mask(("residency", spec.regions), lambda: np.array(
-                [_matches(o.region, spec.regions) for o in idx.offerings], dtype=bool))[cols]
+                [matches_residency(o.region, spec.regions) for o in idx.offerings], dtype=bool))[cols]
         if spec.dataset:
             ds = stack.storage_by_name(spec.dataset)
             if ds is not None and not rules.allow_cross_cloud_data:
@@ -457,12 +481,6 @@ def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, no
                     [o.cloud == ds.home_cloud for o in idx.offerings], dtype=bool))[cols]
             ok[i] &= _dataset_vector(ctx, idx, spec.dataset, 1)[cols]
     return ok
-
-
-def _matches(region: str, allow: tuple[str, ...]) -> bool:
-    from gpulease.policy.candidates import matches_residency
-
-    return matches_residency(region, allow)
 
 
 def _dataset_vector(ctx, idx: GpuIndex, dataset: str, part: int) -> np.ndarray:
@@ -498,7 +516,7 @@ def price_clusters(specs, ctx) -> list[Quotes]:
     with np.errstate(all="ignore"):
         for gpu, members in by_gpu.items():
             rows_specs = [specs[i] for i in members]
-            for row, q in enumerate(_price_gpu(ctx, ctx.gpu_index(gpu), rows_specs)):
+            for row, q in enumerate(_price_gpu(ctx, context_index(ctx, gpu), rows_specs)):
                 out[members[row]] = q
     return out
 
@@ -507,9 +525,6 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
     """Every cluster of ``specs`` (all of the index's GPU) against every offering of it: the
     one-step clusters in one block (node counts per pair), clusters with a demand profile in
     blocks per node size, number of node steps and gang."""
-    from gpulease.policy.candidates import evaluate
-    from gpulease.policy.templates import get_template
-
     rules = ctx.rules
     C, N = len(specs), len(idx.offerings)
     obj = np.full((C, N), _NAN)
