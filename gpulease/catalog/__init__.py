@@ -35,6 +35,12 @@ TIER_NAMES = ("hot", "warm", "cold", "archive")
 #: > 0). Minimum storage durations (early deletion) are per storage row, ``min_storage_days``.
 MIN_TRANSITION_DAYS: dict[tuple[str, str], int] = {("aws", "STANDARD_IA"): 30,
                                                    ("aws", "ONEZONE_IA"): 30}
+#: Billable infrastructure priced per hour by the catalog's `infra` rows: Pulumi resource type
+#: -> (cloud, item) of its row (the cost of each such resource, and the prices a plan used).
+HOURLY_INFRA: dict[str, tuple[str, str]] = {
+    "aws:ec2/natGateway:NatGateway": ("aws", "nat_gateway_hour"),
+    "gcp:compute/routerNat:RouterNat": ("gcp", "cloud_nat_gateway_hour"),
+}
 
 #: Columns of an offering row (also the `gpulease catalog list --json` row shape).
 OFFERING_COLUMNS = (

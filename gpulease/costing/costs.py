@@ -13,7 +13,7 @@ from typing import Optional
 
 from gpulease import money
 
-from gpulease.catalog import Catalog
+from gpulease.catalog import HOURLY_INFRA, Catalog
 from gpulease.costing.context import CostContext
 from gpulease.model import HOURS_PER_MONTH
 
@@ -36,11 +36,6 @@ COMPUTE_GROUP_TYPES = frozenset({
     "gcp:compute/instanceGroupManager:InstanceGroupManager",
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
 })
-#: billable infrastructure priced per hour from the catalog's `infra` rows.
-HOURLY_INFRA = {
-    "aws:ec2/natGateway:NatGateway": ("aws", "nat_gateway_hour"),
-    "gcp:compute/routerNat:RouterNat": ("gcp", "cloud_nat_gateway_hour"),
-}
 
 
 def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],
