@@ -14,9 +14,6 @@ from gpulease.policy.blend import Blend, better, blends, cheapest, objective
 from gpulease.policy.costmodel import CostInputs, Rates, blend_costs, rates_of, spot_rate
 from gpulease.policy.rules import PolicyRules
 from gpulease.policy.templates import ClusterTemplate, Facts, choose_template, get_template
-from gpulease.policy.window_choice import window_candidate
-from gpulease.quotes.model import utc
-from gpulease.quotes.store import load_book
 
 
 @dataclass(frozen=True)
@@ -216,7 +213,13 @@ class Context:
         """``quotes`` default: the shipped quote data plus the cache of live quotes (as
         :func:`gpulease.policy.decide` uses, so a context built here prices spot risk as the
         decision does); ``now`` default: the real time."""
+        # Imported here for speed: the quote store (with the pydantic schema of its file) loads
+        # when a decision runs, not with every command that imports the policy or the config.
+        from gpulease.quotes.model import utc
+
         if quotes is None:
+            from gpulease.quotes.store import load_book
+
             quotes = load_book(cache=True)
         now = utc(now) if now is not None else dt.datetime.now(dt.timezone.utc)
         ctx = cls(stack=stack, catalog=catalog, rules=rules, quotes=quotes, now=now)
@@ -498,6 +501,10 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
             reason = why
 
     if spec.window is not None:
+        # Imported here for speed: window pricing (gpulease.policy.windows) loads only for a
+        # stack with a window. window_choice imports nothing of this module (no loop).
+        from gpulease.policy.window_choice import window_candidate
+
         w = window_candidate(spec, o, ctx, forced, nodes=nodes, distributed=distributed,
                              network=network, gang=gang, tcp_gang=tcp_gang, egress=egress,
                              ds=ds, rejected=reason)

@@ -11,7 +11,6 @@ from gpulease.catalog import Catalog
 from gpulease.errors import Finding, PolicyError
 from gpulease.model import ClusterDecision, ClusterSpec, Deferred, EnvironmentDecision, StackSpec
 from gpulease.policy import explanation, failures
-from gpulease.policy import window_choice as WC
 from gpulease.policy.candidates import Candidate, Context, lock_in, term_options
 from gpulease.policy.pricing import Quotes, price_clusters
 from gpulease.policy.rules import PolicyRules
@@ -151,6 +150,9 @@ def _window_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_o
                      quota_users: Optional[dict]) -> ClusterDecision:
     """The decision of a cluster with a window (docs/policy.md, "Windows"); arguments as
     ``_monthly_decision``'s."""
+    # Imported here for speed: window pricing loads only for a stack with a window.
+    from gpulease.policy import window_choice as WC
+
     best, opts, allowed = c.window
     wd = WC.decision_of(spec, best, opts, allowed, ctx.now)
     o = c.offering

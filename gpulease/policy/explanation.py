@@ -13,7 +13,6 @@ import numpy as np
 from gpulease import money
 from gpulease.model import (HOURS_PER_MONTH, Alternative, ClusterSpec, Offering, PurchaseMix,
                             StackSpec, WindowDecision)
-from gpulease.policy import window_choice as WC
 from gpulease.policy.candidates import Candidate, Context
 from gpulease.policy.costmodel import blend_costs, break_even_utilization, rates_of
 from gpulease.policy.pricing import Quotes
@@ -378,6 +377,10 @@ def _variant_reason(model: str, spec: ClusterSpec, rules: PolicyRules, delta: fl
 def window_rationale(spec: ClusterSpec, c: Candidate, wd: WindowDecision, n_ok: int, nxt,
                      rules: PolicyRules, ctx: Context) -> str:
     """Why the cluster's work item runs where and how it does (docs/policy.md, "Windows")."""
+    # Imported here for speed (as the two below): window pricing loads only for a stack with a
+    # window.
+    from gpulease.policy import window_choice as WC
+
     o = c.offering
     return (f"{_where(c)} ({c.nodes} x {o.gpus_per_node} {o.gpu}) {_rank_text(c, n_ok, nxt)}. "
             f"{WC.rationale(spec, wd, rules)} {_template_text(spec, c, ctx.stack)}")
@@ -388,6 +391,8 @@ def window_alternatives(spec: ClusterSpec, c: Candidate, wd: WindowDecision, q: 
                         quota_users: Optional[dict]) -> tuple[Alternative, ...]:
     """The chosen offering's other window models (up to three even past
     ``max_alternatives``), then the other candidates."""
+    from gpulease.policy import window_choice as WC
+
     alts = _other_candidates(spec, c, q, order, col, rules, ctx, quota_users)
     alts.sort(key=lambda t: (t[0], t[1].cloud, t[1].region, t[1].instance_type))
     others = [a for _, a in alts[:rules.max_alternatives]]
