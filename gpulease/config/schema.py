@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from gpulease import cron as rs
 from gpulease.bootstrap.settings import BootstrapSettings
 from gpulease.inputs import MAX_USD
-from gpulease.model import HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS, MAX_IDLE_MINUTES
+from gpulease.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS,
+                            MAX_IDLE_MINUTES)
 from gpulease.policy.rules import PolicyRules
 from gpulease.quotes import CB_MAX_INSTANCES
 from gpulease.reaper.settings import ReaperSettings

@@ -76,8 +76,9 @@ def rationale(spec: ClusterSpec, c: Candidate, zone: str, n_ok: int, nxt, rules:
         ds = stack.storage_by_name(spec.dataset)
         gravity = (f" (including {_money(c.costs.egress_usd)}/month to move and stage dataset "
                    f"{ds.name} from {ds.home})")
-    return (f"{head}{gravity} {where}. {_zone_text(c, zone)} {_purchase_text(spec, c, rules, blocks)}"
-            f"{_unsold_text(o)} {_template_text(spec, c, stack)}")
+    return (f"{head}{gravity} {where}. {_zone_text(c, zone)} "
+            f"{_purchase_text(spec, c, rules, blocks)}{_unsold_text(o)} "
+            f"{_template_text(spec, c, stack)}")
 
 
 def _rank_text(c: Candidate, n_ok: int, nxt, displaced: bool = False) -> str:
