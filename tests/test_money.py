@@ -80,14 +80,11 @@ def test_the_formatter():
     assert money.short(455935.5) == "$455,936" and money.short(0.09) == "$0.09"
     # the CLI, the HTML report and the policy's sentences use it, not a copy
     from gpulease.planner import html
-    import importlib
-
-    decide = importlib.import_module("gpulease.policy.decide")   # gpulease.policy.decide: a function
-    window_choice = importlib.import_module("gpulease.policy.window_choice")
+    from gpulease.policy import explanation, window_choice
 
     assert ui.money is money.fmt and ui.signed_money is money.signed
     assert html.money is money.fmt and html.money_short is money.short
-    assert decide._money is money.fmt and window_choice._money is money.fmt
+    assert explanation._money is money.fmt and window_choice._money is money.fmt
 
 
 def test_cost_tags_encode_the_ledger_amount():

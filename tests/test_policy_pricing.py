@@ -19,7 +19,7 @@ from gpulease.catalog import load_catalog
 from gpulease.model import CloudSpec, ClusterSpec, DemandStep, PurchaseMix, StackSpec
 from gpulease.errors import PolicyError
 from gpulease.policy import decide
-from gpulease.policy.decide import _infeasible
+from gpulease.policy.failures import infeasible
 from gpulease.policy.candidates import Context, candidates_for, evaluate
 from gpulease.policy.pricing import price_clusters
 from gpulease.policy.rules import PolicyRules
@@ -259,7 +259,7 @@ def test_an_infeasible_cluster_is_explained_as_the_full_candidates_explain_it():
     stk = dataclasses.replace(probe, clusters=tuple(probe.clusters[i] for i in stuck))
     with pytest.raises(PolicyError) as e:
         decide(stk, cat)
-    want = [_infeasible(probe.clusters[i], [(c.offering, c.rejected) for c in full[i]], stk)
+    want = [infeasible(probe.clusters[i], [(c.offering, c.rejected) for c in full[i]], stk)
             for i in stuck]
     assert e.value.findings == want
     reasons = " ".join(f.message for f in want)

@@ -35,6 +35,14 @@ TIER_NAMES = ("hot", "warm", "cold", "archive")
 #: storage row, ``min_storage_days``.
 MIN_TRANSITION_DAYS: dict[tuple[str, str], int] = {
     (c.name, cls): days for c in registry.CLOUDS for cls, days in c.min_transition_days}
+#: Billable infrastructure priced per hour by the catalog's `infra` rows: Pulumi resource type
+#: -> (cloud, item) of its row (the cost of each such resource, and the prices a plan used); the
+#: cloud is the one whose provider the type token names.
+HOURLY_INFRA: dict[str, tuple[str, str]] = {
+    t: (registry.by_provider(t.split(":", 1)[0]).name, item) for t, item in {
+        "aws:ec2/natGateway:NatGateway": "nat_gateway_hour",
+        "gcp:compute/routerNat:RouterNat": "cloud_nat_gateway_hour",
+    }.items()}
 
 #: Columns of an offering row (also the `gpulease catalog list --json` row shape).
 OFFERING_COLUMNS = (

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from gpulease.catalog import HOURLY_INFRA
 from gpulease.purchase import LABELS, ON_DEMAND, SPOT
 
 #: catalog price columns of an offering, by what the plan calls them.
@@ -133,8 +134,6 @@ def storage_prices(s, catalog) -> list[PriceUse]:
 
 def infra_prices(types: Iterable[str], catalog) -> list[PriceUse]:
     """The hourly infrastructure prices (NAT gateways) of the resource types a plan declares."""
-    from gpulease.costing.costs import HOURLY_INFRA
-
     out = []
     for typ in sorted(set(types) & set(HOURLY_INFRA)):
         cloud, item = HOURLY_INFRA[typ]

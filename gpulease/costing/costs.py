@@ -13,8 +13,7 @@ from typing import Optional
 
 from gpulease import money
 
-from gpulease.catalog import Catalog
-from gpulease.clouds import registry
+from gpulease.catalog import HOURLY_INFRA, Catalog
 from gpulease.costing.context import CostContext
 from gpulease.model import HOURS_PER_MONTH
 from gpulease.purchase import MIXED, NODE_MODELS, ON_DEMAND, RESERVED, SPOT
@@ -38,12 +37,6 @@ COMPUTE_GROUP_TYPES = frozenset({
     "gcp:compute/instanceGroupManager:InstanceGroupManager",
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
 })
-#: billable infrastructure priced per hour from the catalog's `infra` rows: type -> (cloud,
-#: item), the cloud being the one whose provider the type token names.
-HOURLY_INFRA = {t: (registry.by_provider(t.split(":", 1)[0]).name, item) for t, item in {
-    "aws:ec2/natGateway:NatGateway": "nat_gateway_hour",
-    "gcp:compute/routerNat:RouterNat": "cloud_nat_gateway_hour",
-}.items()}
 
 
 def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],

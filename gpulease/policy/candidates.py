@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
@@ -13,7 +14,7 @@ from gpulease.policy.blend import Blend, better, blends, cheapest, objective
 from gpulease.policy.costmodel import CostInputs, Rates, blend_costs, rates_of, spot_rate
 from gpulease.policy.rules import PolicyRules
 from gpulease.policy.templates import ClusterTemplate, Facts, choose_template, get_template
-from gpulease.purchase import NODE_MODELS, ON_DEMAND, RESERVED, SPOT
+from gpulease.purchase import NODE_MODELS, ON_DEMAND, RESERVED, SPOT, WINDOW
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Candidate:
     purchase: Optional[PurchaseMix]
     costs: Optional[CostBreakdown]
     template: Optional[str]
-    #: why the purchase mix is what it is (key for the rationale, see decide._PURCHASE_TEXT).
+    #: why the purchase mix is what it is (key for the rationale, see explanation._purchase_text).
     basis: str
     #: None = feasible; else the reason ("residency (...)", "quota (...)", "no RDMA (...)", ...).
     rejected: Optional[str] = None
@@ -121,19 +122,11 @@ class Context:
     _gravity: dict = field(default_factory=dict)
     _steps: dict = field(default_factory=dict)
     _spot: dict = field(default_factory=dict)
+    #: GPU model -> its ``gpulease.policy.pricing.GpuIndex`` for this decision
+    #: (``pricing.context_index``)
     _indexes: dict = field(default_factory=dict)
     _templates: dict = field(default_factory=dict)
     _vectors: dict = field(default_factory=dict)
-
-    def gpu_index(self, gpu: str):
-        """The offerings of ``gpu`` as arrays (``gpulease.policy.pricing.GpuIndex``), built once
-        per catalog, stack clouds and rules (``pricing.gpu_index``)."""
-        hit = self._indexes.get(gpu)
-        if hit is None:
-            from gpulease.policy.pricing import gpu_index
-
-            hit = self._indexes[gpu] = gpu_index(self, gpu)
-        return hit
     _risk: dict = field(default_factory=dict)
 
     def shape_of(self, spec: ClusterSpec, c: Candidate) -> "Shape":
@@ -221,8 +214,8 @@ class Context:
         """``quotes`` default: the shipped quote data plus the cache of live quotes (as
         :func:`gpulease.policy.decide` uses, so a context built here prices spot risk as the
         decision does); ``now`` default: the real time."""
-        import datetime as dt
-
+        # Imported here for speed: the quote store (with the pydantic schema of its file) loads
+        # when a decision runs, not with every command that imports the policy or the config.
         from gpulease.quotes.model import utc
 
         if quotes is None:
@@ -509,11 +502,17 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
             reason = why
 
     if spec.window is not None:
+        # Imported here for speed: window pricing (gpulease.policy.windows) loads only for a
+        # stack with a window. window_choice imports nothing of this module (no loop).
         from gpulease.policy.window_choice import window_candidate
 
-        return window_candidate(spec, o, ctx, forced, nodes=nodes, gpus=gpus,
-                                distributed=distributed, network=network, gang=gang,
-                                tcp_gang=tcp_gang, egress=egress, ds=ds, rejected=reason)
+        w = window_candidate(spec, o, ctx, forced, nodes=nodes, distributed=distributed,
+                             network=network, gang=gang, tcp_gang=tcp_gang, egress=egress,
+                             ds=ds, rejected=reason)
+        return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
+                         network=network, purchase=w.purchase, costs=w.costs,
+                         template=w.template, basis=WINDOW, rejected=w.rejected, term=w.term,
+                         window=w.window)
     shape = Shape(spec, o, steps, nodes, gang, tcp_gang, egress,
                   ctx.spot_risk(o)[0])
     best: Optional[Priced] = None

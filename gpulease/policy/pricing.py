@@ -35,7 +35,9 @@ import numpy as np
 
 from gpulease.model import HOURS_PER_MONTH, ClusterSpec, Offering
 from gpulease.policy.blend import TIE, _assignments
-from gpulease.policy.templates import Facts, choose_template
+from gpulease.policy.candidates import (Candidate, evaluate, local_zone_regions, matches_residency,
+                                        rule_rejection)
+from gpulease.policy.templates import Facts, choose_template, cluster_templates, get_template
 from gpulease.purchase import ON_DEMAND, RESERVED, SPOT
 
 _R, _O, _S = RESERVED, ON_DEMAND, SPOT
@@ -115,8 +117,6 @@ _INDEXES: dict = {}
 def gpu_index(ctx, gpu: str) -> GpuIndex:
     """The ``GpuIndex`` of ``gpu`` for this decision's catalog, clouds and rules: built once and
     kept while they stay the same (a plan decides twice, a benchmark thousands of times)."""
-    from gpulease.policy.candidates import local_zone_regions
-
     rules, stack = ctx.rules, ctx.stack
     clouds = tuple((c, tuple(cs.regions), tuple(sorted(cs.quota_gpus.items())))
                    for c, cs in sorted(stack.clouds.items()))
@@ -131,6 +131,14 @@ def gpu_index(ctx, gpu: str) -> GpuIndex:
             _INDEXES.clear()
         hit = _INDEXES[key] = (ctx.catalog, GpuIndex.build(ctx.by_gpu.get(gpu, ()), ctx))
     return hit[1]
+
+
+def context_index(ctx, gpu: str) -> GpuIndex:
+    """``gpu_index`` memoised on the decision's context (``Context._indexes``)."""
+    hit = ctx._indexes.get(gpu)
+    if hit is None:
+        hit = ctx._indexes[gpu] = gpu_index(ctx, gpu)
+    return hit
 
 
 class Quotes:
@@ -160,6 +168,24 @@ class Quotes:
         none = np.isnan(obj)
         return np.lexsort((np.arange(len(obj)), self.index.name_rank, self.gpus,
                            np.where(none, 0.0, obj), none))
+
+    def candidate(self, spec: ClusterSpec, j, ctx) -> Candidate:
+        """The full candidate of column ``j`` (``evaluate``; the one the pricing already built,
+        when it did)."""
+        c = self.exact.get(int(j))
+        if c is None:
+            forced = get_template(spec.template) if spec.template else None
+            c = evaluate(spec, self.offerings[j], ctx, forced)
+        return c
+
+    def rejection(self, spec: ClusterSpec, j, ctx) -> str:
+        """Why column ``j`` was rejected: the first rule it breaks (the full candidate's reason
+        when a rule about its price or template decided it)."""
+        c = self.exact.get(int(j))
+        if c is not None:
+            return c.rejected
+        why = rule_rejection(spec, self.offerings[j], ctx).rejected
+        return why if why is not None else self.candidate(spec, j, ctx).rejected
 
 
 # ---- the vectorised cost model ----------------------------------------------------------------
@@ -260,8 +286,6 @@ def _template_effects(ctx, key: tuple) -> dict:
     """(rdma, all spot) -> (spot purchase rule, on-demand cache node) of the template
     ``choose_template`` picks for pairs of a key (nodes, distributed, gang, priority,
     interruptible, has a dataset, its TB), memoised per template set."""
-    from gpulease.policy.templates import cluster_templates
-
     full = (id(cluster_templates()), ctx.stack.is_prod) + key
     hit = _EFFECTS.get(full)
     if hit is not None:
@@ -450,7 +474,7 @@ def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, no
     for i, spec in enumerate(specs):
         if spec.regions:
             ok[i] &= idx.mask(("residency", spec.regions), lambda: np.array(
-                [_matches(o.region, spec.regions) for o in idx.offerings], dtype=bool))[cols]
+                [matches_residency(o.region, spec.regions) for o in idx.offerings], dtype=bool))[cols]
         if spec.dataset:
             ds = stack.storage_by_name(spec.dataset)
             if ds is not None and not rules.allow_cross_cloud_data:
@@ -458,12 +482,6 @@ def _rules_ok(ctx, idx: GpuIndex, specs: list[ClusterSpec], cols: np.ndarray, no
                     [o.cloud == ds.home_cloud for o in idx.offerings], dtype=bool))[cols]
             ok[i] &= _dataset_vector(ctx, idx, spec.dataset, 1)[cols]
     return ok
-
-
-def _matches(region: str, allow: tuple[str, ...]) -> bool:
-    from gpulease.policy.candidates import matches_residency
-
-    return matches_residency(region, allow)
 
 
 def _dataset_vector(ctx, idx: GpuIndex, dataset: str, part: int) -> np.ndarray:
@@ -499,7 +517,7 @@ def price_clusters(specs, ctx) -> list[Quotes]:
     with np.errstate(all="ignore"):
         for gpu, members in by_gpu.items():
             rows_specs = [specs[i] for i in members]
-            for row, q in enumerate(_price_gpu(ctx, ctx.gpu_index(gpu), rows_specs)):
+            for row, q in enumerate(_price_gpu(ctx, context_index(ctx, gpu), rows_specs)):
                 out[members[row]] = q
     return out
 
@@ -508,82 +526,133 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
     """Every cluster of ``specs`` (all of the index's GPU) against every offering of it: the
     one-step clusters in one block (node counts per pair), clusters with a demand profile in
     blocks per node size, number of node steps and gang."""
-    from gpulease.policy.candidates import evaluate
-    from gpulease.policy.templates import get_template
-
-    rules = ctx.rules
-    C, N = len(specs), len(idx.offerings)
-    obj = np.full((C, N), _NAN)
-    monthly = np.full((C, N), _NAN)
-    cnt = [np.zeros((C, N), dtype=np.int64) for _ in range(3)]
-    feasible = np.zeros((C, N), dtype=bool)
-    exact: list[dict] = [{} for _ in specs]
-    want = np.array([s.gpus for s in specs], dtype=np.int64)[:, None]
-    nodes_all = -(-want // idx.gpn[None, :])            # (C, N)
-    gpus = nodes_all * idx.gpn[None, :]
-    dist = np.array([s.distributed is not None for s in specs])[:, None]
-    dist_v = np.array([bool(s.distributed) for s in specs])[:, None]
-    distributed_all = np.where(dist, dist_v, nodes_all > 1)
-    gang_all = distributed_all & (nodes_all > 1)
-    prio = np.array([s.priority for s in specs])
-    interruptible = np.array([s.interruptible for s in specs])
-    lost = np.array([((s.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes) / 60.0
-                     for s in specs])
-    guaranteed = prio > rules.reserved_above_priority
-    spot_band = interruptible & (prio < rules.spot_below_priority)
-    datasets = [ctx.stack.storage_by_name(s.dataset) if s.dataset else None for s in specs]
-    ds_key = [(False, 0.0) if d is None else (True, d.size_tb) for d in datasets]
-
-    def template_keys(i: int) -> dict:
-        out = {}
-        for g, cols in idx.by_gpn.items():
-            c = cols[0]
-            out[g] = (int(nodes_all[i, c]), bool(distributed_all[i, c]), bool(gang_all[i, c]),
-                      int(prio[i]), bool(interruptible[i])) + ds_key[i]
-        return out
-
-    def store(rows, cols, best, ok, changed, cached, cache_monthly, nodes):
-        ix = np.ix_(rows, cols)
-        # the cache node's blend is all spot: nothing reserved, so its objective is its bill
-        if cached.any():
-            cm = cache_monthly()
-            month = np.where(cached, cm, best.monthly)
-            obj[ix] = np.where(best.has, np.where(cached, cm, best.val), _NAN)
-        else:
-            month = best.monthly
-            obj[ix] = np.where(best.has, best.val, _NAN)
-        monthly[ix] = np.where(best.has, month, _NAN)
-        cnt[0][ix] = best.r
-        cnt[1][ix] = np.where(cached, 1, best.o)
-        cnt[2][ix] = np.where(cached, nodes - 1, best.s)
-        feasible[ix] = best.has & ok
-        for j, c in zip(*np.nonzero(changed)):
-            exact[int(rows[j])][int(cols[c])] = None   # priced below by evaluate
-
-    def column(values, rows):
-        return values[rows][:, None]
-
+    grid = _Grid(ctx, idx, specs)
     # rows evaluate prices whole: a forced template decides feasibility and price per pair; a
     # work window is priced over the window (gpulease/policy/windows.py), not by this pass
     slow = {i for i, s in enumerate(specs) if s.template or getattr(s, "window", None)}
     single = [i for i, s in enumerate(specs) if not s.demand and i not in slow]
     if single:
-        rows = np.array(single)
-        cols = np.arange(N)
-        bspecs = [specs[i] for i in single]
-        nodes = nodes_all[rows].astype(float)
-        gang = gang_all[rows]
-        gang = True if gang.all() else False if not gang.any() else gang
-        block = _Block(cols, [nodes], [np.array([[s.hours_per_month] for s in bspecs])],
-                       nodes, gang, column(lost, rows), column(guaranteed, rows),
-                       column(spot_band, rows), _egress(ctx, idx, bspecs, cols))
-        best, cache_monthly = _price_block(ctx, idx, block)
-        changed, cached = _template_effects_on(ctx, idx, cols, best, nodes,
-                                               [template_keys(i) for i in single],
-                                               {g: c for g, c in idx.by_gpn.items()})
-        store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes, gpus[rows], gang),
-              changed, cached, cache_monthly, nodes)
-    profiled = [i for i, s in enumerate(specs) if s.demand and i not in slow]
+        _price_single(grid, single)
+    _price_profiled(grid, [i for i, s in enumerate(specs) if s.demand and i not in slow], slow)
+    for i in range(len(specs)):
+        grid.evaluate(i, range(len(idx.offerings)) if i in slow else list(grid.exact[i]))
+    return grid.quotes()
+
+
+class _Grid:
+    """One GPU's clusters x offerings: what the vectorised pass reads per pair (node counts,
+    gangs, the priority bands) and what it finds (the result matrices ``Quotes`` are rows of)."""
+
+    def __init__(self, ctx, idx: GpuIndex, specs: list[ClusterSpec]):
+        rules = ctx.rules
+        self.ctx, self.idx, self.specs = ctx, idx, specs
+        C, N = len(specs), len(idx.offerings)
+        self.obj = np.full((C, N), _NAN)
+        self.monthly = np.full((C, N), _NAN)
+        self.cnt = [np.zeros((C, N), dtype=np.int64) for _ in range(3)]
+        self.feasible = np.zeros((C, N), dtype=bool)
+        #: per cluster: column -> the Candidate ``evaluate`` built (None: to be built)
+        self.exact: list[dict] = [{} for _ in specs]
+        want = np.array([s.gpus for s in specs], dtype=np.int64)[:, None]
+        self.nodes = -(-want // idx.gpn[None, :])            # (C, N)
+        self.gpus = self.nodes * idx.gpn[None, :]
+        dist = np.array([s.distributed is not None for s in specs])[:, None]
+        dist_v = np.array([bool(s.distributed) for s in specs])[:, None]
+        self.distributed = np.where(dist, dist_v, self.nodes > 1)
+        self.gang = self.distributed & (self.nodes > 1)
+        self.prio = np.array([s.priority for s in specs])
+        self.interruptible = np.array([s.interruptible for s in specs])
+        self.lost = np.array([((s.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes)
+                              / 60.0 for s in specs])
+        self.guaranteed = self.prio > rules.reserved_above_priority
+        self.spot_band = self.interruptible & (self.prio < rules.spot_below_priority)
+        datasets = [ctx.stack.storage_by_name(s.dataset) if s.dataset else None for s in specs]
+        self.ds_key = [(False, 0.0) if d is None else (True, d.size_tb) for d in datasets]
+
+    def template_keys(self, i: int) -> dict:
+        """Node size -> the ``_template_effects`` key of cluster ``i`` on offerings of it."""
+        out = {}
+        for g, cols in self.idx.by_gpn.items():
+            c = cols[0]
+            out[g] = (int(self.nodes[i, c]), bool(self.distributed[i, c]),
+                      bool(self.gang[i, c]), int(self.prio[i]),
+                      bool(self.interruptible[i])) + self.ds_key[i]
+        return out
+
+    def block(self, rows, cols, node_steps, hours, nodes, gang) -> "_Block":
+        """The ``_Block`` of clusters ``rows`` x offerings ``cols``."""
+        bspecs = [self.specs[i] for i in rows]
+        return _Block(cols, node_steps, hours, nodes, gang, self.lost[rows][:, None],
+                      self.guaranteed[rows][:, None], self.spot_band[rows][:, None],
+                      _egress(self.ctx, self.idx, bspecs, cols))
+
+    def store(self, rows, cols, best, ok, changed, cached, cache_monthly, nodes) -> None:
+        ix = np.ix_(rows, cols)
+        # the cache node's blend is all spot: nothing reserved, so its objective is its bill
+        if cached.any():
+            cm = cache_monthly()
+            month = np.where(cached, cm, best.monthly)
+            self.obj[ix] = np.where(best.has, np.where(cached, cm, best.val), _NAN)
+        else:
+            month = best.monthly
+            self.obj[ix] = np.where(best.has, best.val, _NAN)
+        self.monthly[ix] = np.where(best.has, month, _NAN)
+        self.cnt[0][ix] = best.r
+        self.cnt[1][ix] = np.where(cached, 1, best.o)
+        self.cnt[2][ix] = np.where(cached, nodes - 1, best.s)
+        self.feasible[ix] = best.has & ok
+        for j, c in zip(*np.nonzero(changed)):
+            self.exact[int(rows[j])][int(cols[c])] = None   # priced below by evaluate
+
+    def evaluate(self, i: int, todo) -> None:
+        """Price cluster ``i`` on columns ``todo`` with ``evaluate`` (the full candidate)."""
+        if not todo:
+            return
+        spec, ctx = self.specs[i], self.ctx
+        forced = get_template(spec.template) if spec.template else None
+        obj, monthly, cnt, feasible = self.obj, self.monthly, self.cnt, self.feasible
+        for c in todo:
+            cand = evaluate(spec, self.idx.offerings[c], ctx, forced)
+            self.exact[i][c] = cand
+            mo = cand.objective
+            obj[i, c] = _NAN if mo is None else mo
+            monthly[i, c] = _NAN if cand.costs is None else cand.monthly_usd
+            p = cand.purchase
+            cnt[0][i, c], cnt[1][i, c], cnt[2][i, c] = (
+                (p.reserved, p.on_demand, p.spot) if p is not None else (0, 0, 0))
+            feasible[i, c] = cand.feasible
+
+    def quotes(self) -> list[Quotes]:
+        cnt = self.cnt
+        return [Quotes(self.idx, self.obj[i], self.monthly[i], cnt[0][i], cnt[1][i], cnt[2][i],
+                       self.gpus[i], self.feasible[i], self.exact[i])
+                for i in range(len(self.specs))]
+
+
+def _price_single(grid: _Grid, single: list[int]) -> None:
+    """The one-step clusters ``single`` against every offering, in one block."""
+    ctx, idx, specs = grid.ctx, grid.idx, grid.specs
+    rows = np.array(single)
+    cols = np.arange(len(idx.offerings))
+    bspecs = [specs[i] for i in single]
+    nodes = grid.nodes[rows].astype(float)
+    gang = grid.gang[rows]
+    gang = True if gang.all() else False if not gang.any() else gang
+    block = grid.block(rows, cols, [nodes], [np.array([[s.hours_per_month] for s in bspecs])],
+                       nodes, gang)
+    best, cache_monthly = _price_block(ctx, idx, block)
+    changed, cached = _template_effects_on(ctx, idx, cols, best, nodes,
+                                           [grid.template_keys(i) for i in single],
+                                           {g: c for g, c in idx.by_gpn.items()})
+    grid.store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes, grid.gpus[rows], gang),
+               changed, cached, cache_monthly, nodes)
+
+
+def _price_profiled(grid: _Grid, profiled: list[int], slow: set) -> None:
+    """The clusters with a demand profile, in blocks per node size, number of node steps and
+    gang; a profile whose steps share their hours is added to ``slow`` (``evaluate`` prices
+    it)."""
+    ctx, idx, specs = grid.ctx, grid.idx, grid.specs
     for g, cols in idx.by_gpn.items():
         blocks: dict[tuple, list] = {}
         for i in profiled:
@@ -592,38 +661,20 @@ def _price_gpu(ctx, idx: GpuIndex, specs: list[ClusterSpec]) -> list[Quotes]:
                 slow.add(i)  # equal hours merge into one gang level: evaluate's loop
                 continue
             st = tuple((x.nodes, x.hours_per_month) for x in steps)
-            blocks.setdefault((len(st), bool(gang_all[i, cols[0]])), []).append((i, st))
+            blocks.setdefault((len(st), bool(grid.gang[i, cols[0]])), []).append((i, st))
         for (m, gang), members in blocks.items():
             rows = np.array([i for i, _ in members])
             bspecs = [specs[i] for i in rows]
-            nodes = nodes_all[rows][:, cols[:1]].astype(float)
-            block = _Block(
-                cols, [np.array([[st[s][0]] for _, st in members], dtype=float)
-                       for s in range(m)],
+            nodes = grid.nodes[rows][:, cols[:1]].astype(float)
+            block = grid.block(
+                rows, cols, [np.array([[st[s][0]] for _, st in members], dtype=float)
+                             for s in range(m)],
                 [np.array([[st[s][1]] for _, st in members], dtype=float) for s in range(m)],
-                nodes, gang, column(lost, rows), column(guaranteed, rows),
-                column(spot_band, rows), _egress(ctx, idx, bspecs, cols))
+                nodes, gang)
             best, cache_monthly = _price_block(ctx, idx, block)
             changed, cached = _template_effects_on(
-                ctx, idx, cols, best, nodes, [{g: template_keys(i)[g]} for i in rows],
+                ctx, idx, cols, best, nodes, [{g: grid.template_keys(i)[g]} for i in rows],
                 {g: np.arange(len(cols))})
-            store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes,
-                                              gpus[rows][:, cols], gang), changed, cached,
-                  cache_monthly, nodes)
-    for i, spec in enumerate(specs):
-        todo = range(N) if i in slow else list(exact[i])
-        if not todo:
-            continue
-        forced = get_template(spec.template) if spec.template else None
-        for c in todo:
-            cand = evaluate(spec, idx.offerings[c], ctx, forced)
-            exact[i][c] = cand
-            mo = cand.objective
-            obj[i, c] = _NAN if mo is None else mo
-            monthly[i, c] = _NAN if cand.costs is None else cand.monthly_usd
-            p = cand.purchase
-            cnt[0][i, c], cnt[1][i, c], cnt[2][i, c] = (
-                (p.reserved, p.on_demand, p.spot) if p is not None else (0, 0, 0))
-            feasible[i, c] = cand.feasible
-    return [Quotes(idx, obj[i], monthly[i], cnt[0][i], cnt[1][i], cnt[2][i], gpus[i],
-                   feasible[i], exact[i]) for i in range(C)]
+            grid.store(rows, cols, best, _rules_ok(ctx, idx, bspecs, cols, nodes,
+                                                   grid.gpus[rows][:, cols], gang), changed,
+                       cached, cache_monthly, nodes)

@@ -16,7 +16,7 @@ MAX_ALTERNATIVES = 1000
 class PolicyRules(BaseModel):
     """`gpulease:policy` — every rule of the policy module, each overridable per stack."""
 
-    # strict: true/false is not a number, 12.0 is not a count (gpulease/config.py's _Strict)
+    # strict: true/false is not a number, 12.0 is not a count (gpulease/config/schema.py's _Strict)
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
     reserved_above_priority: int = Field(

@@ -9,15 +9,17 @@ a reservation or commitment in ``reserved_usd``, on-demand in ``on_demand_usd``,
 """
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import replace
+from typing import NamedTuple, Optional
 
 from gpulease import money
 from gpulease.clock import format_utc
-from gpulease.model import (CostBreakdown, NodeBlock, PurchaseMix, WindowDecision)
+from gpulease.model import (Alternative, CostBreakdown, NodeBlock, PurchaseMix,
+                            WindowDecision)
 from gpulease.policy import windows as W
+from gpulease.policy.templates import Facts, choose_template
 from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START,
-                               FUTURE_RESERVATION, LABELS, ON_DEMAND, RESERVATION, RESERVED, SPOT,
-                               WINDOW)
+                               FUTURE_RESERVATION, LABELS, ON_DEMAND, RESERVATION, RESERVED, SPOT)
 from gpulease.quotes import sold_as
 
 #: the purchase mix column each window model bills as (the node groups carry these).
@@ -90,8 +92,6 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
         elif opt.model in OPTION_OF and not sold_as(o, OPTION_OF[opt.model]):
             why = f"{o.instance_type} is not sold as {WORDS[opt.model]}"
         if why:
-            from dataclasses import replace
-
             opt = replace(opt, unavailable=why if why.startswith(("not sold", "no "))
                           else f"not sold ({why})")
         out.append(opt)
@@ -187,8 +187,6 @@ def rationale(spec, d: WindowDecision, rules) -> str:
 
 def alternatives(spec, d: WindowDecision, o, rules) -> list:
     """The chosen offering's other window models, each with why it was not chosen."""
-    from gpulease.model import Alternative
-
     out = []
     for opt in d.options:
         if opt["model"] == d.model:
@@ -212,13 +210,26 @@ def alternatives(spec, d: WindowDecision, o, rules) -> list:
     return out
 
 
-def window_candidate(spec, o, ctx, forced, *, nodes: int, gpus: int, distributed: bool,
-                     network: str, gang: bool, tcp_gang: bool, egress: float, ds,
-                     rejected: Optional[str]):
-    """The candidate of a cluster with a window on offering ``o`` (``candidates.evaluate``)."""
-    from gpulease.policy.candidates import Candidate
-    from gpulease.policy.templates import Facts, choose_template
+class WindowCandidate(NamedTuple):
+    """What a window makes of a cluster on one offering: the fields of its policy candidate
+    (``candidates.evaluate`` builds the ``Candidate``; this module stays below it)."""
 
+    template: str
+    #: None = feasible; else the first rule it breaks
+    rejected: Optional[str]
+    #: (the WindowOption kept or None, every option priced, the allowed models)
+    window: tuple
+    purchase: Optional[PurchaseMix] = None
+    costs: Optional[CostBreakdown] = None
+    #: the commitment term of the option kept ("none" when it commits nothing; with no option
+    #: kept, the candidate default "1y")
+    term: str = "1y"
+
+
+def window_candidate(spec, o, ctx, forced, *, nodes: int, distributed: bool, network: str,
+                     gang: bool, tcp_gang: bool, egress: float, ds,
+                     rejected: Optional[str]) -> WindowCandidate:
+    """The candidate of a cluster with a window on offering ``o`` (``candidates.evaluate``)."""
     rules = ctx.rules
     item = work_item(spec, o, ctx, nodes=nodes, gang=gang, tcp_gang=tcp_gang)
     opts = price_options(spec, o, ctx, item)
@@ -245,15 +256,11 @@ def window_candidate(spec, o, ctx, forced, *, nodes: int, gpus: int, distributed
     else:
         tmpl = choose_template(facts)
     if best is None:
-        return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
-                         network=network, purchase=None, costs=None, template=tmpl.name,
-                         basis=WINDOW, rejected=reason,
-                         window=(None, tuple(opts), allowed))
+        return WindowCandidate(template=tmpl.name, rejected=reason,
+                               window=(None, tuple(opts), allowed))
     costs = costs_of(best, egress)
     term = ("1y" if best.lock_in_months == 12 else "3y" if best.lock_in_months == 36
             else "none")
-    return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
-                     network=network, purchase=mix_of(best), costs=costs, template=tmpl.name,
-                     basis=WINDOW, rejected=reason, term=term,
-                     reserved_rate=None, layout=(), objective_usd=None,
-                     window=(best, tuple(opts), allowed))
+    return WindowCandidate(template=tmpl.name, rejected=reason,
+                           window=(best, tuple(opts), allowed), purchase=mix_of(best),
+                           costs=costs, term=term)

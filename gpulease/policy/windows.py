@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Optional, Sequence
 
 from gpulease.model import HOURS_PER_MONTH, TERM_MONTHS
@@ -391,8 +391,6 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
                "no quoted block fits: " + "; ".join(why for _, why in passed[:3]))
         return WindowOption(CAPACITY_BLOCK, nodes=w.nodes, unavailable=why,
                             passed_over=tuple(passed))
-    from dataclasses import replace
-
     return replace(best, passed_over=tuple(passed))
 
 
