@@ -14,7 +14,8 @@ import pytest
 from gpulease.catalog import load_catalog
 from gpulease.clouds.aws import deploy
 from gpulease import money
-from gpulease import tags, transform
+from gpulease import tags
+from gpulease.costing import transform
 from gpulease.errors import ConfigError, GuardrailError
 from gpulease.model import (CapacityBlockPin, CloudSpec, ClusterDecision, ClusterSpec,
                             CostBreakdown, EnvironmentDecision, PurchaseMix, StackSpec,
