@@ -2,8 +2,8 @@
 
 Two kinds of data:
 
-- **package data** inside ``gpulease/`` — price catalogs (``catalog/data``), instance-family facts
-  (``catalog/families.json``), quote data (``quotes/data``), conformance specs
+- **package data** inside ``gpulease/`` — price catalogs (``catalog/data``), instance-family
+  facts (``catalog/families.json``), quote data (``quotes/data``), conformance specs
   (``conformance/data``), the offline lookups and replace-on-change tables (``planner/data``).
   The same relative path in a checkout and in an installed wheel: :func:`package_path`.
 - the project's **top-level folders** ``templates/`` (bootstrap, monitoring, report and cluster

@@ -1,5 +1,6 @@
-"""Per-family facts from the providers' documentation (``families.json`` beside this module): how an instance
-family can be bought, its inter-node fabric, network cards / EFA interfaces and placement.
+"""Per-family facts from the providers' documentation (``families.json``, beside this module):
+how an instance family can be bought, its inter-node fabric, network cards / EFA interfaces and
+placement.
 
 One source of truth for the snapshot build and the SkyPilot importer; every fact cites a source
 id of the file's ``sources`` map (URL, what it says, the date it was read).
