@@ -12,7 +12,7 @@ as a script reads it. Targets (issue 23): `gpulease --help` <= 0.1 s, `catalog l
 ``--importtime`` also prints the ten slowest imports of `gpulease --help` (python -X importtime).
 ``--root`` measures another checkout of gpulease (e.g. an older commit) with this interpreter.
 ``--write`` records the figures in docs/cli-help-speed.json, which docs/cli.md's "--help speed"
-table is generated from (``python -m gpulease.cli.reference > docs/cli.md``).
+table is generated from (``python -m tools.cli_reference > docs/cli.md``).
 """
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         record["end"] = benchlib.load()
         RECORD.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {RECORD.relative_to(ROOT)}: now `python -m gpulease.cli.reference > "
+        print(f"wrote {RECORD.relative_to(ROOT)}: now `python -m tools.cli_reference > "
               "docs/cli.md`")
     return 0
 

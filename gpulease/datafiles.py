@@ -2,12 +2,12 @@
 
 Two kinds of data:
 
-- **package data** inside ``infra/`` — price catalogs (``catalog/data``), instance-family facts
-  (``catalog/build/families.json``), quote data (``quotes/data``), conformance specs
+- **package data** inside ``gpulease/`` — price catalogs (``catalog/data``), instance-family
+  facts (``catalog/families.json``), quote data (``quotes/data``), conformance specs
   (``conformance/data``), the offline lookups and replace-on-change tables (``planner/data``).
   The same relative path in a checkout and in an installed wheel: :func:`package_path`.
 - the project's **top-level folders** ``templates/`` (bootstrap, monitoring, report and cluster
-  templates) and ``policy-pack/`` (the CrossGuard pack). In a checkout they sit beside ``infra/``,
+  templates) and ``policy-pack/`` (the CrossGuard pack). In a checkout they sit beside ``gpulease/``,
   where Pulumi.yaml, the docs and `pulumi preview --policy-pack policy-pack` expect them; the
   wheel carries copies inside the package as ``gpulease/_data/<folder>`` (hatchling
   ``force-include`` in pyproject.toml). :func:`top_level` answers the wheel's copy when the
@@ -33,7 +33,7 @@ PROGRAM = "infra"
 
 
 def package_root() -> Path:
-    """The ``infra`` package directory (in the checkout or in site-packages)."""
+    """The ``gpulease`` package directory (in the checkout or in site-packages)."""
     return _as_path(resources.files(PACKAGE))
 
 
@@ -44,7 +44,7 @@ def package_path(*parts: str) -> Path:
 
 def top_level(name: str, *parts: str) -> Path:
     """A top-level data folder (``templates`` / ``policy-pack``) or a path under it: the copy the
-    installed wheel carries, else the checkout's folder beside ``infra/``."""
+    installed wheel carries, else the checkout's folder beside ``gpulease/``."""
     if name not in TOP_LEVEL:
         raise ValueError(f"{name!r} is not one of the data folders {TOP_LEVEL}")
     bundled = resources.files(PACKAGE).joinpath(BUNDLED, name)

@@ -28,7 +28,7 @@ RdmaKind = Literal["efa", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma", "none"]
 RDMA_KINDS: tuple[str, ...] = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma", "none")
 
 #: How an offering can be bought, as the providers document it per instance family (catalog
-#: rows carry ``purchase_options``; sources and dates in gpulease/catalog/build/families.json):
+#: rows carry ``purchase_options``; sources and dates in gpulease/catalog/families.json):
 #: on-demand VMs, spot, a capacity reservation (AWS ODCR, GCP reservation) billed at the
 #: on-demand rate, a 1-/3-year commitment (AWS Savings Plans / RIs, GCP resource-based CUDs),
 #: a GCP future reservation (calendar mode or AI Hypercomputer), GCP flex-start (Dynamic

@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import json
 import re
+from functools import partial
 
 import botocore.session
 import pytest
@@ -17,11 +18,11 @@ from gpulease import money
 from gpulease import tags
 from gpulease.costing import transform
 from gpulease.errors import ConfigError, GuardrailError
-from gpulease.model import (CapacityBlockPin, CloudSpec, ClusterDecision, ClusterSpec,
-                            CostBreakdown, EnvironmentDecision, PurchaseMix, StackSpec,
-                            StorageDecision, StorageSpec, TierShare, parse_utc)
+from gpulease.model import (CapacityBlockPin, ClusterDecision, EnvironmentDecision, PurchaseMix,
+                            parse_utc)
 from gpulease.planner import mocks
 from gpulease.planner.mocks import run_program
+from tests import builders
 
 ASG = "aws:autoscaling/group:Group"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -43,30 +44,11 @@ def enum(model, shape):
 CATALOG = load_catalog()
 
 
-def make_stack(env="staging", *, storage=(), clusters=(), **aws) -> StackSpec:
-    return StackSpec(stack=env, environment=env, owner="ml-platform", cost_center="cc-ml",
-                     budget_monthly_usd=100000.0,
-                     clouds={"aws": CloudSpec(cloud="aws", regions=("us-east-1",), **aws)},
-                     storage=tuple(storage), clusters=tuple(clusters),
-                     source=f"stacks/Pulumi.{env}.yaml")
-
-
-def make_cluster(name="train", itype="p5.48xlarge", *, region="us-east-1",
-                 purchase=PurchaseMix(reserved=2, on_demand=1, spot=1), distributed=None,
-                 dataset="corpus", zone=None, idle=45, hours=200.0, index=0):
-    o = CATALOG.offering("aws", region, itype)
-    distributed = purchase.total > 1 if distributed is None else distributed
-    spec = ClusterSpec(name=name, gpu=o.gpu, gpus=o.gpus_per_node * purchase.total,
-                       hours_per_month=hours, priority=6, checkpoint_minutes=30,
-                       distributed=distributed, dataset=dataset, idle_minutes=idle, index=index)
-    network = o.rdma if distributed else "none"
-    costs = CostBreakdown(reserved_usd=1000.0 * purchase.reserved,
-                          on_demand_usd=500.0 * purchase.on_demand,
-                          spot_usd=200.0 * purchase.spot, spot_rework_usd=10.0 * purchase.spot,
-                          egress_usd=33.0, communication_usd=12.0)
-    return ClusterDecision(spec=spec, offering=o, nodes=purchase.total, purchase=purchase,
-                           network=network, template="distributed-rdma", hourly_usd=9.0,
-                           costs=costs, rationale="test", zone=zone, distributed=distributed)
+# this file's fixture defaults on the shared builders (tests/builders.py)
+make_env = partial(builders.make_env, catalog=CATALOG, cost_center="cc-ml", budget=100000.0)
+make_cluster = partial(builders.make_cluster, catalog=CATALOG, dataset="corpus",
+                       rationale="test")
+make_storage = builders.make_storage
 
 
 def pinned(c: ClusterDecision, **changes) -> ClusterDecision:
@@ -77,21 +59,6 @@ def pinned(c: ClusterDecision, **changes) -> ClusterDecision:
         start="2026-12-05T11:30:00Z", end="2026-12-14T11:30:00Z", upfront_fee_usd=16990.56,
         purchase_approved=True), **changes})
     return dataclasses.replace(c, spec=dataclasses.replace(c.spec, capacity_block=pin))
-
-
-def make_storage(name="corpus", region="us-east-1", **kw) -> StorageDecision:
-    spec = StorageSpec(name=name, size_tb=10, home_cloud="aws", home_region=region, **kw)
-    return StorageDecision(spec=spec, cloud="aws", region=region, tiers=(
-        TierShare("STANDARD", 0, 30, 0.5, 0.023, 117.76),
-        TierShare("STANDARD_IA", 30, None, 0.5, 0.0125, 64.0)))
-
-
-def make_env(clusters=(), storage=(), env="staging", **aws) -> EnvironmentDecision:
-    st = make_stack(env, storage=[s.spec for s in storage], clusters=[c.spec for c in clusters],
-                    **aws)
-    clusters = tuple(ClusterDecision(**{**c.__dict__}) for c in clusters)
-    return EnvironmentDecision(stack=st, clusters=clusters, storage=tuple(storage),
-                               catalog_version=CATALOG.version, catalog_as_of=CATALOG.as_of)
 
 
 def run(env: EnvironmentDecision, stack_name=None):

@@ -288,12 +288,12 @@ def test_the_autostop_default_is_the_products_rule():
     of the rule's constant."""
     from gpulease.bootstrap.render import autostop_minutes
     from gpulease.catalog import load_catalog
-    from tests.test_bootstrap_fixtures import make_stack
+    from tests.builders import one_cluster_stack
 
     o = next(o for o in load_catalog().offerings if o.cloud == "aws")
-    stack, d = make_stack(o, environment="dev", idle_minutes=B.IDLE_MINUTES)
+    stack, d = one_cluster_stack(o, environment="dev", idle_minutes=B.IDLE_MINUTES)
     assert B.AUTOSTOP_MINUTES == autostop_minutes(stack, d) > 0
-    stack, d = make_stack(o, environment="dev", idle_minutes=45)
+    stack, d = one_cluster_stack(o, environment="dev", idle_minutes=45)
     assert B.default_autostop_minutes(45) == autostop_minutes(stack, d)
 
 

@@ -26,7 +26,7 @@ from gpulease.reaper import aws as reaper_aws
 from gpulease.reaper import decision
 from gpulease.reaper import gcp as reaper_gcp
 from tests.fakes.gcp_compute_monitoring import FakeGcp
-from tests.test_bootstrap_fixtures import make_stack
+from tests.builders import one_cluster_stack
 from tests.timeouts import HANG_S
 from tests.tools import require_tool, script_interpreter, tool_missing
 
@@ -57,7 +57,7 @@ def all_renders() -> tuple:
     out = []
     for o in load_catalog().offerings:
         for model in MODELS:
-            stack, d = make_stack(o, purchase_model=model)
+            stack, d = one_cluster_stack(o, purchase_model=model)
             out.append((o, model, R.render_node_files(stack=stack, decision=d,
                                                       purchase_model=model)))
     return tuple(out)
@@ -104,7 +104,7 @@ def test_renders_every_offering_and_model():
 
 def test_render_is_deterministic():
     o = load_catalog().offerings[0]
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     a = R.render_user_data(stack=stack, decision=d, purchase_model="mixed")
     b = R.render_user_data(stack=stack, decision=d, purchase_model="mixed")
     assert a == b
@@ -178,7 +178,7 @@ def test_schema_shape_keeps_what_the_schema_checks():
     """Negative control for the grouping: a change the schema sees makes a new shape, a change
     of file content does not."""
     o = load_catalog().offerings[0]
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     text = R.render_user_data(stack=stack, decision=d, purchase_model="mixed")
     content_only = text.replace("GPULEASE_STACK=", "GPULEASE_STACK_X=", 1)
     assert content_only != text and schema_shape(content_only) == schema_shape(text)
@@ -237,7 +237,7 @@ def test_aws_user_data_is_decoded_by_cloud_init(tmp_path):
 def test_user_data_for_matches_the_cloud():
     for cloud in ("aws", "gcp"):
         o = _offering(cloud, "none")
-        stack, d = make_stack(o)
+        stack, d = one_cluster_stack(o)
         text = R.render_user_data(stack=stack, decision=d, purchase_model="spot")
         assert R.user_data_for(stack=stack, decision=d, purchase_model="spot") == \
             R.encode_user_data(text, cloud=cloud)
@@ -249,7 +249,7 @@ def test_cloud_init_schema_check_rejects_a_broken_cloud_config(tmp_path):
     """Negative control: the schema check above can fail."""
     exe = _tool("cloud-init")
     o = load_catalog().offerings[0]
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     text = R.render_user_data(stack=stack, decision=d, purchase_model="mixed")
     broken = text.replace("permissions: '0755'", "permissions: [0755]", 1)
     assert broken != text
@@ -291,7 +291,7 @@ def test_shellcheck_rejects_a_broken_script(tmp_path):
 # ---- variables and templates -----------------------------------------------------------------
 def test_strict_undefined_fails_on_a_missing_variable():
     o = load_catalog().offerings[0]
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     variables = R.node_variables(stack=stack, decision=d, purchase_model="spot")
     for f in R.NODE_FILES:
         if o.cloud not in f.clouds:
@@ -313,7 +313,7 @@ def test_every_template_is_used():
 
 def test_unknown_purchase_model_is_rejected():
     o = load_catalog().offerings[0]
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     with pytest.raises(ValueError, match="purchase_model 'preemptible'"):
         R.node_variables(stack=stack, decision=d, purchase_model="preemptible")
 
@@ -327,7 +327,7 @@ def _offering(cloud: str, rdma: str, gpu: str = None):
 
 def test_variables_come_from_naming_tags_and_settings():
     o = _offering("gcp", "gpudirect-tcpx")
-    stack, d = make_stack(o, bootstrap=BootstrapSettings(checkpoint_signal="SIGTERM"))
+    stack, d = one_cluster_stack(o, bootstrap=BootstrapSettings(checkpoint_signal="SIGTERM"))
     v = R.node_variables(stack=stack, decision=d, purchase_model="spot")
     assert v["dataset_uri"] == naming.dataset_uri(stack, d)
     assert v["checkpoint_uri"] == naming.checkpoint_uri(stack, d)
@@ -344,7 +344,8 @@ def test_variables_come_from_naming_tags_and_settings():
     assert "gcsfuse" in mount and "--only-dir data" in mount and "--only-dir checkpoints/train" in mount
 
     a = _offering("aws", "efa")
-    stack, d = make_stack(a, home_region="eu-west-1")  # dataset away from the cluster: staged
+    # dataset away from the cluster: staged
+    stack, d = one_cluster_stack(a, home_region="eu-west-1")
     v = R.node_variables(stack=stack, decision=d, purchase_model="mixed")
     assert v["dataset_uri"] == f"s3://{naming.work_bucket_name(stack, 'train')}/stage/"
     assert v["notice_window_seconds"] == 120
@@ -356,7 +357,7 @@ def test_variables_come_from_naming_tags_and_settings():
 
 def test_no_dataset_means_no_data_mount():
     o = _offering("aws", "none")
-    stack, d = make_stack(o, dataset=None, nodes=1, purchase_model="on_demand")
+    stack, d = one_cluster_stack(o, dataset=None, nodes=1, purchase_model="on_demand")
     files = R.render_node_files(stack=stack, decision=d, purchase_model="on_demand")
     mount = files["usr/local/sbin/gpulease-mount-data"]
     assert "--read-only" not in mount and "has no dataset" in mount
@@ -382,18 +383,18 @@ def test_fabric_table_covers_every_rdma_kind():
 
 def test_fabric_follows_the_decision_not_the_instance_name():
     o = _offering("aws", "efa", "H100")
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     files = R.render_node_files(stack=stack, decision=d, purchase_model="mixed")
     assert "FI_PROVIDER=efa" in files["etc/gpulease/fabric.env"]
     assert "fi_info\" -p efa" in files["usr/local/sbin/gpulease-check-fabric"].replace(
         "$FI_INFO", "fi_info")
     # the same instance type used without its fabric (policy chose TCP) gets no EFA settings
-    stack, d = make_stack(o, network="none")
+    stack, d = one_cluster_stack(o, network="none")
     files = R.render_node_files(stack=stack, decision=d, purchase_model="mixed")
     assert "FI_PROVIDER" not in files["etc/gpulease/fabric.env"]
     assert "fi_info" not in files["usr/local/sbin/gpulease-check-fabric"]
     o = _offering("gcp", "gpudirect-tcpxo")
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     check = R.render_node_files(stack=stack, decision=d,
                                 purchase_model="spot")["usr/local/sbin/gpulease-check-fabric"]
     assert "for nic in eth1 eth2 eth3 eth4 eth5 eth6 eth7 eth8; do" in check
@@ -405,7 +406,7 @@ def test_fabric_follows_the_decision_not_the_instance_name():
     ("dev", 0, 0), ("dev", 15, 15)])
 def test_autostop_minutes(environment, configured, expected):
     o = _offering("aws", "none")
-    stack, d = make_stack(o, environment=environment, idle_minutes=45,
+    stack, d = one_cluster_stack(o, environment=environment, idle_minutes=45,
                           bootstrap=BootstrapSettings(autostop_minutes=configured))
     assert R.autostop_minutes(stack, d) == expected
     files = R.render_node_files(stack=stack, decision=d, purchase_model="on_demand")
@@ -421,7 +422,7 @@ def test_autostop_opt_out_key_comes_from_the_tag_module(cloud):
     """The autostop reads the opt-out under gpulease.tags.KEEP; the template spells no key."""
     assert tags.KEEP not in (R.TEMPLATE_DIR / "autostop.sh.j2").read_text()
     o = next(o for o in load_catalog().offerings if o.cloud == cloud)
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     v = R.node_variables(stack=stack, decision=d, purchase_model="on_demand")
     assert v["tag_keep"] == tags.KEEP
     assert f"KEEP_KEY={tags.KEEP}\n" in R._render("autostop.sh.j2", v)
@@ -434,17 +435,17 @@ def test_purchase_models_for():
     aws, gcp = _offering("aws", "none"), _offering("gcp", "none")
     for o, mix, expected in ((aws, "mixed", ("mixed",)), (aws, "spot", ("spot",)),
                              (gcp, "mixed", ("on_demand", "spot")), (gcp, "reserved", ("reserved",))):
-        _, d = make_stack(o, purchase_model=mix)
+        _, d = one_cluster_stack(o, purchase_model=mix)
         assert R.purchase_models_for(d) == expected
 
 
 def test_sshd_disabled_unless_iap_ssh_is_configured():
     for o in (_offering("aws", "none"), _offering("gcp", "none")):
-        stack, d = make_stack(o)
+        stack, d = one_cluster_stack(o)
         setup = R.render_node_files(stack=stack, decision=d, purchase_model="spot")[
             "usr/local/sbin/gpulease-node-setup"]
         assert "systemctl disable --now ssh.service sshd.service" in setup
-    stack, d = make_stack(_offering("gcp", "none"), ssh_via_iap=True)
+    stack, d = one_cluster_stack(_offering("gcp", "none"), ssh_via_iap=True)
     setup = R.render_node_files(stack=stack, decision=d, purchase_model="spot")[
         "usr/local/sbin/gpulease-node-setup"]
     assert "disable --now ssh" not in setup
@@ -463,7 +464,7 @@ def test_shutdown_cleaner_is_installed_everywhere():
 # ---- agent configs the reaper depends on -----------------------------------------------------
 def test_cloudwatch_agent_publishes_what_the_reaper_reads():
     o = _offering("aws", "efa")
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     files = R.render_node_files(stack=stack, decision=d, purchase_model="mixed")
     cfg = json.loads(files["opt/aws/amazon-cloudwatch-agent/etc/amazon-cloudwatch-agent.json"])
     m = cfg["metrics"]
@@ -481,7 +482,7 @@ def test_cloudwatch_agent_publishes_what_the_reaper_reads():
 
 def test_ops_agent_config_collects_gpu_metrics():
     o = _offering("gcp", "none")
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     files = R.render_node_files(stack=stack, decision=d, purchase_model="spot")
     cfg = yaml.safe_load(files["etc/google-cloud-ops-agent/config.yaml"])
     receivers = cfg["metrics"]["receivers"]

@@ -16,7 +16,7 @@ import pytest
 from gpulease.bootstrap import render as R
 from gpulease.catalog import load_catalog
 from gpulease import tags
-from tests.test_bootstrap_fixtures import make_stack
+from tests.builders import one_cluster_stack
 from tests.timeouts import HANG_S
 
 
@@ -128,7 +128,7 @@ def _offering(cloud: str):
 
 def _files(cloud: str, tmp: Path, **kw) -> dict[str, Path]:
     """Render a node of ``cloud`` and write its files under tmp (node path -> local file)."""
-    stack, d = make_stack(_offering(cloud), **kw)
+    stack, d = one_cluster_stack(_offering(cloud), **kw)
     model = "mixed" if cloud == "aws" else "spot"
     out = {}
     for rel, text in R.render_node_files(stack=stack, decision=d, purchase_model=model).items():
@@ -535,7 +535,7 @@ def test_autostop_reads_no_opt_out_before_the_idle_window_ends(tmp_path):
 @pytest.mark.parametrize("gpus,ok", [(8, True), (7, False)])
 def test_gpu_check_fails_loudly_on_missing_gpus(tmp_path, gpus, ok):
     o = next(o for o in load_catalog().offerings if o.gpus_per_node == 8)
-    stack, d = make_stack(o)
+    stack, d = one_cluster_stack(o)
     text = R.render_node_files(stack=stack, decision=d,
                                purchase_model="spot")["usr/local/sbin/gpulease-check-gpus"]
     script = tmp_path / "check"

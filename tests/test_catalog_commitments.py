@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpulease.catalog import load_catalog
-from gpulease.catalog.build import snapshot
+from tools import catalog_snapshot as snapshot
 from gpulease.catalog.invariants import price_problems
 
 NEW = load_catalog(version="2026.12.03.2")

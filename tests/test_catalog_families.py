@@ -1,4 +1,4 @@
-"""Every catalog row holds to its family's documented facts (gpulease/catalog/build/families.json):
+"""Every catalog row holds to its family's documented facts (gpulease/catalog/families.json):
 purchase options, RDMA / GPUDirect kind, EFA interfaces and network cards, placement."""
 from __future__ import annotations
 

@@ -469,11 +469,11 @@ def test_top_level_help_lists_every_command_without_importing_them():
 
 # ---- docs/cli.md -------------------------------------------------------------------------------
 def test_cli_reference_is_generated_from_the_parsers():
-    from gpulease.cli.reference import render_markdown
+    from tools.cli_reference import render_markdown
 
     current = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert current == render_markdown(), (
-        "docs/cli.md is stale: run `python -m gpulease.cli.reference > docs/cli.md`")
+        "docs/cli.md is stale: run `python -m tools.cli_reference > docs/cli.md`")
 
 
 def _example_commands() -> list[list[str]]:

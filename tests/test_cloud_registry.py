@@ -196,8 +196,6 @@ ALLOWED = {
     "catalog/schema.py": "the catalog schema's Literals and the per-cloud storage classes a "
                          "catalog row may name",
     "quotes/store.py": "the quote file schema's Literals",
-    "catalog/build/snapshot.py": "build tooling, moving to tools/ (issue 31 item 5)",
-    "planner/replace_build.py": "build tooling, moving to tools/ (issue 31 item 5)",
     "policy/storage.py": "policy/ is another helper's (issue 31 item 4)",
     "policy/decide.py": "policy/ is another helper's (issue 31 item 4)",
     "policy/windows.py": "policy/ is another helper's (issue 31 item 4)",
@@ -208,7 +206,6 @@ ALLOWED = {
     "catalog/validate.py": "per-cloud provenance texts of the price sources",
     "catalog/importers/skypilot.py": "the SkyPilot CSV layout per cloud (an importer per "
                                      "cloud's file)",
-    "quotes/build.py": "build tooling for the shipped quotes file (AWS Capacity Block rates)",
     "cli/reap.py": "per-cloud client creation and the words of what each cloud's reap reads",
     "cli/quotes.py": "per-cloud client creation and the words of what each cloud's quotes read",
     "cli/recommend.py": "per-cloud client creation and the words of what recommend reads",

@@ -32,7 +32,15 @@ from tests.timeouts import HANG_S
 ROOT = Path(__file__).resolve().parents[1]
 #: the test tools: in the `test` extra, never in a runtime install
 TEST_TOOLS = {"pytest", "pytest-xdist", "moto", "hypothesis", "grafana-foundation-sdk",
-              "hatchling"}
+              "hatchling", "import-linter"}
+#: the build tools (issue 31 item 5): each regenerates a shipped file; in the repository and
+#: the sdist, never in the wheel. Their paths inside gpulease/ before they moved to tools/.
+BUILD_TOOLS = {"tools/catalog_snapshot.py": "gpulease/catalog/build/snapshot.py",
+               "tools/quotes_build.py": "gpulease/quotes/build.py",
+               "tools/conformance_specs.py": "gpulease/conformance/generate.py",
+               "tools/replace_build.py": "gpulease/planner/replace_build.py",
+               "tools/config_reference.py": "gpulease/config_reference.py",
+               "tools/cli_reference.py": "gpulease/cli/reference.py"}
 
 
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -78,10 +86,24 @@ def test_the_wheel_carries_every_data_file(dist):
     package_data = {str(p.relative_to(ROOT)) for p in (ROOT / "gpulease").rglob("*")
                     if p.is_file() and p.suffix not in (".py", ".pyc")
                     and "__pycache__" not in p.parts}
-    assert {"gpulease/planner/data/lookups.json", "gpulease/catalog/build/families.json",
+    assert {"gpulease/planner/data/lookups.json", "gpulease/catalog/families.json",
             "gpulease/conformance/data/specs.json"} <= package_data
     assert package_data <= names, sorted(package_data - names)[:5]
     assert not [n for n in names if n.endswith(".pyc") or n.startswith("tests/")]
+
+
+def test_the_wheel_carries_no_build_tools(dist):
+    """The build tools regenerate shipped files from the checkout: not in the wheel, neither as
+    tools/ nor at their old places inside the package (nor a catalog/build/ package)."""
+    names = set(zipfile.ZipFile(dist["wheel"]).namelist())
+    assert not [n for n in names if n.startswith("tools/")]
+    assert not set(BUILD_TOOLS.values()) & names, set(BUILD_TOOLS.values()) & names
+    assert not [n for n in names if n.startswith("gpulease/catalog/build/")]
+    # ... and nothing the wheel installs imports them
+    shipped = [n for n in names if n.endswith(".py")]
+    for n in shipped:
+        text = zipfile.ZipFile(dist["wheel"]).read(n).decode("utf-8")
+        assert not re.search(r"^\s*(from|import) tools\b", text, re.M), n
 
 
 def test_the_wheel_declares_runtime_dependencies_and_test_tools_as_an_extra(dist):
@@ -105,16 +127,16 @@ def test_the_sdist_carries_what_the_wheel_is_built_from(dist):
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     for need in ("pyproject.toml", "Pulumi.yaml", "gpulease/datafiles.py",
                  "templates/bootstrap/cloud-config.yaml.j2", "policy-pack/__main__.py",
-                 "gpulease/planner/data/lookups.json", "stacks/Pulumi.dev.yaml"):
+                 "gpulease/planner/data/lookups.json", "stacks/Pulumi.dev.yaml",
+                 "tools/__init__.py", *BUILD_TOOLS):
         assert need in names, need
 
 
 def test_data_is_found_through_one_module():
-    """Every reader of a data folder asks gpulease.datafiles; only build tools writing into the
-    checkout, and the Pulumi project directory, use their own file's location."""
-    allowed = {"gpulease/catalog/build/snapshot.py", "gpulease/quotes/build.py",
-               "gpulease/planner/replace_build.py", "gpulease/quotes/store.py",
-               "gpulease/reaper/destroy.py", "gpulease/clouds/aws/deploy.py"}
+    """Every reader of a data folder asks gpulease.datafiles; only the Pulumi project directory
+    uses its own file's location (the build tools writing into the checkout are in tools/)."""
+    allowed = {"gpulease/quotes/store.py", "gpulease/reaper/destroy.py",
+               "gpulease/clouds/aws/deploy.py"}
     users = {str(p.relative_to(ROOT)) for p in (ROOT / "gpulease").rglob("*.py")
              if "Path(__file__)" in p.read_text(encoding="utf-8")}
     assert users <= allowed, sorted(users - allowed)

@@ -7,11 +7,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_config_reference_is_generated_from_the_models():
-    from gpulease.config_reference import render_markdown
+    from tools.config_reference import render_markdown
 
     current = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
     assert current == render_markdown(), (
-        "docs/config.md is stale: run `python -m gpulease.config_reference > docs/config.md`")
+        "docs/config.md is stale: run `python -m tools.config_reference > docs/config.md`")
 
 
 def test_config_reference_lists_every_key():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
+from functools import partial
 
 import pulumi_gcp
 import pytest
@@ -17,11 +18,10 @@ from gpulease.clouds.gcp import builders
 from gpulease import tags
 from gpulease.errors import ConfigError
 from gpulease.costing import transform as cost_transform
-from gpulease.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
-                            EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
-                            StorageSpec, TierShare)
+from gpulease.model import EnvironmentDecision, PurchaseMix
 from gpulease.planner import mocks
 from gpulease.planner.mocks import run_program
+from tests import builders as shared
 
 BOOTSTRAP_PRESENT = importlib.util.find_spec("gpulease.bootstrap.render") is not None
 
@@ -85,47 +85,14 @@ def test_bootstrap_renderer_is_present():
     assert BOOTSTRAP_PRESENT, "gpulease/bootstrap/render.py (render_user_data) has not landed yet"
 
 
-def make_stack(*, env="prod", network=None, subnets=(), ssh=False, action="STOP",
-               storage=(), clusters=()) -> StackSpec:
-    return StackSpec(
-        stack=env, environment=env, owner="ml-platform", cost_center="cc-1",
-        budget_monthly_usd=1e6,
-        clouds={"gcp": CloudSpec(cloud="gcp", regions=("us-central1", "europe-west4"),
-                                 project="acme-test", network=network, subnets=tuple(subnets),
-                                 spot_termination_action=action, ssh_via_iap=ssh)},
-        storage=tuple(storage), clusters=tuple(clusters), source=f"stacks/Pulumi.{env}.yaml")
-
-
-def make_cluster(name, instance_type, mix: PurchaseMix, *, dataset=None, distributed=None,
-                 catalog=FIXTURE_CATALOG, region=None, index=0, zone=None) -> ClusterDecision:
-    o = next(o for o in catalog.offerings if o.cloud == "gcp" and o.instance_type == instance_type
-             and (region is None or o.region == region))
-    dist = mix.total > 1 if distributed is None else distributed
-    spec = ClusterSpec(name=name, gpu=o.gpu, gpus=mix.total * o.gpus_per_node,
-                       hours_per_month=730, priority=5, checkpoint_minutes=30,
-                       dataset=dataset, idle_minutes=45, index=index)
-    costs = CostBreakdown(reserved_usd=100.0 * mix.reserved, on_demand_usd=200.0 * mix.on_demand,
-                          spot_usd=80.0 * mix.spot, spot_rework_usd=5.0 * mix.spot,
-                          egress_usd=12.0, communication_usd=3.0 if dist else 0.0)
-    return ClusterDecision(spec=spec, offering=o, nodes=mix.total, purchase=mix,
-                           network=o.rdma if dist else "none", template="distributed-rdma",
-                           hourly_usd=1.0, costs=costs, rationale="test fixture",
-                           distributed=dist, zone=zone)
-
-
-def make_storage(name="corpus", region="us-central1") -> tuple[StorageSpec, StorageDecision]:
-    spec = StorageSpec(name=name, size_tb=10, home_cloud="gcp", home_region=region,
+# this file's fixture defaults on the shared test builders (tests/builders.py, imported as
+# `shared`: `builders` here is gpulease.clouds.gcp.builders)
+make_env = partial(shared.make_env, catalog=FIXTURE_CATALOG, env="prod", clouds=("gcp",),
+                   spot_termination_action="STOP")
+make_cluster = partial(shared.make_cluster, cloud="gcp", region=None, catalog=FIXTURE_CATALOG,
+                       costs=shared.GCP_COSTS, hours=730, priority=5, hourly=1.0)
+make_storage = partial(shared.make_storage, cloud="gcp",
                        warm_after_days=30, cold_after_days=90, archive_after_days=365)
-    tiers = (TierShare("STANDARD", 0, 30, 0.5, 0.02, 100.0),
-             TierShare("NEARLINE", 30, None, 0.5, 0.01, 50.0))
-    return spec, StorageDecision(spec=spec, cloud="gcp", region=region, tiers=tiers)
-
-
-def make_env(clusters, storage=(), **stack_kw) -> EnvironmentDecision:
-    stack = make_stack(storage=[s.spec for s in storage], clusters=[c.spec for c in clusters],
-                       **stack_kw)
-    return EnvironmentDecision(stack=stack, clusters=tuple(clusters), storage=tuple(storage),
-                               catalog_version="test-fixture", catalog_as_of="2026-01-01")
 
 
 def run(env: EnvironmentDecision, catalog=FIXTURE_CATALOG, *, transform: bool = True):
@@ -144,7 +111,7 @@ def children_of(prun, component_type: str, name: str):
 # ---- a representative prod environment, run once ----------------------------------------
 @pytest.fixture(scope="module")
 def prod():
-    corpus = make_storage("corpus", "us-central1")[1]
+    corpus = make_storage("corpus", "us-central1")
     clusters = [
         make_cluster("pretrain", "a3-highgpu-8g", PurchaseMix(reserved=2, on_demand=2, spot=2),
                      dataset="corpus", distributed=True, index=0),
@@ -245,7 +212,7 @@ def test_firewall_internal_by_service_account_and_nothing_from_anywhere(prod):
 
 def test_ssh_only_from_iap_when_enabled():
     env = make_env([make_cluster("dev1", "g2-standard-8", PurchaseMix(spot=1))], env="dev",
-                   ssh=True)
+                   ssh_via_iap=True)
     r = run(env)
     ssh = r.one(T_FW, "dev1-iap-ssh")
     assert ssh.inputs["sourceRanges"] == ["35.235.240.0/20"], ssh.urn
@@ -424,7 +391,7 @@ def test_work_bucket_only_when_dataset_is_elsewhere(prod):
 
 
 def test_dev_buckets_are_retained_but_not_protected():
-    st = make_storage("data", "us-central1")[1]
+    st = make_storage("data", "us-central1")
     env = make_env([make_cluster("c", "g2-standard-8", PurchaseMix(spot=1), dataset="data")],
                    [st], env="dev")
     r = run(env)
@@ -513,7 +480,7 @@ def test_emitted_values_are_valid_api_values(prod):
 def test_existing_network_is_used_and_nothing_is_created():
     env = make_env([make_cluster("byo", "a2-highgpu-1g", PurchaseMix(on_demand=1))], env="dev",
                    network="projects/acme-test/global/networks/shared",
-                   subnets=["projects/acme-test/regions/us-central1/subnetworks/gpu"])
+                   subnets=("projects/acme-test/regions/us-central1/subnetworks/gpu",))
     r = run(env)
     assert not r.by_type(T_NET) and not r.by_type("gcp:compute/routerNat:RouterNat")
     nic = r.one(T_IT, "byo-on-demand-template").inputs["networkInterfaces"][0]
@@ -528,8 +495,8 @@ def test_existing_network_without_subnet_in_region_is_a_config_error():
 
     env = make_env([make_cluster("byo", "a3-megagpu-8g", PurchaseMix(on_demand=1))], env="dev",
                    network="shared",
-                   subnets=["projects/p/regions/us-central1/subnetworks/a",
-                            "projects/p/regions/us-east4/subnetworks/b"])
+                   subnets=("projects/p/regions/us-central1/subnetworks/a",
+                            "projects/p/regions/us-east4/subnetworks/b"))
     with pytest.raises(ConfigError) as exc:
         run(env)
     msg = str(exc.value)

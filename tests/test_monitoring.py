@@ -13,11 +13,12 @@ import yaml
 
 from gpulease.catalog import parse_catalog
 from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
-                            PurchaseMix, StackSpec, StorageDecision, StorageSpec, TierShare)
+                            PurchaseMix, StorageDecision, StorageSpec, TierShare)
 from gpulease.errors import ConfigError
 from gpulease.monitoring import (DASHBOARD_FILE, RULES_FILE, const_series, flex_node_hourly_usd,
                                  monitoring_variables, promql_string, render_monitoring,
                                  write_monitoring)
+from tests import builders
 from tests.tools import require_tool
 
 # Test fixture catalog: synthetic figures, used only to check the rendering arithmetic.
@@ -36,10 +37,12 @@ CATALOG = parse_catalog({
 })
 
 
-def make_env(environment: str = "prod", budget: float = 90000.0) -> EnvironmentDecision:
+def monitoring_env(environment: str = "prod", budget: float = 90000.0) -> EnvironmentDecision:
+    """A sandbox on AWS spot and a reserved-baseline H100 cluster on GCP, with one dataset (the
+    stack itself lists no clouds, clusters or storage: monitoring reads the decision)."""
     aws_o, gcp_o = CATALOG.offerings
-    stack = StackSpec(stack=environment, environment=environment, owner="ml", cost_center="cc",
-                      budget_monthly_usd=budget, clouds={}, storage=(), clusters=())
+    stack = builders.make_stack(environment, clouds=(), owner="ml", cost_center="cc",
+                                budget=budget, source="")
     sandbox = ClusterDecision(
         spec=ClusterSpec(name="sandbox", gpu="L4", gpus=8, hours_per_month=160, priority=3,
                          checkpoint_minutes=30, idle_minutes=30),
@@ -58,8 +61,7 @@ def make_env(environment: str = "prod", budget: float = 90000.0) -> EnvironmentD
         cloud="gcp", region="europe-west4",
         tiers=(TierShare("STANDARD", 0, 30, 0.5, 0.02, 100.0),
                TierShare("NEARLINE", 30, None, 0.5, 0.01, 50.0)))
-    return EnvironmentDecision(stack=stack, clusters=(sandbox, train), storage=(storage,),
-                               catalog_version=CATALOG.version, catalog_as_of=CATALOG.as_of)
+    return builders.make_env((sandbox, train), (storage,), catalog=CATALOG, stack=stack)
 
 
 def _promtool() -> str:
@@ -67,7 +69,7 @@ def _promtool() -> str:
 
 
 def test_variables_come_from_the_decision():
-    v = monitoring_variables(make_env())
+    v = monitoring_variables(monitoring_env())
     sandbox, train = v["clusters"]
     assert sandbox["node_hourly_usd"] == pytest.approx(1.6)
     assert sandbox["planned_by_model"] == {"spot": 524.0}
@@ -78,7 +80,7 @@ def test_variables_come_from_the_decision():
 
 
 def test_rules_pass_promtool_check(tmp_path):
-    files = render_monitoring(make_env())
+    files = render_monitoring(monitoring_env())
     path = tmp_path / RULES_FILE
     path.write_text(files[RULES_FILE])
     proc = subprocess.run([_promtool(), "check", "rules", str(path)], capture_output=True,
@@ -94,7 +96,7 @@ def test_rules_pass_promtool_check(tmp_path):
 
 def test_rules_fire_as_intended_under_promtool_test(tmp_path):
     """promtool's rule unit test: 2 sandbox nodes busy then idle -> spend and GpuIdle alerts."""
-    env = make_env(environment="dev", budget=500.0)
+    env = monitoring_env(environment="dev", budget=500.0)
     (tmp_path / RULES_FILE).write_text(render_monitoring(env)[RULES_FILE])
     series = 'DCGM_FI_DEV_GPU_UTIL{gpulease_environment="dev",gpulease_cluster="sandbox",instance="%s",gpu="0"}'
     test = {
@@ -155,7 +157,7 @@ def test_dashboard_round_trips_through_grafana_schema_types():
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models.dashboard import Dashboard
 
-    text = render_monitoring(make_env())[DASHBOARD_FILE]
+    text = render_monitoring(monitoring_env())[DASHBOARD_FILE]
     data = json.loads(text)
     model = Dashboard.from_json(data)
     again = json.loads(json.dumps(model, cls=JSONEncoder))
@@ -181,7 +183,7 @@ def test_dashboard_round_trips_through_grafana_schema_types():
 
 
 def test_every_query_selects_the_environment_variable():
-    data = json.loads(render_monitoring(make_env(environment="prod"))[DASHBOARD_FILE])
+    data = json.loads(render_monitoring(monitoring_env(environment="prod"))[DASHBOARD_FILE])
     variables = {v["name"]: v for v in data["templating"]["list"]}
     env = variables["environment"]
     assert env["type"] == "query" and env["query"] == (
@@ -199,13 +201,13 @@ def test_every_query_selects_the_environment_variable():
     for p in data["panels"]:
         assert "prod" not in json.dumps(p), p["title"]
     # the same dashboard (uid, queries) whichever stack rendered it; only the default differs
-    dev = json.loads(render_monitoring(make_env(environment="dev"))[DASHBOARD_FILE])
+    dev = json.loads(render_monitoring(monitoring_env(environment="dev"))[DASHBOARD_FILE])
     assert dev["uid"] == data["uid"] == "gpulease"
     assert dev["panels"] == data["panels"]
 
 
 def test_gpu_utilization_is_the_per_node_maximum_like_the_alert():
-    files = render_monitoring(make_env())
+    files = render_monitoring(monitoring_env())
     data = json.loads(files[DASHBOARD_FILE])
     (panel,) = [p for p in data["panels"] if "utilization" in p["title"].lower()]
     (target,) = panel["targets"]
@@ -239,7 +241,7 @@ def test_flex_node_rate_table(purchase, expected):
 def test_reserved_spend_is_projected_even_at_zero_nodes(tmp_path):
     """promtool: train-h100 (3 reserved + 1 on-demand, $120,450/month committed) at 0, 2 and 5
     nodes; no spot node reports. Committed spend never drops to zero."""
-    env = make_env(environment="prod", budget=130000.0)
+    env = monitoring_env(environment="prod", budget=130000.0)
     (tmp_path / RULES_FILE).write_text(render_monitoring(env)[RULES_FILE])
     series = ('DCGM_FI_DEV_GPU_UTIL{gpulease_environment="prod",gpulease_cluster="train-h100",'
               'instance="n%d",gpu="0"}')
@@ -289,9 +291,9 @@ def test_rule_files_of_two_environments_load_side_by_side(tmp_path):
     """One Prometheus, the dev and prod rule files: each environment's spend is computed once,
     from its own series, and only dev's budget alert fires."""
     (tmp_path / "dev.yml").write_text(
-        render_monitoring(make_env(environment="dev", budget=500.0))[RULES_FILE])
+        render_monitoring(monitoring_env(environment="dev", budget=500.0))[RULES_FILE])
     (tmp_path / "prod.yml").write_text(
-        render_monitoring(make_env(environment="prod", budget=1e6))[RULES_FILE])
+        render_monitoring(monitoring_env(environment="prod", budget=1e6))[RULES_FILE])
     series = 'DCGM_FI_DEV_GPU_UTIL{gpulease_environment="%s",gpulease_cluster="sandbox",' \
              'instance="n1",gpu="0"}'
 
@@ -341,16 +343,16 @@ def test_shipped_stacks_render_rules_promtool_accepts(tmp_path, shipped_run):
 
 
 def test_write_monitoring_creates_the_directory_and_refuses_a_file(tmp_path):
-    written = write_monitoring(make_env(), tmp_path / "a" / "mon")
+    written = write_monitoring(monitoring_env(), tmp_path / "a" / "mon")
     assert sorted(p.name for p in written) == sorted([RULES_FILE, DASHBOARD_FILE])
     assert all(p.is_file() for p in written)
     blocker = tmp_path / "file"
     blocker.write_text("keep")
     with pytest.raises(ConfigError, match=r"--monitoring: .*file is a file: give a directory"):
-        write_monitoring(make_env(), blocker)
+        write_monitoring(monitoring_env(), blocker)
     with pytest.raises(ConfigError, match=r"--monitoring: cannot create .*file/sub: .*file is "
                                           r"a file, not a directory"):
-        write_monitoring(make_env(), blocker / "sub")
+        write_monitoring(monitoring_env(), blocker / "sub")
     assert blocker.read_text() == "keep"
 
 
@@ -378,7 +380,7 @@ def test_templates_fail_loudly_on_a_missing_variable():
 
 
 def test_no_cluster_environment_still_renders_valid_rules(tmp_path):
-    env = make_env()
+    env = monitoring_env()
     empty = EnvironmentDecision(stack=env.stack, clusters=(), storage=(),
                                 catalog_version="v", catalog_as_of="d")
     files = render_monitoring(empty)

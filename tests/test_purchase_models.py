@@ -91,7 +91,6 @@ SCHEMAS = {
 PENDING = {
     "clouds/aws/": "restructured behind the Cloud interface by another branch",
     "clouds/gcp/": "restructured behind the Cloud interface by another branch",
-    "catalog/build/": "build tooling, moving to tools/",
 }
 #: (file, word) -> (count, why it is not a purchase model)
 NOT_MODELS = {

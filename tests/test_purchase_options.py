@@ -11,7 +11,7 @@ from gpulease.purchase import CATALOG_OPTIONS
 from tests.test_policy_fixtures import catalog, cluster, offering, stack
 
 #: how Google documents A3 Ultra: reservation-bound (future reservations, with commitments),
-#: flex-start and spot; no on-demand VMs (catalog data: gpulease/catalog/build/families.json).
+#: flex-start and spot; no on-demand VMs (catalog data: gpulease/catalog/families.json).
 ULTRA = ["spot", "commitment", "future_reservation", "flex_start"]
 
 

@@ -272,7 +272,7 @@ import subprocess  # noqa: E402
 import time as _time  # noqa: E402
 
 from gpulease.bootstrap import render as R  # noqa: E402
-from tests.test_bootstrap_fixtures import make_stack  # noqa: E402
+from tests.builders import one_cluster_stack  # noqa: E402
 from tests.test_bootstrap_watcher import (AUTOSTOP, INSTANCE_ID, FakeMetadata, _calls,  # noqa: E402
                                           _fake_cli, _files, _offering, _quiet_signals, _run)
 from tests.timeouts import HANG_S  # noqa: E402
@@ -373,7 +373,7 @@ def test_gcp_node_writes_the_guest_attribute(tmp_path):
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])
 @pytest.mark.parametrize("environment", ["dev", "prod"])
 def test_every_node_runs_the_witness_every_minute(cloud, environment):
-    stack, dec = make_stack(_offering(cloud), environment=environment)
+    stack, dec = one_cluster_stack(_offering(cloud), environment=environment)
     files = R.render_node_files(stack=stack, decision=dec, purchase_model="on_demand")
     timer = files["etc/systemd/system/gpulease-busy-witness.timer"]
     assert "OnBootSec=1min" in timer and "OnUnitActiveSec=1min" in timer

@@ -1,9 +1,9 @@
-"""The extractor of replace-forcing attributes (gpulease/planner/replace_build.py) on small Go
+"""The extractor of replace-forcing attributes (tools/replace_build.py) on small Go
 sources written for the test in the shapes the Terraform providers use (SDKv2 schema maps,
 plugin-framework plan modifiers, helper functions, attribute-name constants)."""
 from __future__ import annotations
 
-from gpulease.planner import replace_build as B
+from tools import replace_build as B
 
 SDK = '''
 package ec2

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 
 import pytest
 
@@ -15,10 +16,10 @@ from gpulease.clouds.gcp import deploy as gcp_adaptor
 from gpulease.clouds.aws import staging as aws_staging
 from gpulease.clouds.gcp import autostop, staging as gcp_staging
 from gpulease.costing import transform
-from gpulease.model import (CloudSpec, ClusterDecision, ClusterSpec, CostBreakdown,
-                            EnvironmentDecision, PurchaseMix, StackSpec, StorageDecision,
-                            StorageSpec, TierShare)
+from gpulease.model import (CloudSpec, CostBreakdown, EnvironmentDecision, PurchaseMix,
+                            StackSpec, TierShare)
 from gpulease.planner.mocks import KNOWN_CALLS, SECRET_MASK, run_program
+from tests import builders
 
 CATALOG = load_catalog()
 STS_TOKEN = "gcp:storage/getTransferProjectServiceAccount:getTransferProjectServiceAccount"
@@ -38,40 +39,18 @@ TRANSFER_TYPES = (T_JOB, T_TASK, T_S3LOC, T_OBJLOC)
 
 
 # ---- decisions built directly (no policy), both clouds configured ----------------------------
-def make_stack(env, storage, clusters) -> StackSpec:
-    return StackSpec(
-        stack=env, environment=env, owner="ml-platform", cost_center="cc-1",
-        budget_monthly_usd=1e6,
-        clouds={"aws": CloudSpec(cloud="aws", regions=("us-east-1", "us-west-2")),
-                "gcp": CloudSpec(cloud="gcp", regions=("us-central1", "europe-west4"),
-                                 project="acme-test")},
-        storage=tuple(storage), clusters=tuple(clusters), source=f"stacks/Pulumi.{env}.yaml")
-
-
-def make_storage(name, cloud, region) -> StorageDecision:
-    spec = StorageSpec(name=name, size_tb=10, home_cloud=cloud, home_region=region)
-    cls = "STANDARD"
-    return StorageDecision(spec=spec, cloud=cloud, region=region,
-                           tiers=(TierShare(cls, 0, None, 1.0, 0.02, 200.0),))
-
-
-def make_cluster(name, cloud, region, itype, *, dataset, index=0, idle=30) -> ClusterDecision:
-    o = CATALOG.offering(cloud, region, itype)
-    spec = ClusterSpec(name=name, gpu=o.gpu, gpus=o.gpus_per_node, hours_per_month=200,
-                       priority=6, checkpoint_minutes=30, distributed=False, dataset=dataset,
-                       idle_minutes=idle, index=index)
-    costs = CostBreakdown(on_demand_usd=700.0, egress_usd=123.45)
-    # the policy always decides a zone (ClusterDecision.zone); the fixture does the same
-    zone = o.zones[0] if o.zones else (f"{region}-b" if cloud == "gcp" else f"{region}b")
-    return ClusterDecision(spec=spec, offering=o, nodes=1, purchase=PurchaseMix(on_demand=1),
-                           network="none", template="single-node-dev", hourly_usd=3.5,
-                           costs=costs, rationale="test fixture", distributed=False, zone=zone)
-
-
-def make_env(env, storage, clusters) -> EnvironmentDecision:
-    stack = make_stack(env, [s.spec for s in storage], [c.spec for c in clusters])
-    return EnvironmentDecision(stack=stack, clusters=tuple(clusters), storage=tuple(storage),
-                               catalog_version=CATALOG.version, catalog_as_of=CATALOG.as_of)
+# this file's fixture defaults on the shared builders (tests/builders.py): both clouds, each
+# cluster one on-demand node in the offering's first zone (the policy always decides a zone)
+STAGING_CLOUDS = (CloudSpec(cloud="aws", regions=("us-east-1", "us-west-2")),
+                  CloudSpec(cloud="gcp", regions=("us-central1", "europe-west4"),
+                            project="acme-test"))
+make_env = partial(builders.make_env, catalog=CATALOG, clouds=STAGING_CLOUDS)
+make_storage = partial(builders.make_storage,
+                       tiers=(TierShare("STANDARD", 0, None, 1.0, 0.02, 200.0),))
+make_cluster = partial(builders.make_cluster, catalog=CATALOG, purchase=PurchaseMix(on_demand=1),
+                       distributed=False, zone=builders.FIRST_ZONE, idle=30, hours=200,
+                       costs=CostBreakdown(on_demand_usd=700.0, egress_usd=123.45),
+                       template="single-node-dev", hourly=3.5)
 
 
 def run(env: EnvironmentDecision, *, gcs_hmac=None):
@@ -111,10 +90,11 @@ def assert_costs_unchanged(r, env):
 # ---- GCS -> GCS --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gcs_to_gcs():
-    env = make_env("staging", [make_storage("corpus", "gcp", "us-central1")],
-                   [make_cluster("away", "gcp", "europe-west4", "g2-standard-8", dataset="corpus"),
-                    make_cluster("home", "gcp", "us-central1", "g2-standard-8", dataset="corpus",
-                                 index=1)])
+    env = make_env([make_cluster("away", "g2-standard-8", cloud="gcp", region="europe-west4",
+                                 dataset="corpus"),
+                    make_cluster("home", "g2-standard-8", cloud="gcp", region="us-central1",
+                                 dataset="corpus", index=1)],
+                   [make_storage("corpus", "us-central1", cloud="gcp")], env="staging")
     return env, run(env)
 
 
@@ -177,9 +157,9 @@ def test_gcs_to_gcs_costs_unchanged(gcs_to_gcs):
 # ---- S3 -> GCS --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def s3_to_gcs():
-    env = make_env("staging", [make_storage("evals", "aws", "us-east-1")],
-                   [make_cluster("evalgcp", "gcp", "europe-west4", "g2-standard-8",
-                                 dataset="evals")])
+    env = make_env([make_cluster("evalgcp", "g2-standard-8", cloud="gcp", region="europe-west4",
+                                 dataset="evals")],
+                   [make_storage("evals", "us-east-1", cloud="aws")], env="staging")
     return env, run(env)
 
 
@@ -230,9 +210,9 @@ def test_s3_to_gcs_costs_unchanged_and_tags_stamped(s3_to_gcs):
 
 
 def test_s3_to_gcs_needs_aws_configured(monkeypatch):
-    env = make_env("staging", [make_storage("evals", "aws", "us-east-1")],
-                   [make_cluster("evalgcp", "gcp", "europe-west4", "g2-standard-8",
-                                 dataset="evals")])
+    env = make_env([make_cluster("evalgcp", "g2-standard-8", cloud="gcp", region="europe-west4",
+                                 dataset="evals")],
+                   [make_storage("evals", "us-east-1", cloud="aws")], env="staging")
     stack = env.stack
     no_aws = StackSpec(**{**stack.__dict__, "clouds": {"gcp": stack.clouds["gcp"]}})
     env = EnvironmentDecision(**{**env.__dict__, "stack": no_aws})
@@ -250,10 +230,11 @@ def test_s3_to_gcs_needs_aws_configured(monkeypatch):
 # ---- S3 -> S3 across regions ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def s3_to_s3():
-    env = make_env("staging", [make_storage("corpus", "aws", "us-east-1")],
-                   [make_cluster("west", "aws", "us-west-2", "g6.xlarge", dataset="corpus"),
-                    make_cluster("east", "aws", "us-east-1", "g6.xlarge", dataset="corpus",
-                                 index=1)])
+    env = make_env([make_cluster("west", "g6.xlarge", cloud="aws", region="us-west-2",
+                                 dataset="corpus"),
+                    make_cluster("east", "g6.xlarge", cloud="aws", region="us-east-1",
+                                 dataset="corpus", index=1)],
+                   [make_storage("corpus", "us-east-1", cloud="aws")], env="staging")
     return env, run(env)
 
 
@@ -312,8 +293,9 @@ def test_s3_to_s3_costs_unchanged(s3_to_s3):
 
 # ---- GCS -> S3 --------------------------------------------------------------------------------
 def _gcs_to_s3_env():
-    return make_env("staging", [make_storage("corpus", "gcp", "us-central1")],
-                    [make_cluster("awsjob", "aws", "us-east-1", "g6.xlarge", dataset="corpus")])
+    return make_env([make_cluster("awsjob", "g6.xlarge", cloud="aws", region="us-east-1",
+                                  dataset="corpus")],
+                    [make_storage("corpus", "us-central1", cloud="gcp")], env="staging")
 
 
 def test_gcs_to_s3_with_an_explicit_hmac_key():
@@ -527,20 +509,20 @@ def test_route_matches_what_the_nodes_read():
     route = naming.staging_route(env.stack, d)
     assert route.dest_uri == naming.dataset_uri(env.stack, d)
     assert route.source_uri == "gs://gpulease-staging-corpus/data/"
-    home = make_cluster("h", "gcp", "us-central1", "g2-standard-8", dataset="corpus")
+    home = make_cluster("h", "g2-standard-8", cloud="gcp", region="us-central1", dataset="corpus")
     assert naming.staging_route(env.stack, home) is None
-    nodata = make_cluster("n", "aws", "us-east-1", "g6.xlarge", dataset=None)
+    nodata = make_cluster("n", "g6.xlarge", cloud="aws", region="us-east-1", dataset=None)
     assert naming.staging_route(env.stack, nodata) is None  # work bucket, nothing to copy
 
 
 # ---- GCP node-side autostop grant ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def autostop_run():
-    st = make_storage("corpus", "gcp", "us-central1")
-    env = make_env("dev", [st], [
-        make_cluster("eval", "gcp", "us-central1", "g2-standard-8", dataset="corpus"),
-        make_cluster("eval-batch", "gcp", "us-central1", "g2-standard-8", dataset="corpus",
-                     index=1)])
+    st = make_storage("corpus", "us-central1", cloud="gcp")
+    env = make_env([
+        make_cluster("eval", "g2-standard-8", cloud="gcp", region="us-central1", dataset="corpus"),
+        make_cluster("eval-batch", "g2-standard-8", cloud="gcp", region="us-central1",
+                     dataset="corpus", index=1)], [st], env="dev")
     return env, run(env)
 
 
@@ -593,16 +575,16 @@ def test_autostop_permissions_match_the_bootstrap_gcloud_call(autostop_run):
 
 
 def test_no_autostop_grant_when_autostop_is_off():
-    env = make_env("prod", [make_storage("corpus", "gcp", "us-central1")],
-                   [make_cluster("pretrain", "gcp", "us-central1", "g2-standard-8",
-                                 dataset="corpus")])
+    env = make_env([make_cluster("pretrain", "g2-standard-8", cloud="gcp", region="us-central1",
+                                 dataset="corpus")],
+                   [make_storage("corpus", "us-central1", cloud="gcp")], env="prod")
     r = run(env)  # prod: autostop off by default
     assert not r.by_type(T_CUSTOM_ROLE)
     assert not [b for b in r.by_type(T_PIAM) if b.name.endswith("-autostop")]
 
 
 def test_custom_role_id_is_valid_for_long_names():
-    env = make_env("staging", [], [])
+    env = make_env([], [], env="staging")
     rid = autostop.custom_role_id(env.stack, "x" * 80 + "-name")
     assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
     assert autostop.custom_role_id(env.stack, "x" * 80 + "-name") != \

@@ -1,5 +1,6 @@
-"""Per-family facts from the providers' documentation (``build/families.json``): how an instance
-family can be bought, its inter-node fabric, network cards / EFA interfaces and placement.
+"""Per-family facts from the providers' documentation (``families.json``, beside this module):
+how an instance family can be bought, its inter-node fabric, network cards / EFA interfaces and
+placement.
 
 One source of truth for the snapshot build and the SkyPilot importer; every fact cites a source
 id of the file's ``sources`` map (URL, what it says, the date it was read).
@@ -15,7 +16,7 @@ from typing import Optional
 from gpulease.clouds import registry
 from gpulease import datafiles
 
-FAMILIES_PATH = datafiles.package_path("catalog", "build", "families.json")
+FAMILIES_PATH = datafiles.package_path("catalog", "families.json")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``gpulease/conformance/data/specs.json`` holds, for every constraint the tables and rules use, what
 botocore's service models, google-cloud-compute's ``compute_v1`` types and google-cloud-storage
 say (enums, lengths, patterns, ranges) and which library version said it. It is written by
-``python -m gpulease.conformance.generate`` (which imports those libraries) and checked against
+``python -m tools.conformance_specs`` (which imports those libraries) and checked against
 them by a test, so `gpulease plan` reads a small JSON file instead of importing ~3 s of client
 libraries only for their constants. A constraint is named by a reference, a tuple such as
 ``("aws_param", "ec2", "CreateLaunchTemplate", "LaunchTemplateData.InstanceType")``.
@@ -19,7 +19,7 @@ from gpulease import datafiles
 
 DATA = datafiles.package_path("conformance", "data", "specs.json")
 FORMAT = 1
-REGENERATE = "python -m gpulease.conformance.generate > gpulease/conformance/data/specs.json"
+REGENERATE = "python -m tools.conformance_specs > gpulease/conformance/data/specs.json"
 
 #: constraints read outside gpulease/conformance/tables.py (check.py's tag rules, names.py's GCE
 #: names); the generator writes these and every table row's.

@@ -3,7 +3,7 @@
 Each row maps an input path as the engine records it (camelCase, ``a[].b`` walks a list) to the
 parameter of the cloud API call the provider makes with it, and the spec that constrains it
 (``gpulease.conformance.specs``). Rows name API paths, never copy values: the values are generated
-from the SDKs' specs into ``gpulease/conformance/data/specs.json`` (``gpulease.conformance.generate``).
+from the SDKs' specs into ``gpulease/conformance/data/specs.json`` (``tools/conformance_specs.py``).
 ``extra`` lists values the PROVIDER accepts beyond the API (documented in its resource docs) so
 the check never rejects what `pulumi up` would send successfully.
 

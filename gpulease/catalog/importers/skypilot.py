@@ -16,7 +16,7 @@ zone with two prices). Where a rule resolves a difference (zones of a region wit
 on-demand prices, spot above on-demand in a zone, a host listed at 0.0) the import warns with
 the rule it applied.
 
-What SkyPilot does not carry comes from the family facts (``gpulease/catalog/build/families.json``:
+What SkyPilot does not carry comes from the family facts (``gpulease/catalog/families.json``:
 purchase options, RDMA kind, network cards / EFA interfaces, placement) and a base catalog
 (``--base``, default the shipped one: network bandwidth, local NVMe and commitment prices of the
 same offering; storage, egress, NAT and spot-interruption sections). What neither has stays null

@@ -1,6 +1,6 @@
 """docs/cli.md, generated from the `gpulease` parsers so the reference cannot drift from the code.
 
-Run: python -m gpulease.cli.reference > docs/cli.md   (tests/test_cli_output.py checks it is current)
+Run: python -m tools.cli_reference > docs/cli.md   (tests/test_cli_output.py checks it is current)
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gpulease.cli import COMMANDS, EPILOG, build_parser
 INTRO = """\
 # The `gpulease` command
 
-Generated from the command's parsers by `python -m gpulease.cli.reference > docs/cli.md`; a test
+Generated from the command's parsers by `python -m tools.cli_reference > docs/cli.md`; a test
 fails when this file and the code disagree. `gpulease COMMAND --help` prints the same text.
 
 | command | what it does |

@@ -1,6 +1,6 @@
 """Build the shipped catalog snapshot (format /2) from public price datasets; re-runnable.
 
-    python -m gpulease.catalog.build.snapshot --peer ../shared/peer-catalog \
+    python -m tools.catalog_snapshot --peer ../shared/peer-catalog \
         --cyclenerd pricing.yml --vantage gpu_instances_raw.json \
         --vantage-2026 all_gpu_instances.js --out gpulease/catalog/data/
 
@@ -37,6 +37,11 @@ from gpulease.catalog.families import facts_for, family_sources
 from gpulease.catalog.importers.skypilot import build_rows, offering_ident, read_aws, read_gcp
 from gpulease.catalog.invariants import INVARIANTS, enforce
 from gpulease.catalog.refresh import checksum
+
+#: the checkout this tool writes into (tools/ ships in the sdist, never in the wheel)
+ROOT = Path(__file__).resolve().parents[1]
+#: the shipped snapshots: the base the build starts from and where it writes
+CATALOG_DATA = ROOT / "gpulease" / "catalog" / "data"
 
 VERSION, AS_OF = "2026.12.03.2", "2026-12-03"
 #: the snapshots this builder writes: 2026.12.03.1 (byte for byte, without ``--vantage-2026``)
@@ -587,7 +592,7 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str],
                        "where a GPU gpulease plans for is offered (per SkyPilot's catalog), zones "
                        "on every row, per-zone spot prices, storage with retrieval and minimum "
                        "durations and egress per region. Hourly USD per node (Linux). Built by "
-                       "gpulease/catalog/build/snapshot.py; precedence and cross-checks in "
+                       "tools/catalog_snapshot.py; precedence and cross-checks in "
                        "docs/catalog.md.",
         "data_dates": {
             "aws_on_demand_commitments": "2025-11-30..2026-08-26 (vantage exports)" if not v2
@@ -599,7 +604,7 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str],
         "sources": sources, "offerings": out_rows, "storage": storage, "egress": egress,
         "infra": base.raw.get("infra") or [],
         "spot_interruptions": base.raw.get("spot_interruptions") or {},
-        "generated_by": {"tool": "gpulease/catalog/build/snapshot.py", "at": f"{AS_OF}T00:00:00",
+        "generated_by": {"tool": "tools/catalog_snapshot.py", "at": f"{AS_OF}T00:00:00",
                          "base_version": base.version,
                          "invariants_rejected": rejected,
                          "import_rules_applied": len(warnings)},
@@ -610,10 +615,9 @@ def build(peer: Path, cyclenerd: Path, vantage: Path, base_path: Optional[str],
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    here = Path(__file__).resolve()
-    peer = next((p / "shared" / "peer-catalog" for p in here.parents[3:6]
+    peer = next((p / "shared" / "peer-catalog" for p in (ROOT, *ROOT.parents[:2])
                  if (p / "shared" / "peer-catalog" / "v8").is_dir()),
-                here.parents[4] / "shared" / "peer-catalog")
+                ROOT.parent / "shared" / "peer-catalog")
     ap.add_argument("--peer", default=str(peer),
                     help="SkyPilot v8 peer snapshot (default: shared/peer-catalog beside or "
                          "above the checkout)")
@@ -624,9 +628,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     "77fcd9f, 2026-01-21); needed for 2026.12.03.2")
     ap.add_argument("--version", default=VERSION, choices=VERSIONS,
                     help=f"snapshot to build (default {VERSION})")
-    ap.add_argument("--base", default=str(Path(__file__).resolve().parents[1] / "data"
-                                          / "2026.12.02.json"))
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "data"))
+    ap.add_argument("--base", default=str(CATALOG_DATA / "2026.12.02.json"))
+    ap.add_argument("--out", default=str(CATALOG_DATA))
     args = ap.parse_args(argv)
     doc, report = build(Path(args.peer), Path(args.cyclenerd), Path(args.vantage), args.base,
                         args.version, Path(args.vantage_2026) if args.vantage_2026 else None)

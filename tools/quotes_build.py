@@ -1,6 +1,6 @@
 """Build the shipped quote data file (``gpulease/quotes/data/<version>.json``); re-runnable.
 
-    python -m gpulease.quotes.build --spot-advisor spot-advisor-data.json --out gpulease/quotes/data/
+    python -m tools.quotes_build --spot-advisor spot-advisor-data.json --out gpulease/quotes/data/
 
 Inputs (none is committed):
 - ``--spot-advisor``: a copy of the AWS Spot Instance Advisor's data file
@@ -100,7 +100,7 @@ def build(spot_advisor: Path) -> dict:
                           "types, each with its source and date (docs/catalog.md, \"Quotes\").",
            "sources": SOURCES, "quotes": quotes, "spot_risk": risks,
            "spot_advisor_ranges": doc["ranges"],
-           "generated_by": "python -m gpulease.quotes.build --spot-advisor <spot-advisor-data.json>"}
+           "generated_by": "python -m tools.quotes_build --spot-advisor <spot-advisor-data.json>"}
     parse_document(out, source="<build>")   # what the loader would refuse, refuse now
     return out
 
@@ -108,7 +108,9 @@ def build(spot_advisor: Path) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spot-advisor", type=Path, required=True)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "data")
+    # the checkout's quote data folder (tools/ ships in the sdist, never in the wheel)
+    ap.add_argument("--out", type=Path,
+                    default=Path(__file__).resolve().parents[1] / "gpulease" / "quotes" / "data")
     args = ap.parse_args(argv)
     doc = build(args.spot_advisor)
     path = args.out / f"{VERSION}.json" if args.out.is_dir() else args.out

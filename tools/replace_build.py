@@ -8,7 +8,7 @@ Terraform attribute path (snake_case, nested blocks) to the Pulumi input path th
 (camelCase, lists pluralized as the SDK names them), using the installed Pulumi SDK's own input
 types (``pulumi.getter`` names). Run it again when the providers or the program change::
 
-    python -m gpulease.planner.replace_build \\
+    python -m tools.replace_build \\
         --aws GIT_DIR@COMMIT --aws-repo hashicorp/terraform-provider-aws \\
         --gcp GIT_DIR@COMMIT --gcp-repo hashicorp/terraform-provider-google-beta \\
         --gcp-metadata GIT_DIR@COMMIT:provider/cmd/pulumi-resource-gcp/bridge-metadata.json \\
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 FORMAT = "gpulease-replace-on-change/1"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 # ---- reading a git snapshot ------------------------------------------------------------------
 
@@ -686,7 +686,7 @@ def build(aws: Snapshot, gcp: Snapshot, gcp_metadata: dict, *, aws_repo: str, gc
         "about": "Inputs whose change makes pulumi-aws / pulumi-gcp replace a resource instead of"
                  " updating it: the Terraform schema's ForceNew (SDKv2) or RequiresReplace (plugin"
                  " framework) attributes of each resource type gpulease declares, read from the "
-                 "providers' sources by gpulease/planner/replace_build.py and mapped to Pulumi input "
+                 "providers' sources by tools/replace_build.py and mapped to Pulumi input "
                  "paths (camelCase, list items without index) through the installed SDKs' input "
                  "types. 'conditional': replaced only in some cases (RequiresReplaceIf, a "
                  "CustomizeDiff calling ForceNew / ForceNewIfChange); 'unmapped': Terraform "

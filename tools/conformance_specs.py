@@ -1,6 +1,6 @@
 """Generates gpulease/conformance/data/specs.json from the API specs maintained libraries ship.
 
-Run: ``python -m gpulease.conformance.generate > gpulease/conformance/data/specs.json`` after changing
+Run: ``python -m tools.conformance_specs > gpulease/conformance/data/specs.json`` after changing
 a table row (gpulease/conformance/tables.py), ``specs.REFS_OUTSIDE_TABLES`` or a pinned library;
 tests/test_conformance.py regenerates it in memory and fails on any difference. Only this module
 and that test import the libraries; `gpulease plan` reads the data (``gpulease.conformance.specs``).
@@ -246,7 +246,7 @@ def generate() -> dict:
     constraints = {ref_key(r): READERS[r[0]](*r[1:]).to_json() for r in all_refs()}
     return {
         "format": FORMAT,
-        "generated_by": "python -m gpulease.conformance.generate",
+        "generated_by": "python -m tools.conformance_specs",
         "libraries": {"botocore": botocore_version(), "google-cloud-compute": compute_version(),
                       "google-cloud-storage": storage_version()},
         "constraints": constraints,

@@ -1,1 +1,0 @@
-"""Build scripts that turn public price datasets into the shipped catalog snapshot."""
