@@ -74,8 +74,13 @@ class GuardrailError(InputError):
 class CloudError(GpuleaseError):
     """A cloud API call failed after retries (translated at the adaptor boundary)."""
 
-    def __init__(self, cloud: str, operation: str, message: str, retryable: bool = False):
+    def __init__(self, cloud: str, operation: str, message: str, retryable: bool = False, *,
+                 status: Optional[int] = None):
         self.cloud, self.operation, self.retryable = cloud, operation, retryable
+        #: the HTTP status the API answered (None: no answer, or not an HTTP error). Callers
+        #: branch on it, never on the message: the message quotes URLs and names that may
+        #: contain any digits (a port 40412 is no "404").
+        self.status = status
         super().__init__(f"{cloud}: {operation}: {message}")
 
 

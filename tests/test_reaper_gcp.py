@@ -9,6 +9,8 @@ from gpulease.catalog import parse_catalog
 from gpulease import tags
 from gpulease.reaper import decision as d
 from gpulease.reaper import engine
+from gpulease.errors import CloudError
+from gpulease.reaper.errors import GroupGone
 from gpulease.reaper.gcp import GcpReaper
 from gpulease.retry import Backoff
 from tests.fakes.gcp_compute_monitoring import FakeGcp
@@ -346,3 +348,29 @@ def test_the_fakes_delete_instances_is_as_strict_as_the_api(gcp):
     assert _delete(gcp, "zones", ZONE, "m", {"instances": [url] * 1001}).status_code == 400
     assert _delete(gcp, "zones", ZONE, "absent", {"instances": [url]}).status_code == 404
     assert _delete(gcp, "regions", "europe-west4", "m", {"instances": [url]}).status_code == 404
+
+
+@pytest.mark.parametrize("status", [403, 500])
+def test_a_failure_is_never_read_as_gone_because_404_is_in_its_text(status):
+    """Errors are classified by the HTTP status the API answered, never by searching the
+    message: the message quotes the request URL, so a project (or a fake's port) containing
+    "404" made a 403 on setLabels read as "instance already deleted" (issue 35)."""
+    fake = FakeGcp(project="acme-404-ml")
+    fake.url = fake.start()
+    try:
+        ids = fake.add_mig(ZONE, "s-mig", 1, labels=labels("dev", "s"), launched=T0)
+        fake.put_points(ids[0], T0, T0 + 3 * 3600, 0.0)
+        r = GcpReaper.for_project(fake.project, endpoint=fake.url,
+                                  backoff=Backoff(sleep=lambda s: None, attempts=1))
+        refs = r.discover(frozenset({"dev"}))
+        fake.faults["setLabels"] = [status] * 10
+        with pytest.raises(CloudError) as exc:
+            r.mark(refs[0], "20261202t1200z")
+        assert "404" in str(exc.value) and exc.value.status == status
+        assert not isinstance(exc.value, GroupGone)
+        # and a real 404 still means "gone": the label write reports the node absent
+        fake.faults["setLabels"] = [404]
+        with pytest.raises(GroupGone):
+            r.mark(refs[0], "20261202t1200z")
+    finally:
+        fake.stop()

@@ -6,14 +6,17 @@ went wrong so the engine can report it per cluster and retry what is worth retry
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from gpulease.errors import CloudError
 
 
 class TransientError(CloudError):
     """Throttling, 5xx, a gateway's HTML page, a dropped connection: worth retrying."""
 
-    def __init__(self, cloud: str, operation: str, message: str, retryable: bool = True):
-        super().__init__(cloud, operation, message, retryable=retryable)
+    def __init__(self, cloud: str, operation: str, message: str, retryable: bool = True, *,
+                 status: Optional[int] = None):
+        super().__init__(cloud, operation, message, retryable=retryable, status=status)
 
 
 class MalformedResponse(TransientError):

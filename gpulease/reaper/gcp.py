@@ -228,11 +228,11 @@ class GcpReaper:
             return self.backoff.call(once, retryable=_retryable)
         except CloudError as exc:
             raise type(exc)("gcp", where, f"{exc.args[0].split(': ', 2)[-1]}"
-                            f"{self._gave_up(exc)}") from None
+                            f"{self._gave_up(exc)}", status=exc.status) from None
         except (GoogleAPICallError, HttpStatusError, ParseError, requests.RequestException) as exc:
             cls = TransientError if _retryable(exc) else CloudError
             raise cls("gcp", where, _describe(exc) + self._gave_up(exc),
-                      retryable=_retryable(exc)) from None
+                      retryable=_retryable(exc), status=_status(exc) or None) from None
 
     def _gave_up(self, exc: BaseException) -> str:
         return f" (gave up after {self.backoff.attempts} attempts)" if _retryable(exc) else ""
@@ -508,15 +508,15 @@ class GcpReaper:
                 self._known[node_id] = _Instance(inst.zone, inst.name, labels, inst.fingerprint)
                 return True
             except CloudError as exc:
-                if "404" in str(exc) or "not found" in str(exc).lower():
+                if exc.status == 404:          # the instance is gone
                     return False
-                if attempt or ("412" not in str(exc) and "Precondition" not in str(exc)):
+                if attempt or exc.status != 412:   # 412: the label fingerprint moved on
                     raise
                 try:
                     fresh = self._call("compute.instances.get", lambda: self.instances.get(
                         project=self.project, zone=inst.zone, instance=inst.name, **_NO_RETRY))
                 except CloudError as again:
-                    if "404" in str(again):
+                    if again.status == 404:
                         return False
                     raise
                 inst = _Instance(inst.zone, inst.name, dict(fresh.labels),
@@ -590,7 +590,7 @@ class GcpReaper:
             try:
                 op = call(scope, where, name, what)
             except CloudError as exc:
-                if "404" in str(exc):
+                if exc.status == 404:
                     notes.append(f"MIG {name} was already deleted")
                     continue
                 raise
