@@ -115,7 +115,12 @@ def test_a_stale_witness_does_not_hold(aws):
 
 
 @pytest.mark.parametrize("value,says", [
-    (None, "has none"), ("not-a-time", "unreadable"), ("99999999999", "in the future")])
+    (None, "has none"), ("not-a-time", "unreadable"), ("99999999999", "in the future"),
+    # values no calendar can write (after 9999-12-31) crashed every reap of the cluster with
+    # "year ... is out of range" (issue 35): a node may write any digits on itself
+    ("999999999999", "999999999999 (epoch seconds, after the year 9999) is in the future"),
+    ("253402300800", "253402300800 (epoch seconds, after the year 9999) is in the future"),
+    ("253402300799", "9999-12-31T23:59:59Z is in the future")])
 def test_a_missing_or_garbage_witness_holds(aws, value, says):
     asg, ids, t0 = aws.cluster("dev", "demo")
     aws.util(ids, t0, t0 + 120 * 60, 0.0)

@@ -546,6 +546,19 @@ class NodeVerdict:
     held: Optional[dict] = None
 
 
+#: the last epoch second a UTC time can be written for (9999-12-31T23:59:59Z)
+_LAST_WRITABLE_EPOCH = 253402300799
+
+
+def _node_time(epoch: int) -> str:
+    """A time a node wrote about itself, as a message shows it: untrusted, so a value no calendar
+    can write (a node may put any digits in its busy-at) is shown as its digits, never formatted
+    (it crashed every `reap` of the cluster: "year ... is out of range")."""
+    if epoch > _LAST_WRITABLE_EPOCH:
+        return f"{epoch} (epoch seconds, after the year 9999)"
+    return format_utc(epoch)
+
+
 def witness(node: Node, busy_at: Optional[Mapping[str, Optional[str]]], *, now: float,
             start: float) -> Optional[dict]:
     """Whether the node's busy witness (contract C10) holds a node whose metrics say idle over
@@ -573,7 +586,7 @@ def witness(node: Node, busy_at: Optional[Mapping[str, Optional[str]]], *, now: 
     at = int(text)
     if at > now + CLOCK_SKEW_S:
         return {"node": node.id, "busy_at": None, "detail": (
-            f"{why} but its value {format_utc(at)} is in the future (clock skew or a hand edit): "
+            f"{why} but its value {_node_time(at)} is in the future (clock skew or a hand edit): "
             "counts as busy")}
     if at > start - BUSY_AT_REFRESH_S:
         ago = max(int(now - at) // 60, 0)
