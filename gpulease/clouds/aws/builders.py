@@ -10,6 +10,9 @@ from typing import Optional
 
 from gpulease.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
 from gpulease import tags
+from gpulease.clock import format_utc
+from gpulease.clouds.aws.cloud import partition_of  # noqa: F401 (lives there: staging reads it too)
+from gpulease.purchase import CAPACITY_BLOCK, MIXED, NODE_MODELS, RESERVATION, RESERVED, SPOT
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import ClusterDecision, Offering, StackSpec, StorageSpec
 from gpulease.quotes import CB_MAX_DAYS, block_hours_for
@@ -96,15 +99,6 @@ def interfaces_for(decision: ClusterDecision) -> list[dict]:
     return [plain_interface()]
 
 
-def partition_of(region: str) -> str:
-    """ARN partition of a region (AWS General Reference, "Amazon Resource Names")."""
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
 # ---- capacity -------------------------------------------------------------------------------
 def equivalent_types(decision: ClusterDecision, catalog: Catalog) -> list[str]:
     """Instance-type overrides for the mixed instances policy, decided type first.
@@ -137,12 +131,7 @@ def equivalent_types(decision: ClusterDecision, catalog: Catalog) -> list[str]:
 def purchase_label(decision: ClusterDecision) -> str:
     """Purchase-model tag of the node group: the only model, or "mixed"."""
     models = [m for m, n in decision.purchase.as_dict().items() if n]
-    return models[0] if len(models) == 1 else "mixed"
-
-
-#: purchase models in node order: an ASG fills its on-demand base capacity first and puts every
-#: node above it on one market, so a decision it can carry keeps this order along the nodes.
-NODE_ORDER = ("reserved", "on_demand", "spot")
+    return models[0] if len(models) == 1 else MIXED
 
 
 def asg_capacity(decision: ClusterDecision, *, without_reserved: bool = False) -> dict:
@@ -159,15 +148,17 @@ def asg_capacity(decision: ClusterDecision, *, without_reserved: bool = False) -
     decision whose blocks are not in node order (the group could not carry it).
     """
     blocks = [b for b in decision.node_blocks
-              if not (without_reserved and b.purchase == "reserved")]
-    ranks = [NODE_ORDER.index(b.purchase) for b in blocks]
+              if not (without_reserved and b.purchase == RESERVED)]
+    # an ASG fills its on-demand base capacity first and puts every node above it on one
+    # market, so a decision it can carry keeps the node-model order along the nodes
+    ranks = [NODE_MODELS.index(b.purchase) for b in blocks]
     if ranks != sorted(ranks):
         raise ValueError(f"{decision.name}: nodes bought {[b.purchase for b in blocks]} are not "
                          "in the order reserved, on-demand, spot that one Auto Scaling group "
                          "carries")
     nodes = sum(b.nodes for b in blocks)
-    base = sum(b.nodes for b in blocks if b.purchase != "spot")
-    standing = sum(b.nodes for b in blocks if b.part == "baseline" or b.purchase == "reserved")
+    base = sum(b.nodes for b in blocks if b.purchase != SPOT)
+    standing = sum(b.nodes for b in blocks if b.part == "baseline" or b.purchase == RESERVED)
     return {"max_size": nodes, "desired_capacity": standing, "on_demand_base_capacity": base,
             "on_demand_percentage_above_base_capacity": 0 if nodes > base else 100}
 
@@ -179,19 +170,13 @@ def window_model(decision: ClusterDecision) -> Optional[str]:
     return w.model if w is not None else None
 
 
-def _z(t) -> str:
-    import datetime as _dt
-
-    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def reservation_end(decision: ClusterDecision) -> Optional[str]:
     """When a window's capacity reservation (ODCR) ends (RFC 3339): the end of the run; None =
     unlimited (a monthly load's reservation, or one backing a commitment)."""
     w = getattr(decision, "window", None)
-    if w is None or w.model != "reservation":
+    if w is None or w.model != RESERVATION:
         return None
-    return _z(w.end)
+    return format_utc(w.end)
 
 
 def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
@@ -199,7 +184,7 @@ def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
     window bought as a Capacity Block or a reservation always gets one: that is the purchase)."""
     if decision.purchase.reserved == 0:
         return False
-    if window_model(decision) in ("capacity_block", "reservation"):
+    if window_model(decision) in (CAPACITY_BLOCK, RESERVATION):
         return True
     spec = stack.clouds.get("aws")
     flag = getattr(spec, "capacity_reservations", None)
@@ -215,7 +200,7 @@ def uses_capacity_block(stack: StackSpec, d: ClusterDecision) -> bool:
     from gpulease.clouds.aws.cloud import CAPACITY_BLOCK_TYPES
 
     if window_model(d) is not None:      # a window: the policy chose (or did not choose) one
-        return d.cloud == "aws" and window_model(d) == "capacity_block"
+        return d.cloud == "aws" and window_model(d) == CAPACITY_BLOCK
     aws = stack.clouds.get("aws")
     return bool(d.cloud == "aws" and aws is not None and wants_reservation(stack, d)
                 and aws.capacity_blocks and d.offering.instance_type in CAPACITY_BLOCK_TYPES)

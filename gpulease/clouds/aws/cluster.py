@@ -15,12 +15,13 @@ from gpulease.bootstrap.render import encode_user_data
 from gpulease.catalog import Catalog
 from gpulease.clouds.aws import builders, staging
 from gpulease.clouds.aws import cloud as aws_cloud
-from gpulease.clouds.aws.builders import NODE_ORDER
 from gpulease.clouds.aws.network import Network
 from gpulease.clouds.aws.storage import Storage, StorageArgs
+from gpulease.clouds.staging import GcsHmac
 from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.model import CapacityBlockPin, ClusterDecision, StackSpec
+from gpulease.purchase import NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 
 CLUSTER_TYPE = "gpulease:aws:GpuCluster"
 #: Types sold as EC2 Capacity Blocks for ML (one list: ``gpulease.clouds.aws.cloud``). Other
@@ -40,8 +41,9 @@ class GpuClusterArgs:
     user_data: Optional[Callable[[str], Optional[str]]] = None
     #: An existing HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy
     #: into the work bucket's stage/); None = gpulease declares a reader service account and its
-    #: key when the stack configures GCP (``staging.gcs_reader_key``), else warns, no copy.
-    gcs_hmac: Optional[staging.GcsHmac] = None
+    #: key when the stack configures GCP (``gpulease.clouds.staging.gcs_reader_key``), else
+    #: warns, no copy.
+    gcs_hmac: Optional[GcsHmac] = None
     #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
     #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
     gcs_bucket_dependencies: tuple = ()
@@ -85,7 +87,7 @@ class GpuCluster(pulumi.ComponentResource):
         if main_nodes > 0:
             roles[asg_name] = main_model
         if self.use_block:
-            roles[block_asg_name] = "reserved"
+            roles[block_asg_name] = RESERVED
         self.cost_context = CostContext(
             cluster=d.name, template=d.template, purchase_model=label, decision=d, roles=roles,
             anchor=asg_name if main_nodes > 0 else block_asg_name,
@@ -94,10 +96,10 @@ class GpuCluster(pulumi.ComponentResource):
             egress_anchor=f"{name}-work-bucket" if self.work_bucket_needed else None)
         # Demand parts (clusters with a demand profile): which nodes each resource runs or
         # reserves, and the baseline floor of each group, for the bill and the reaper.
-        main_models = ("on_demand", "spot") if self.use_block else NODE_ORDER
+        main_models = (ON_DEMAND, SPOT) if self.use_block else NODE_MODELS
         for res, models in ((asg_name, main_models), (f"{name}-lt", main_models),
-                            (f"{name}-odcr", ("reserved",)), (f"{name}-block", ("reserved",)),
-                            (block_asg_name, ("reserved",)), (f"{name}-block-lt", ("reserved",))):
+                            (f"{name}-odcr", (RESERVED,)), (f"{name}-block", (RESERVED,)),
+                            (block_asg_name, (RESERVED,)), (f"{name}-block-lt", (RESERVED,))):
             self.cost_context.stamp_demand(res, models,
                                            floor=res in (asg_name, block_asg_name))
 
@@ -287,7 +289,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.block_launch_template = launch_template(
                 f"{name}-block-lt", market={"market_type": "capacity-block"},
                 crs={"capacity_reservation_target": {
-                    "capacity_reservation_id": self.reservation.id}}, model="reserved")
+                    "capacity_reservation_id": self.reservation.id}}, model=RESERVED)
             window = builders.window_block(d)
             if window and args.capacity_block is not None and args.capacity_block.start:
                 # the block bought (pinned): its own start and end

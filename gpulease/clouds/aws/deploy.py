@@ -15,7 +15,7 @@ from gpulease.catalog import Catalog
 from gpulease.clouds.aws import builders
 from gpulease.clouds.aws.cluster import GpuCluster, GpuClusterArgs
 from gpulease.clouds.aws.network import Network, NetworkArgs, SpotEvents, SpotEventsArgs
-from gpulease.clouds.aws.staging import GcsHmac
+from gpulease.clouds.staging import GcsHmac
 from gpulease.clouds.aws.storage import Storage, StorageArgs
 from gpulease.errors import ConfigError, Finding, GuardrailError
 from gpulease.model import CapacityBlockPin, ClusterDecision, EnvironmentDecision, StackSpec

@@ -22,7 +22,9 @@ from gpulease.clouds.gcp.reservation import GceReservation
 from gpulease.clouds.gcp.storage import make_bucket
 from gpulease import tags
 from gpulease.costing.context import CostContext
+from gpulease.clock import format_utc
 from gpulease.model import ClusterDecision, StackSpec, StorageSpec
+from gpulease.purchase import CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVED
 
 CLUSTER_TYPE = "gpulease:gcp:GpuCluster"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -73,12 +75,6 @@ def reservation_name(stack: StackSpec, name: str) -> str:
     return naming.fit_name(f"{stack.name_prefix}-{stack.environment}-{name}-reserved")
 
 
-def _z(t) -> str:
-    import datetime as _dt
-
-    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class GpuCluster(pulumi.ComponentResource):
     service_account: gcp.serviceaccount.Account
     templates: dict
@@ -98,7 +94,7 @@ class GpuCluster(pulumi.ComponentResource):
             roles[names["templates"][m]] = m
         self.cost_context = CostContext(
             cluster=d.name, template=d.template,
-            purchase_model=models[0] if len(models) == 1 else "mixed",
+            purchase_model=models[0] if len(models) == 1 else MIXED,
             decision=d, roles=roles,
             anchor=names["migs"][models[0]] if models else None,
             egress_anchor=names["work_bucket"],
@@ -109,13 +105,13 @@ class GpuCluster(pulumi.ComponentResource):
         for m in models:
             self.cost_context.stamp_demand(names["migs"][m], (m,))
             self.cost_context.stamp_demand(names["templates"][m], (m,), floor=True)
-        self.cost_context.stamp_demand(f"{name}-reservation", ("reserved",))
+        self.cost_context.stamp_demand(f"{name}-reservation", (RESERVED,))
         # A window's nodes are billed until its calendar-mode reservation / flex-start run ends
         # whether they run or not (C3): the template labels its VMs, the MIG carries it too.
         wmodel = builders.window_model(d)
-        if wmodel in ("calendar", "flex_start") and d.window.bought_until is not None:
+        if wmodel in (CALENDAR, FLEX_START) and d.window.bought_until is not None:
             until = d.window.bought_until.timestamp()
-            m = "reserved" if wmodel == "calendar" else "on_demand"
+            m = RESERVED if wmodel == CALENDAR else ON_DEMAND
             if m in models:
                 self.cost_context.billed_until[names["migs"][m]] = until
                 self.cost_context.billed_until[names["templates"][m]] = until
@@ -216,7 +212,7 @@ class GpuCluster(pulumi.ComponentResource):
                     opts=child)
         self.reservation = None
         reserved_name = None
-        if wmodel == "calendar":
+        if wmodel == CALENDAR:
             # A calendar-mode future reservation (Compute Engine, "Reserve capacity in calendar
             # mode"): Google creates the reservation at its start and deletes it at its end.
             acc = builders.guest_accelerators(d.offering)
@@ -228,8 +224,8 @@ class GpuCluster(pulumi.ComponentResource):
             reserved_name = reservation_name(stack, name)
             self.reservation = gcp.compute.FutureReservation(
                 f"{name}-reservation", zone=zone, reservation_mode="CALENDAR",
-                time_window={"start_time": _z(d.window.bought_from),
-                             "end_time": _z(d.window.bought_until)},
+                time_window={"start_time": format_utc(d.window.bought_from),
+                             "end_time": format_utc(d.window.bought_until)},
                 specific_sku_properties={"total_count": str(d.purchase.reserved),
                                          "instance_properties": props},
                 reservation_name=reserved_name, specific_reservation_required=True,
@@ -238,14 +234,14 @@ class GpuCluster(pulumi.ComponentResource):
                 opts=child)
         elif d.purchase.reserved > 0:
             acc = builders.guest_accelerators(d.offering)
-            if "reserved" in policies:
+            if RESERVED in policies:
                 # A VM with a compact policy consumes only a reservation created with the same
                 # policy, which pulumi-gcp's Reservation cannot express: the Compute API can.
                 self.reservation = GceReservation(
                     f"{name}-reservation", project=args.project, zone=zone,
                     name=reservation_name(stack, name), machine_type=d.offering.instance_type,
                     count=d.purchase.reserved, accelerators=acc,
-                    placement_policy=policies["reserved"].self_link,
+                    placement_policy=policies[RESERVED].self_link,
                     description=f"gpulease {name}: reserved baseline, compact placement",
                     opts=child)
             else:
@@ -274,7 +270,7 @@ class GpuCluster(pulumi.ComponentResource):
                 scheduling=builders.scheduling(
                     model, args.spot_termination_action,
                     flex_run_seconds=builders.flex_run_seconds(d)
-                    if wmodel == "flex_start" and model == "on_demand" else None),
+                    if wmodel == FLEX_START and model == ON_DEMAND else None),
                 shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
                                           "enable_integrity_monitoring": True},
                 metadata=builders.node_metadata(
@@ -288,7 +284,7 @@ class GpuCluster(pulumi.ComponentResource):
             acc = builders.guest_accelerators(d.offering)
             if acc:
                 template_args["guest_accelerators"] = acc
-            if model == "reserved" and self.reservation is not None:
+            if model == RESERVED and self.reservation is not None:
                 template_args["reservation_affinity"] = {
                     "type": "SPECIFIC_RESERVATION",
                     "specific_reservation": {"key": RESERVATION_KEY, "values": [
@@ -302,7 +298,7 @@ class GpuCluster(pulumi.ComponentResource):
                 versions=[{"instance_template": tpl.self_link, "name": builders.gcp_name(model)}],
                 # The standing nodes (baseline, reserved); the burst joins by resizing. A
                 # flex-start window starts empty: its resize request brings the nodes.
-                target_size=0 if wmodel == "flex_start" and model == "on_demand"
+                target_size=0 if wmodel == FLEX_START and model == ON_DEMAND
                 else builders.standing_nodes(d, model),
                 # Training nodes are replaced only when recreated anyway (no rolling restarts
                 # mid-run); RECREATE needs max_surge 0 (no spare GPU capacity to surge into).
@@ -315,13 +311,13 @@ class GpuCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, ignore_changes=["targetSize"]))
 
         self.resize_request = None
-        if wmodel == "flex_start" and "on_demand" in self.migs:
+        if wmodel == FLEX_START and ON_DEMAND in self.migs:
             # Flex-start: a resize request queues for all N VMs at once (all-or-nothing) and
             # they run at most requestedRunDuration (Compute Engine, "Create a MIG with
             # flex-start VMs"; pulumi-gcp 10.2 compute.ResizeRequest). The request is queued
             # when the stack is deployed: deploy when the window opens.
             self.resize_request = gcp.compute.ResizeRequest(
-                f"{name}-flex-start", instance_group_manager=self.migs["on_demand"].name,
+                f"{name}-flex-start", instance_group_manager=self.migs[ON_DEMAND].name,
                 zone=zone, resize_by=d.purchase.on_demand,
                 requested_run_duration={"seconds": str(builders.flex_run_seconds(d))},
                 description=f"gpulease {name}: flex-start run of its window", opts=child)

@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_gcp as gcp
 
-from gpulease.clouds.aws.staging import storage_transfer_role
+from gpulease.clouds.staging import storage_transfer_role
 from gpulease.naming import StagingRoute, staging_route
 from gpulease.clouds.gcp import builders
 from gpulease.model import ClusterDecision, StackSpec
