@@ -5,16 +5,16 @@ dicts/lists the components pass to pulumi-aws, so each one is table-tested on it
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
-from gpulease.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
+from gpulease.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES
 from gpulease import tags
 from gpulease.clock import format_utc
 from gpulease.clouds.aws.cloud import partition_of  # noqa: F401 (lives there: staging reads it too)
 from gpulease.purchase import CAPACITY_BLOCK, MIXED, NODE_MODELS, RESERVATION, RESERVED, SPOT
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import ClusterDecision, Offering, StackSpec, StorageSpec
+from gpulease.policy.fallbacks import efa_card_count
 from gpulease.quotes import CB_MAX_DAYS, block_hours_for
 from gpulease.quotes.blocks import (  # noqa: F401 (moved there: the bootstrap reads them too)
     BLOCK_CHECKPOINT_MINUTES, BLOCK_DRAIN_MINUTES, block_schedule, window_block)
@@ -59,14 +59,6 @@ HEALTH_CHECK_GRACE_SECONDS = 900
 
 
 # ---- network interfaces ---------------------------------------------------------------------
-def efa_card_count(offering: Offering) -> int:
-    """Network cards that carry an EFA device on this type (0 when the type has no EFA)."""
-    if offering.rdma != "efa":
-        return 0
-    n = offering.efa_interfaces or offering.network_cards or 1
-    return max(1, int(n))
-
-
 def efa_interfaces(offering: Offering) -> list[dict]:
     """Launch-template network interfaces for one node of ``offering``.
 
@@ -100,34 +92,6 @@ def interfaces_for(decision: ClusterDecision) -> list[dict]:
 
 
 # ---- capacity -------------------------------------------------------------------------------
-def equivalent_types(decision: ClusterDecision, catalog: Catalog) -> list[str]:
-    """Instance-type overrides for the mixed instances policy, decided type first.
-
-    An equivalent has the same GPU model and count per node in the same region, is not dearer
-    on demand (so the plan's cost stays an upper bound), has a spot price (the overrides exist
-    to widen the spot pools), and — when the cluster uses EFA — the same EFA interface layout,
-    because one launch template's network interfaces must fit every override.
-    Purely reserved clusters keep only the decided type: their capacity is the reservation.
-    """
-    o = decision.offering
-    out = [o.instance_type]
-    if decision.purchase.spot == 0 and decision.purchase.on_demand == 0:
-        return out
-    layout = interfaces_for(decision)
-    for cand in sorted(catalog.offerings_for(gpu=o.gpu, cloud="aws", region=o.region),
-                       key=lambda x: (x.on_demand_usd or math.inf, x.instance_type)):
-        if cand.instance_type in out or cand.gpus_per_node != o.gpus_per_node:
-            continue
-        if cand.spot_usd is None or cand.on_demand_usd is None or o.on_demand_usd is None:
-            continue
-        if cand.on_demand_usd > o.on_demand_usd:
-            continue
-        if decision.network == "efa" and efa_interfaces(cand) != layout:
-            continue
-        out.append(cand.instance_type)
-    return out
-
-
 def purchase_label(decision: ClusterDecision) -> str:
     """Purchase-model tag of the node group: the only model, or "mixed"."""
     models = [m for m, n in decision.purchase.as_dict().items() if n]
