@@ -470,14 +470,14 @@ def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():
     env = _gcs_to_s3_env()
     ids = {}
     for cluster in ("a", "awsjob", "x" * 40 + "-one", "x" * 40 + "-two", "train-" + "y" * 30):
-        rid = cross_staging.reader_account_id(env.stack, cluster)
+        rid = cross_staging.reader_account_id(env.stack.environment, cluster)
         assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", rid) and 6 <= len(rid) <= 30, rid
-        assert rid == cross_staging.reader_account_id(env.stack, cluster)  # deterministic
+        assert rid == cross_staging.reader_account_id(env.stack.environment, cluster)  # deterministic
         assert rid != builders.service_account_id(env.stack, cluster), rid
         ids[cluster] = rid
     assert len(set(ids.values())) == len(ids), ids
     prod = StackSpec(**{**env.stack.__dict__, "environment": "prod"})
-    assert cross_staging.reader_account_id(prod, "awsjob") != ids["awsjob"]
+    assert cross_staging.reader_account_id(prod.environment, "awsjob") != ids["awsjob"]
 
 
 def test_reader_bucket_iam_waits_for_the_dataset_bucket():
@@ -492,7 +492,9 @@ def test_reader_bucket_iam_waits_for_the_dataset_bucket():
         bucket = gcp.storage.Bucket("corpus-bucket", name="gpulease-staging-corpus",
                                     location="US-CENTRAL1")
         aws_staging.declare_staging(
-            "awsjob", stack=env.stack, decision=env.clusters[0],
+            "awsjob", route=naming.staging_route(env.stack, env.clusters[0]),
+            environment=env.stack.environment,
+            gcp_project=env.stack.clouds["gcp"].project, decision=env.clusters[0],
             work_bucket_arn="arn:aws:s3:::gpulease-staging-awsjob-work",
             provider=aws.Provider("aws-us-east-1", region="us-east-1"), parent=parent,
             gcs_bucket_dependencies=(bucket,))

@@ -20,7 +20,6 @@ import pulumi_gcp as gcp
 
 from gpulease.clouds.aws.cloud import partition_of
 from gpulease.clouds.gcp.cloud import prefix_condition
-from gpulease.model import StackSpec
 from gpulease.naming import StagingRoute
 
 #: Web identity of Storage Transfer Service's Google service account ("Configure access to a
@@ -69,14 +68,14 @@ def sts_trust_policy(subject_id: str) -> dict:
         "Condition": {"StringEquals": {f"{GOOGLE_FEDERATION}:sub": subject_id}}}]}
 
 
-def reader_account_id(stack: StackSpec, cluster: str) -> str:
+def reader_account_id(environment: str, cluster: str) -> str:
     """Id of the service account DataSync reads a GCS dataset as: unique per env+cluster.
 
     The shape of ``gpulease.clouds.gcp.builders.service_account_id`` (which hard-codes the node
     accounts' "gpu-" prefix): ``stg-<env>-<cluster>``, and when that exceeds 30 characters the
     first 24 plus a 5-hex digest of the whole, so two long names never share an id.
     """
-    base = f"{READER_ID_PREFIX}-{stack.environment}-{cluster}"
+    base = f"{READER_ID_PREFIX}-{environment}-{cluster}"
     if len(base) > 30:
         digest = hashlib.sha1(base.encode()).hexdigest()[:5]
         base = f"{base[:24].rstrip('-')}-{digest}"
@@ -107,7 +106,7 @@ def storage_transfer_role(name: str, *, route: StagingRoute, subject_id: pulumi.
     return pulumi.Output.all(role.arn, policy.id).apply(lambda v: v[0])
 
 
-def gcs_reader_key(name: str, *, stack: StackSpec, route: StagingRoute, project: str,
+def gcs_reader_key(name: str, *, environment: str, route: StagingRoute, project: str,
                    parent: pulumi.Resource, bucket_dependencies: tuple = ()) -> GcsHmac:
     """Service account ``<name>-stage-reader`` that may list the dataset bucket and read its
     data/, its bucket IAM, and an HMAC key for it; returns the key (its secret a Pulumi secret).
@@ -121,8 +120,8 @@ def gcs_reader_key(name: str, *, stack: StackSpec, route: StagingRoute, project:
                             opts=pulumi.ResourceOptions(parent=parent))
     opts = pulumi.ResourceOptions(parent=parent, provider=provider)
     account = gcp.serviceaccount.Account(
-        f"{name}-stage-reader", account_id=reader_account_id(stack, name), project=project,
-        display_name=f"gpulease {stack.environment} {name} dataset reader (DataSync)",
+        f"{name}-stage-reader", account_id=reader_account_id(environment, name), project=project,
+        display_name=f"gpulease {environment} {name} dataset reader (DataSync)",
         description=f"DataSync reads {route.source_uri} into {route.dest_uri} with this "
                     "account's HMAC key"[:256], opts=opts)
     member = account.email.apply(lambda e: f"serviceAccount:{e}")

@@ -10,9 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 
-from gpulease import naming
 from gpulease.bootstrap.render import encode_user_data
-from gpulease.catalog import Catalog
 from gpulease.clouds.aws import builders, staging
 from gpulease.clouds.aws import cloud as aws_cloud
 from gpulease.clouds.aws.network import Network
@@ -20,7 +18,8 @@ from gpulease.clouds.aws.storage import Storage, StorageArgs
 from gpulease.clouds.staging import GcsHmac
 from gpulease import tags
 from gpulease.costing.context import CostContext
-from gpulease.model import CapacityBlockPin, ClusterDecision, StackSpec
+from gpulease.model import CapacityBlockPin, ClusterDecision
+from gpulease.naming import StagingRoute
 from gpulease.purchase import NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 
 CLUSTER_TYPE = "gpulease:aws:GpuCluster"
@@ -31,27 +30,47 @@ CAPACITY_BLOCK_TYPES = aws_cloud.CAPACITY_BLOCK_TYPES
 _SCALED_BY_REAPER = ["desiredCapacity", "minSize"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class GpuClusterArgs:
+    """What the component reads: the decision, the names and paths the stack gives it
+    (``gpulease.naming``), and this cloud's network, provider and capacity (the same order as
+    the GCP component's fields, then the AWS ones)."""
+
     decision: ClusterDecision
-    stack: StackSpec
-    catalog: Catalog
-    network: Network
-    provider: aws.Provider
+    #: the stack's environment (names and descriptions of the children)
+    environment: str
+    #: the cluster's work bucket (staged dataset and checkpoints); None = none, the cluster
+    #: runs beside its dataset (``gpulease.naming.needs_work_bucket``)
+    work_bucket_name: Optional[str]
+    #: buckets are protected (a prod stack)
+    protect_buckets: bool
+    #: where the nodes read the dataset (None = no dataset) and write checkpoints
+    dataset_uri: Optional[str]
+    checkpoint_uri: str
+    #: the monthly copy of the dataset into the work bucket; None = none
+    staging: Optional[StagingRoute]
     #: purchase model ("mixed", "spot", ...) -> rendered cloud-config
     #: (``gpulease.bootstrap.render.render_user_data``); None or a None result = no bootstrap.
-    user_data: Optional[Callable[[str], Optional[str]]] = None
+    user_data: Optional[Callable[[str], Optional[str]]]
+    network: Network
+    provider: aws.Provider
+    #: the reserved nodes are held in a reservation (``builders.wants_reservation``): the
+    #: Capacity Block below, else an On-Demand Capacity Reservation
+    reserve: bool
+    #: the approved Capacity Block of the reserved nodes (the stack's pin, CONTRACTS C2),
+    #: checked by the adaptor before anything is declared; None = no Capacity Block.
+    capacity_block: Optional[CapacityBlockPin] = None
+    #: the Capacity Block is protected (not in the stack's allow_prepaid_replacement)
+    protect_block: bool = True
+    #: the stack's GCP project, where a reader of a GCS dataset is declared; None = none
+    gcp_project: Optional[str] = None
     #: An existing HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy
     #: into the work bucket's stage/); None = gpulease declares a reader service account and its
-    #: key when the stack configures GCP (``gpulease.clouds.staging.gcs_reader_key``), else
-    #: warns, no copy.
+    #: key in ``gcp_project`` (``gpulease.clouds.staging.gcs_reader_key``), else warns, no copy.
     gcs_hmac: Optional[GcsHmac] = None
     #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
     #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
     gcs_bucket_dependencies: tuple = ()
-    #: the approved Capacity Block of the reserved nodes (the stack's pin, CONTRACTS C2),
-    #: checked by the adaptor before anything is declared; None = no Capacity Block.
-    capacity_block: Optional[CapacityBlockPin] = None
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -85,19 +104,11 @@ class GpuCluster(pulumi.ComponentResource):
     def _choose_capacity(self, args: GpuClusterArgs) -> None:
         """How the reserved nodes are held (Capacity Block, ODCR or neither), and the groups'
         purchase labels."""
-        d, stack = args.decision, args.stack
+        d = args.decision
         p = d.purchase
-        self.use_block = self.uses_capacity_block(stack, d)
-        if self.use_block and args.capacity_block is None:
-            raise ValueError(f"{d.name}: a Capacity Block cluster needs the offering the "
-                             "adaptor looked up (GpuClusterArgs.capacity_block)")
-        if (builders.wants_reservation(stack, d) and stack.clouds["aws"].capacity_blocks
-                and not self.use_block):
-            pulumi.log.warn(f"{d.name}: {d.offering.instance_type} is not sold as a Capacity "
-                            "Block for ML; reserving its nodes with an On-Demand Capacity "
-                            "Reservation instead")
-        self.use_odcr = builders.wants_reservation(stack, d) and not self.use_block
-        self.work_bucket_needed = naming.needs_work_bucket(stack, d)
+        self.use_block = args.capacity_block is not None
+        self.use_odcr = args.reserve and not self.use_block
+        self.work_bucket_needed = args.work_bucket_name is not None
         self.main_nodes = d.nodes - (p.reserved if self.use_block else 0)
         self.label = builders.purchase_label(d)
         # With a Capacity Block the reserved nodes live in their own group.
@@ -141,17 +152,19 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _work_bucket(self, name: str, args: GpuClusterArgs) -> None:
         """The storage the nodes write to, and the monthly dataset copy into its stage/."""
-        d, stack = args.decision, args.stack
+        d = args.decision
         self.work_bucket: Optional[Storage] = None
         if self.work_bucket_needed:
             self.work_bucket = Storage(f"{name}-work", StorageArgs(
-                bucket_name=naming.work_bucket_name(stack, d.name), provider=args.provider,
-                lifecycle_rules=builders.lifecycle_rules(None), protect=stack.is_prod,
+                bucket_name=args.work_bucket_name, provider=args.provider,
+                lifecycle_rules=builders.lifecycle_rules(None), protect=args.protect_buckets,
                 cluster=d), opts=pulumi.ResourceOptions(parent=self))
             # The monthly dataset copy into stage/ that the policy's egress_usd pays for.
             self.staging_task = staging.declare_staging(
-                name, stack=stack, decision=d, work_bucket_arn=self.work_bucket.bucket.arn,
-                provider=args.provider, parent=self, gcs_hmac=args.gcs_hmac,
+                name, route=args.staging, environment=args.environment,
+                gcp_project=args.gcp_project, decision=d,
+                work_bucket_arn=self.work_bucket.bucket.arn, provider=args.provider,
+                parent=self, gcs_hmac=args.gcs_hmac,
                 gcs_bucket_dependencies=args.gcs_bucket_dependencies)
 
     def _network(self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions) -> None:
@@ -185,17 +198,16 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _identity(self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions) -> None:
         """The nodes' IAM role, its policy (dataset and checkpoints) and instance profile."""
-        d, stack = args.decision, args.stack
+        d = args.decision
         partition = builders.partition_of(d.region)
         self.role = aws.iam.Role(
             f"{name}-role", assume_role_policy=json.dumps(builders.assume_role_policy()),
-            description=f"gpulease {stack.environment}/{d.name} GPU nodes", opts=child)
-        ds_uri = naming.dataset_uri(stack, d)
+            description=f"gpulease {args.environment}/{d.name} GPU nodes", opts=child)
+        ds_uri = args.dataset_uri
         ds_bucket, ds_prefix = _split_uri(ds_uri) if ds_uri else (None, None)
-        ck_bucket = naming.checkpoint_bucket(stack, d)
-        ck_prefix = f"{naming.CHECKPOINT_PREFIX}{d.name}/"
+        ck_bucket, ck_prefix = _split_uri(args.checkpoint_uri)
         self.node_policy_args = dict(
-            cluster=d.name, environment=stack.environment, cluster_tag=tags.CLUSTER,
+            cluster=d.name, environment=args.environment, cluster_tag=tags.CLUSTER,
             environment_tag=tags.ENVIRONMENT, dataset_bucket=ds_bucket,
             dataset_prefix=ds_prefix, checkpoint_bucket=ck_bucket, checkpoint_prefix=ck_prefix)
         aws.iam.RolePolicy(
@@ -212,7 +224,7 @@ class GpuCluster(pulumi.ComponentResource):
     def _reservation(self, name: str, args: GpuClusterArgs,
                      child: pulumi.ResourceOptions) -> None:
         """The reserved nodes' capacity: an ODCR, or the Capacity Block bought."""
-        d, stack = args.decision, args.stack
+        d = args.decision
         self.reservation = None
         self.reservation_spec = None
         if self.use_odcr:
@@ -235,8 +247,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.reservation = aws.ec2.CapacityBlockReservation(
                 f"{name}-block", capacity_block_offering_id=args.capacity_block.offering_id,
                 instance_platform="Linux/UNIX", opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(
-                        protect=d.name not in stack.allow_prepaid_replacement)))
+                    child, pulumi.ResourceOptions(protect=args.protect_block)))
 
     def _launch_templates(self, name: str, args: GpuClusterArgs,
                           child: pulumi.ResourceOptions) -> None:

@@ -17,10 +17,10 @@ from typing import Optional
 import pulumi
 import pulumi_aws as aws
 
-from gpulease.naming import StagingRoute, staging_route
+from gpulease.naming import StagingRoute
 from gpulease.clouds.aws import builders
 from gpulease.clouds.staging import GcsHmac, gcs_reader_key
-from gpulease.model import ClusterDecision, StackSpec
+from gpulease.model import ClusterDecision
 
 #: DataSync schedule: 03:00 UTC on the 1st of every month (EventBridge cron syntax, which
 #: DataSync task schedules use: DataSync User Guide, "Scheduling your task").
@@ -88,7 +88,8 @@ def datasync_policy(*, partition: str, route: StagingRoute) -> dict:
 
 
 # ---- resources -------------------------------------------------------------------------------
-def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision,
+def declare_staging(name: str, *, route: Optional[StagingRoute], environment: str,
+                    gcp_project: Optional[str], decision: ClusterDecision,
                     work_bucket_arn: pulumi.Input[str], provider: aws.Provider,
                     parent: pulumi.Resource,
                     gcs_hmac: Optional[GcsHmac] = None,
@@ -96,15 +97,14 @@ def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision,
     """DataSync task copying the dataset into ``<work bucket>/stage/`` monthly, or None.
 
     A GCS source is read with ``gcs_hmac`` when given (an existing key), else with the key of
-    a reader service account declared here (``gcs_reader_key``) when the stack configures
-    ``gpulease:clouds.gcp.project``; without either, nothing is declared and a warning says so.
+    a reader service account declared here (``gcs_reader_key``) in ``gcp_project`` (the
+    stack's ``gpulease:clouds.gcp.project``); without either, nothing is declared and a warning
+    says so. ``route``: the copy (``gpulease.naming.staging_route``), None = none.
     """
-    route = staging_route(stack, decision)
     if route is None:
         return None
     if route.source_cloud == "gcp" and gcs_hmac is None:
-        gcp_cloud = stack.clouds.get("gcp")
-        project = getattr(gcp_cloud, "project", None)
+        project = gcp_project
         if not project:
             pulumi.log.warn(
                 f"{decision.name}: dataset {route.dataset} lives in {route.source_uri} (GCS); "
@@ -114,7 +114,7 @@ def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision,
                 "gpulease:clouds.gcp.project, or copy the data yourself (README, \"Staged "
                 "datasets\")", resource=parent)
             return None
-        gcs_hmac = gcs_reader_key(name, stack=stack, route=route, project=project,
+        gcs_hmac = gcs_reader_key(name, environment=environment, route=route, project=project,
                                   parent=parent, bucket_dependencies=gcs_bucket_dependencies)
     partition = builders.partition_of(decision.region)
     opts = pulumi.ResourceOptions(parent=parent, provider=provider)
