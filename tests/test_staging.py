@@ -473,7 +473,7 @@ def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():
         rid = cross_staging.reader_account_id(env.stack.environment, cluster)
         assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", rid) and 6 <= len(rid) <= 30, rid
         assert rid == cross_staging.reader_account_id(env.stack.environment, cluster)  # deterministic
-        assert rid != builders.service_account_id(env.stack, cluster), rid
+        assert rid != builders.service_account_id(env.stack.environment, cluster), rid
         ids[cluster] = rid
     assert len(set(ids.values())) == len(ids), ids
     prod = StackSpec(**{**env.stack.__dict__, "environment": "prod"})
@@ -588,10 +588,10 @@ def test_no_autostop_grant_when_autostop_is_off():
 
 def test_custom_role_id_is_valid_for_long_names():
     env = make_env([], [], env="staging")
-    rid = autostop.custom_role_id(env.stack, "x" * 80 + "-name")
+    rid = autostop.custom_role_id(env.stack.environment, "x" * 80 + "-name")
     assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
-    assert autostop.custom_role_id(env.stack, "x" * 80 + "-name") != \
-        autostop.custom_role_id(env.stack, "x" * 80 + "-other")
+    assert autostop.custom_role_id(env.stack.environment, "x" * 80 + "-name") != \
+        autostop.custom_role_id(env.stack.environment, "x" * 80 + "-other")
 
 
 def test_transfer_resources_carry_the_cost_tags(s3_to_s3):

@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 
 from gpulease.catalog import TIER_CLASSES
 from gpulease.errors import ConfigError, Finding
-from gpulease.model import ClusterDecision, Offering, StackSpec, StorageSpec
+from gpulease.model import ClusterDecision, Offering, StorageSpec
 from gpulease.clouds.gcp.cloud import prefix_condition  # noqa: F401 (lives there: staging reads it too)
 from gpulease.purchase import CALENDAR, FLEX_START, NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 
@@ -261,9 +261,9 @@ def gcp_name(value: str) -> str:
 
 
 # ---- IAM ---------------------------------------------------------------------------------
-def service_account_id(stack: StackSpec, cluster: str) -> str:
+def service_account_id(environment: str, cluster: str) -> str:
     """Service account id (6-30 chars, ``[a-z]([-a-z0-9]*[a-z0-9])``), unique per env+cluster."""
-    base = f"gpu-{stack.environment}-{cluster}"
+    base = f"gpu-{environment}-{cluster}"
     if len(base) > 30:
         digest = hashlib.sha1(base.encode()).hexdigest()[:5]
         base = f"{base[:24].rstrip('-')}-{digest}"

@@ -24,6 +24,7 @@ from gpulease import tags
 from gpulease.costing.context import CostContext
 from gpulease.clock import format_utc
 from gpulease.model import ClusterDecision, StackSpec, StorageSpec
+from gpulease.naming import StagingRoute
 from gpulease.purchase import CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVED
 
 CLUSTER_TYPE = "gpulease:gcp:GpuCluster"
@@ -44,28 +45,49 @@ def render_user_data(*, stack: StackSpec, decision: ClusterDecision, purchase_mo
 
 @dataclass(frozen=True)
 class GpuClusterArgs:
-    stack: StackSpec
+    """What the component reads: the decision, the names and paths the stack gives it
+    (``gpulease.naming``), and this cloud's network and project (the same order as the AWS
+    component's fields, then the GCP ones)."""
+
     decision: ClusterDecision
-    project: str
+    #: the stack's environment (names and descriptions of the children)
+    environment: str
+    #: the cluster's work bucket (staged dataset and checkpoints); None = none, the cluster
+    #: runs beside its dataset (``gpulease.naming.needs_work_bucket``)
+    work_bucket_name: Optional[str]
+    #: buckets are protected (a prod stack)
+    protect_buckets: bool
+    #: where the nodes read the dataset (None = no dataset) and write checkpoints
+    dataset_uri: Optional[str]
+    checkpoint_uri: str
+    #: the monthly copy of the dataset into the work bucket; None = none
+    staging: Optional[StagingRoute]
+    #: purchase model -> rendered cloud-config (:func:`render_user_data`)
+    user_data: Callable[[str], str]
     #: primary network (self link / name) and the subnetwork of the cluster's region.
     network: pulumi.Input[str]
     subnetwork: pulumi.Input[str]
+    project: str
+    #: GCE name of the reservation of the reserved nodes (:func:`reservation_name`)
+    reservation_name: str
+    #: minutes idle before a node stops itself (0 = never: no autostop grant)
+    autostop_minutes: int
+    #: the stack configures AWS (staging from S3 declares the role there)
+    aws_configured: bool = False
     spot_termination_action: str = "DELETE"
     ssh_via_iap: bool = False
     #: resources the bucket IAM bindings wait for (the Storage components of the datasets).
     bucket_dependencies: tuple = ()
-    #: renderer of the node cloud-config; None = :func:`render_user_data`.
-    user_data: Optional[Callable[..., str]] = None
 
 
-def resource_names(name: str, decision: ClusterDecision, stack: StackSpec) -> dict:
+def resource_names(name: str, decision: ClusterDecision, work_bucket: bool) -> dict:
     """Logical names of the children the cost context refers to."""
     models = builders.models_with_nodes(decision)
     return {
         "models": models,
         "migs": {m: f"{name}-{m}" for m in models},
         "templates": {m: f"{name}-{builders.gcp_name(m)}-template" for m in models},
-        "work_bucket": f"{name}-work" if naming.needs_work_bucket(stack, decision) else None,
+        "work_bucket": f"{name}-work" if work_bucket else None,
     }
 
 
@@ -86,7 +108,7 @@ class GpuCluster(pulumi.ComponentResource):
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(CLUSTER_TYPE, name, None, opts)
         d = args.decision
-        self.names = resource_names(name, d, args.stack)
+        self.names = resource_names(name, d, args.work_bucket_name is not None)
         self.wmodel = builders.window_model(d)
         self._cost_context(name, d)
         child = pulumi.ResourceOptions(parent=self)
@@ -101,7 +123,8 @@ class GpuCluster(pulumi.ComponentResource):
         self._node_groups(name, args, child)
         # ---- node-side autostop: leave the MIG through deleteInstances -------------------
         self.autostop_role = autostop.declare_autostop_grant(
-            name, stack=args.stack, decision=d, project=args.project, zone=self.zone,
+            name, environment=args.environment, autostop_minutes=args.autostop_minutes,
+            project=args.project, zone=self.zone,
             mig_names=[mig_name(name, m) for m in self.names["models"]], member=self.member,
             parent=self)
         self.register_outputs({
@@ -144,8 +167,8 @@ class GpuCluster(pulumi.ComponentResource):
     def _identity(self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions) -> None:
         """The nodes' service account and its project roles."""
         self.service_account = gcp.serviceaccount.Account(
-            f"{name}-sa", account_id=builders.service_account_id(args.stack, name),
-            display_name=f"gpulease {args.stack.environment} {name} GPU nodes", opts=child)
+            f"{name}-sa", account_id=builders.service_account_id(args.environment, name),
+            display_name=f"gpulease {args.environment} {name} GPU nodes", opts=child)
         self.email = self.service_account.email
         self.member = self.email.apply(lambda e: f"serviceAccount:{e}")
         for role in builders.PROJECT_ROLES:
@@ -156,20 +179,21 @@ class GpuCluster(pulumi.ComponentResource):
     def _work_bucket(self, name: str, args: GpuClusterArgs) -> None:
         """The work bucket (a dataset homed elsewhere), the nodes' dataset and checkpoint
         grants, and the monthly dataset copy the policy charges for."""
-        d, stack = args.decision, args.stack
+        d = args.decision
         self.work_bucket = None
         if self.names["work_bucket"]:
             work_spec = StorageSpec(name=f"{name}-work", size_tb=0.0, home_cloud="gcp",
                                     home_region=d.region, warm_after_days=None,
                                     cold_after_days=None, archive_after_days=None)
             self.work_bucket = make_bucket(
-                self.names["work_bucket"], bucket_name=naming.work_bucket_name(stack, name),
-                region=d.region, stack=stack, lifecycle=builders.lifecycle_rules(work_spec),
+                self.names["work_bucket"], bucket_name=args.work_bucket_name,
+                region=d.region, protect=args.protect_buckets,
+                lifecycle=builders.lifecycle_rules(work_spec),
                 parent=self, purpose="work")
         bucket_deps = list(args.bucket_dependencies) + (
             [self.work_bucket] if self.work_bucket is not None else [])
         iam_opts = pulumi.ResourceOptions(parent=self, depends_on=bucket_deps)
-        data_uri = naming.dataset_uri(stack, d)
+        data_uri = args.dataset_uri
         if data_uri:
             bucket, prefix = builders.split_gs_uri(data_uri)
             gcp.storage.BucketIAMMember(
@@ -177,15 +201,17 @@ class GpuCluster(pulumi.ComponentResource):
                 member=self.member,
                 condition=builders.prefix_condition(bucket, prefix, "dataset-read-only"),
                 opts=iam_opts)
-        ckpt_bucket, ckpt_prefix = builders.split_gs_uri(naming.checkpoint_uri(stack, d))
+        ckpt_bucket, ckpt_prefix = builders.split_gs_uri(args.checkpoint_uri)
         gcp.storage.BucketIAMMember(
             f"{name}-checkpoints", bucket=ckpt_bucket, role=builders.CHECKPOINT_ROLE,
             member=self.member,
             condition=builders.prefix_condition(ckpt_bucket, ckpt_prefix, "own-checkpoints-only"),
             opts=iam_opts)
         self.staging = staging.declare_staging(
-            name, stack=stack, decision=d, project=args.project, work_bucket=self.work_bucket,
-            parent=self, bucket_dependencies=tuple(args.bucket_dependencies))
+            name, route=args.staging, environment=args.environment,
+            aws_configured=args.aws_configured, decision=d, project=args.project,
+            work_bucket=self.work_bucket, parent=self,
+            bucket_dependencies=tuple(args.bucket_dependencies))
 
     def _network(self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions) -> None:
         """Firewall rules, the GPU NIC networks beyond the primary, and the nodes' interfaces."""
@@ -252,7 +278,7 @@ class GpuCluster(pulumi.ComponentResource):
                      child: pulumi.ResourceOptions) -> None:
         """The reserved nodes' capacity: a calendar-mode future reservation (a window), a
         compact-placement reservation, or a plain specific reservation."""
-        d, stack, zone = args.decision, args.stack, self.zone
+        d, zone = args.decision, self.zone
         self.reservation = None
         self.reserved_name = None
         acc = builders.guest_accelerators(d.offering)
@@ -263,7 +289,7 @@ class GpuCluster(pulumi.ComponentResource):
         if self.wmodel == CALENDAR:
             # A calendar-mode future reservation (Compute Engine, "Reserve capacity in calendar
             # mode"): Google creates the reservation at its start and deletes it at its end.
-            self.reserved_name = reservation_name(stack, name)
+            self.reserved_name = args.reservation_name
             self.reservation = gcp.compute.FutureReservation(
                 f"{name}-reservation", zone=zone, reservation_mode="CALENDAR",
                 time_window={"start_time": format_utc(d.window.bought_from),
@@ -279,7 +305,7 @@ class GpuCluster(pulumi.ComponentResource):
             # policy, which pulumi-gcp's Reservation cannot express: the Compute API can.
             self.reservation = GceReservation(
                 f"{name}-reservation", project=args.project, zone=zone,
-                name=reservation_name(stack, name), machine_type=d.offering.instance_type,
+                name=args.reservation_name, machine_type=d.offering.instance_type,
                 count=d.purchase.reserved, accelerators=acc,
                 placement_policy=self.policies[RESERVED].self_link,
                 description=f"gpulease {name}: reserved baseline, compact placement",
@@ -310,9 +336,7 @@ class GpuCluster(pulumi.ComponentResource):
                 if self.wmodel == FLEX_START and model == ON_DEMAND else None),
             shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
                                       "enable_integrity_monitoring": True},
-            metadata=builders.node_metadata(
-                (args.user_data or render_user_data)(
-                    stack=args.stack, decision=d, purchase_model=model)),
+            metadata=builders.node_metadata(args.user_data(model)),
             service_account={"email": self.email, "scopes": list(builders.SCOPES)},
             resource_policies=policy_link,
             # the node publishes its busy witness (contract C10, a guest attribute)

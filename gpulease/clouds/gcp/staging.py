@@ -13,9 +13,9 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 
 from gpulease.clouds.staging import storage_transfer_role
-from gpulease.naming import StagingRoute, staging_route
+from gpulease.naming import StagingRoute
 from gpulease.clouds.gcp import builders
-from gpulease.model import ClusterDecision, StackSpec
+from gpulease.model import ClusterDecision
 
 #: Storage Transfer Service has no calendar-month schedule: a repeat interval of 30 days
 #: (STS ``Schedule.repeatInterval``, a duration in seconds, minimum 1 hour).
@@ -35,12 +35,12 @@ SOURCE_OBJECT_ROLE = "roles/storage.objectViewer"
 SINK_OBJECT_ROLE = "roles/storage.objectUser"
 
 
-def transfer_job_name(stack: StackSpec, cluster: str) -> str:
+def transfer_job_name(environment: str, cluster: str) -> str:
     """Explicit job name. Left unset, pulumi-gcp would auto-name it ``<logical>-<hex>``, which
     STS rejects: names must match ``transferJobs/^(?!OPI)[A-Za-z0-9-._~]*[A-Za-z0-9]$``, at most
     128 characters (TransferJob ``name``; "The TransferJob name must be in the pattern of
     transferJobs/[^/]+")."""
-    return f"transferJobs/gpulease-{stack.environment}-{cluster}-stage"
+    return f"transferJobs/gpulease-{environment}-{cluster}-stage"
 
 
 def transfer_schedule() -> dict:
@@ -48,16 +48,19 @@ def transfer_schedule() -> dict:
             "repeat_interval": REPEAT_INTERVAL}
 
 
-def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision, project: str,
+def declare_staging(name: str, *, route: Optional[StagingRoute], environment: str,
+                    aws_configured: bool, decision: ClusterDecision, project: str,
                     work_bucket: Optional[gcp.storage.Bucket], parent: pulumi.Resource,
                     bucket_dependencies: tuple = ()) -> Optional[gcp.storage.TransferJob]:
-    """STS job copying the dataset into ``<work bucket>/stage/`` every 30 days, or None."""
-    route: Optional[StagingRoute] = staging_route(stack, decision)
+    """STS job copying the dataset into ``<work bucket>/stage/`` every 30 days, or None.
+
+    ``route``: the copy (``gpulease.naming.staging_route``), None = none; ``aws_configured``:
+    the stack configures AWS (an S3 source needs the role declared there)."""
     if route is None or work_bucket is None:
         return None
     if route.source_cloud not in ("gcp", "aws"):
         return None
-    if route.source_cloud == "aws" and "aws" not in stack.clouds:
+    if route.source_cloud == "aws" and not aws_configured:
         pulumi.log.warn(f"{decision.name}: dataset {route.dataset} lives in {route.source_uri} "
                         "but gpulease:clouds.aws is not configured, so gpulease cannot declare "
                         "the IAM role Storage Transfer Service needs: no transfer job declared",
@@ -107,8 +110,8 @@ def declare_staging(name: str, *, stack: StackSpec, decision: ClusterDecision, p
         spec["aws_s3_data_source"] = {"bucket_name": route.source_bucket,
                                       "path": route.source_prefix, "role_arn": role_arn}
     return gcp.storage.TransferJob(
-        f"{name}-stage", name=transfer_job_name(stack, decision.name), project=project,
-        description=f"gpulease {stack.environment}/{decision.name}: stage {route.source_uri} "
+        f"{name}-stage", name=transfer_job_name(environment, decision.name), project=project,
+        description=f"gpulease {environment}/{decision.name}: stage {route.source_uri} "
                     f"into {route.dest_uri}"[:1024],
         transfer_spec=spec, schedule=transfer_schedule(),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=grants))
