@@ -472,7 +472,8 @@ def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():
     for cluster in ("a", "awsjob", "x" * 40 + "-one", "x" * 40 + "-two", "train-" + "y" * 30):
         rid = cross_staging.reader_account_id(env.stack.environment, cluster)
         assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", rid) and 6 <= len(rid) <= 30, rid
-        assert rid == cross_staging.reader_account_id(env.stack.environment, cluster)  # deterministic
+        # deterministic
+        assert rid == cross_staging.reader_account_id(env.stack.environment, cluster)
         assert rid != builders.service_account_id(env.stack.environment, cluster), rid
         ids[cluster] = rid
     assert len(set(ids.values())) == len(ids), ids

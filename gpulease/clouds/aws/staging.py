@@ -88,6 +88,24 @@ def datasync_policy(*, partition: str, route: StagingRoute) -> dict:
 
 
 # ---- resources -------------------------------------------------------------------------------
+def _source_location(name: str, route: StagingRoute, *, role: aws.iam.Role,
+                     gcs_hmac: Optional[GcsHmac],
+                     opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """DataSync's source: the S3 dataset read with the task's role, or GCS read with the key."""
+    if route.source_cloud == "aws":
+        return aws.datasync.S3Location(
+            f"{name}-stage-source",
+            s3_bucket_arn=f"arn:{builders.partition_of(route.source_region)}:s3:::"
+                          f"{route.source_bucket}",
+            subdirectory=f"/{route.source_prefix}",
+            s3_config={"bucket_access_role_arn": role.arn}, opts=opts)
+    return aws.datasync.LocationObjectStorage(
+        f"{name}-stage-source", server_hostname=GCS_S3_ENDPOINT, server_protocol="HTTPS",
+        server_port=443, bucket_name=route.source_bucket,
+        subdirectory=f"/{route.source_prefix}", access_key=gcs_hmac.access_id,
+        secret_key=pulumi.Output.secret(gcs_hmac.secret), opts=opts)
+
+
 def declare_staging(name: str, *, route: Optional[StagingRoute], environment: str,
                     gcp_project: Optional[str], decision: ClusterDecision,
                     work_bucket_arn: pulumi.Input[str], provider: aws.Provider,
@@ -104,8 +122,7 @@ def declare_staging(name: str, *, route: Optional[StagingRoute], environment: st
     if route is None:
         return None
     if route.source_cloud == "gcp" and gcs_hmac is None:
-        project = gcp_project
-        if not project:
+        if not gcp_project:
             pulumi.log.warn(
                 f"{decision.name}: dataset {route.dataset} lives in {route.source_uri} (GCS); "
                 f"the monthly copy into {route.dest_uri} needs an HMAC key of a Google service "
@@ -114,8 +131,9 @@ def declare_staging(name: str, *, route: Optional[StagingRoute], environment: st
                 "gpulease:clouds.gcp.project, or copy the data yourself (README, \"Staged "
                 "datasets\")", resource=parent)
             return None
-        gcs_hmac = gcs_reader_key(name, environment=environment, route=route, project=project,
-                                  parent=parent, bucket_dependencies=gcs_bucket_dependencies)
+        gcs_hmac = gcs_reader_key(name, environment=environment, route=route,
+                                  project=gcp_project, parent=parent,
+                                  bucket_dependencies=gcs_bucket_dependencies)
     partition = builders.partition_of(decision.region)
     opts = pulumi.ResourceOptions(parent=parent, provider=provider)
     account = aws.get_caller_identity_output(
@@ -133,19 +151,7 @@ def declare_staging(name: str, *, route: Optional[StagingRoute], environment: st
         f"{name}-stage-dest", s3_bucket_arn=work_bucket_arn,
         subdirectory=f"/{route.dest_prefix}", s3_config={"bucket_access_role_arn": role.arn},
         opts=after_iam)
-    if route.source_cloud == "aws":
-        source: pulumi.CustomResource = aws.datasync.S3Location(
-            f"{name}-stage-source",
-            s3_bucket_arn=f"arn:{builders.partition_of(route.source_region)}:s3:::"
-                          f"{route.source_bucket}",
-            subdirectory=f"/{route.source_prefix}",
-            s3_config={"bucket_access_role_arn": role.arn}, opts=after_iam)
-    else:
-        source = aws.datasync.LocationObjectStorage(
-            f"{name}-stage-source", server_hostname=GCS_S3_ENDPOINT, server_protocol="HTTPS",
-            server_port=443, bucket_name=route.source_bucket,
-            subdirectory=f"/{route.source_prefix}", access_key=gcs_hmac.access_id,
-            secret_key=pulumi.Output.secret(gcs_hmac.secret), opts=after_iam)
+    source = _source_location(name, route, role=role, gcs_hmac=gcs_hmac, opts=after_iam)
     return aws.datasync.Task(
         f"{name}-stage", name=f"{name}-stage", source_location_arn=source.arn,
         destination_location_arn=dest.arn, task_mode=DATASYNC_TASK_MODE,

@@ -48,6 +48,34 @@ def transfer_schedule() -> dict:
             "repeat_interval": REPEAT_INTERVAL}
 
 
+def _source(name: str, route: StagingRoute, *, agent, iam_opts: pulumi.ResourceOptions,
+            parent: pulumi.Resource) -> tuple[dict, list]:
+    """The transfer spec's source, and the grants that let Storage Transfer Service read it."""
+    if route.source_cloud == "gcp":
+        grants = [
+            gcp.storage.BucketIAMMember(
+                f"{name}-stage-sts-source-bucket", bucket=route.source_bucket,
+                role=BUCKET_READER_ROLE, member=agent.member, opts=iam_opts),
+            gcp.storage.BucketIAMMember(
+                f"{name}-stage-sts-source-objects", bucket=route.source_bucket,
+                role=SOURCE_OBJECT_ROLE, member=agent.member,
+                condition=builders.prefix_condition(route.source_bucket, route.source_prefix,
+                                                  "sts-reads-dataset-only"), opts=iam_opts),
+        ]
+        return {"gcs_data_source": {"bucket_name": route.source_bucket,
+                                    "path": route.source_prefix}}, grants
+    # Federated identity, no long-lived AWS keys: STS assumes the role with
+    # AssumeRoleWithWebIdentity as its Google service account ("Configure access to a
+    # source: Amazon S3", federated identity). IAM is global; the provider's region is the
+    # source bucket's.
+    provider = aws.Provider(f"{name}-aws-{route.source_region}", region=route.source_region,
+                            opts=pulumi.ResourceOptions(parent=parent))
+    role_arn = storage_transfer_role(name, route=route, subject_id=agent.subject_id,
+                                     provider=provider, parent=parent)
+    return {"aws_s3_data_source": {"bucket_name": route.source_bucket,
+                                   "path": route.source_prefix, "role_arn": role_arn}}, []
+
+
 def declare_staging(name: str, *, route: Optional[StagingRoute], environment: str,
                     aws_configured: bool, decision: ClusterDecision, project: str,
                     work_bucket: Optional[gcp.storage.Bucket], parent: pulumi.Resource,
@@ -66,7 +94,6 @@ def declare_staging(name: str, *, route: Optional[StagingRoute], environment: st
                         "the IAM role Storage Transfer Service needs: no transfer job declared",
                         resource=parent)
         return None
-    child = pulumi.ResourceOptions(parent=parent)
     agent = gcp.storage.get_transfer_project_service_account_output(
         project=project, opts=pulumi.InvokeOutputOptions(parent=parent))
     iam_opts = pulumi.ResourceOptions(parent=parent,
@@ -85,30 +112,9 @@ def declare_staging(name: str, *, route: Optional[StagingRoute], environment: st
         "gcs_data_sink": {"bucket_name": route.dest_bucket, "path": route.dest_prefix},
         "transfer_options": dict(TRANSFER_OPTIONS),
     }
-    if route.source_cloud == "gcp":
-        grants += [
-            gcp.storage.BucketIAMMember(
-                f"{name}-stage-sts-source-bucket", bucket=route.source_bucket,
-                role=BUCKET_READER_ROLE, member=agent.member, opts=iam_opts),
-            gcp.storage.BucketIAMMember(
-                f"{name}-stage-sts-source-objects", bucket=route.source_bucket,
-                role=SOURCE_OBJECT_ROLE, member=agent.member,
-                condition=builders.prefix_condition(route.source_bucket, route.source_prefix,
-                                                  "sts-reads-dataset-only"), opts=iam_opts),
-        ]
-        spec["gcs_data_source"] = {"bucket_name": route.source_bucket,
-                                   "path": route.source_prefix}
-    else:
-        # Federated identity, no long-lived AWS keys: STS assumes the role with
-        # AssumeRoleWithWebIdentity as its Google service account ("Configure access to a
-        # source: Amazon S3", federated identity). IAM is global; the provider's region is the
-        # source bucket's.
-        provider = aws.Provider(f"{name}-aws-{route.source_region}", region=route.source_region,
-                                opts=child)
-        role_arn = storage_transfer_role(name, route=route, subject_id=agent.subject_id,
-                                         provider=provider, parent=parent)
-        spec["aws_s3_data_source"] = {"bucket_name": route.source_bucket,
-                                      "path": route.source_prefix, "role_arn": role_arn}
+    source, source_grants = _source(name, route, agent=agent, iam_opts=iam_opts, parent=parent)
+    spec.update(source)
+    grants += source_grants
     return gcp.storage.TransferJob(
         f"{name}-stage", name=transfer_job_name(environment, decision.name), project=project,
         description=f"gpulease {environment}/{decision.name}: stage {route.source_uri} "

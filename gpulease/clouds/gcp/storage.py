@@ -64,6 +64,6 @@ class Storage(pulumi.ComponentResource):
         self.bucket_name = naming.bucket_name(args.stack, spec.name)
         self.bucket = make_bucket(
             f"{name}-bucket", bucket_name=self.bucket_name, region=args.decision.region,
-            protect=args.stack.is_prod, lifecycle=lifecycle_rules(args.decision.lifecycle), parent=self,
-            purpose="dataset")
+            protect=args.stack.is_prod, lifecycle=lifecycle_rules(args.decision.lifecycle),
+            parent=self, purpose="dataset")
         self.register_outputs({"bucket": self.bucket.name, "url": self.bucket.url})
