@@ -880,6 +880,9 @@ class ClusterDecision:
     spot_risk: Optional[dict] = None
     #: how the cluster's window is bought (None = a monthly load).
     window: Optional[WindowDecision] = None
+    #: instance types its node group may launch, the decided type first, then equivalents by
+    #: on-demand price (``gpulease.policy.fallbacks``); empty = the decided type only.
+    fallback_types: tuple[str, ...] = ()
 
     def __getstate__(self) -> dict:
         return Lazy.state(self)

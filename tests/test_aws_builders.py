@@ -64,13 +64,20 @@ def test_single_node_on_efa_type_uses_plain_interface():
     assert builders.interfaces_for(d) == [builders.plain_interface()]
 
 
+def _fallbacks(d, cat) -> list[str]:
+    # the policy decides them (gpulease.policy.fallbacks); the component only reads them
+    from gpulease.policy.fallbacks import fallback_types
+
+    return list(fallback_types(d.offering, d.purchase, d.network, cat))
+
+
 def test_equivalent_types_from_the_real_catalog():
     cat = load_catalog()
     l4 = [o for o in cat.offerings_for(cloud="aws", gpu="L4") if o.gpus_per_node == 1]
     assert l4, "catalog has no single-L4 AWS type"
     dearest = max(l4, key=lambda o: o.on_demand_usd or 0)
     d = decision(dearest, network="none", distributed=False)
-    got = builders.equivalent_types(d, cat)
+    got = _fallbacks(d, cat)
     assert got[0] == dearest.instance_type
     for t in got[1:]:
         o = cat.offering("aws", dearest.region, t)
@@ -94,10 +101,10 @@ def test_equivalents_exclude_dearer_other_layout_and_no_spot():
     cat = parse_catalog({"format": "gpulease-catalog/1", "version": "t", "as_of": "2026-01-01",
                          "offerings": rows})
     d = decision(cat.offering("aws", "us-east-1", "p5.48xlarge"))
-    assert builders.equivalent_types(d, cat) == ["p5.48xlarge", "p5x.cheap"]
+    assert _fallbacks(d, cat) == ["p5.48xlarge", "p5x.cheap"]
     reserved_only = decision(cat.offering("aws", "us-east-1", "p5.48xlarge"),
                              purchase=PurchaseMix(reserved=2))
-    assert builders.equivalent_types(reserved_only, cat) == ["p5.48xlarge"]
+    assert _fallbacks(reserved_only, cat) == ["p5.48xlarge"]
 
 
 @pytest.mark.parametrize("env,flag,reserved,expected", [

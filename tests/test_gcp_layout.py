@@ -10,7 +10,7 @@ from gpulease.catalog import TIER_CLASSES
 from gpulease.clouds.gcp import builders
 from gpulease.errors import ConfigError
 from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, Offering, PurchaseMix,
-                            StackSpec, StorageSpec)
+                            StorageSpec)
 
 
 def offering(instance_type: str, rdma: str = "none", gpus: int = 8,
@@ -166,18 +166,13 @@ def test_cluster_zone_prefers_decision_then_catalog():
     assert builders.cluster_zone(decision(A2, PurchaseMix(spot=2))) is None
 
 
-def _stack(env: str) -> StackSpec:
-    return StackSpec(stack=env, environment=env, owner="o", cost_center="c",
-                     budget_monthly_usd=1.0, clouds={}, storage=(), clusters=())
-
-
 @pytest.mark.parametrize("env, cluster", [
     ("dev", "a"), ("prod", "pretrain"), ("production", "a-very-long-cluster-name-of-30c"),
     ("staging", "x" * 30)])
 def test_service_account_id_is_valid_and_unique(env, cluster):
-    sa = builders.service_account_id(_stack(env), cluster)
+    sa = builders.service_account_id(env, cluster)
     assert re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", sa), sa
-    other = builders.service_account_id(_stack(env), cluster + "2")
+    other = builders.service_account_id(env, cluster + "2")
     assert other != sa
 
 

@@ -13,6 +13,7 @@ from gpulease.bootstrap.render import render_user_data
 from gpulease.catalog import load_catalog
 from gpulease.clouds.aws import deploy as aws_adaptor
 from gpulease.clouds.gcp import deploy as gcp_adaptor
+from gpulease.clouds import staging as cross_staging
 from gpulease.clouds.aws import staging as aws_staging
 from gpulease.clouds.gcp import autostop, staging as gcp_staging
 from gpulease.costing import transform
@@ -300,7 +301,7 @@ def _gcs_to_s3_env():
 
 def test_gcs_to_s3_with_an_explicit_hmac_key():
     env = _gcs_to_s3_env()
-    r = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
+    r = run(env, gcs_hmac=cross_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
                                               secret="not-a-real-secret"))
     src = r.one(T_OBJLOC, "awsjob-stage-source")
     assert src.inputs["serverHostname"] == "storage.googleapis.com", src.urn
@@ -411,7 +412,7 @@ def test_gcs_to_s3_declared_reader_costs_nothing(gcs_to_s3):
             e = r.ledger.get(t, res.name)
             assert e is not None and e.monthly_usd == 0.0, res.urn
     # the plan total is the one of the same stack staged with an existing key
-    with_key = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
+    with_key = run(env, gcs_hmac=cross_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
                                                      secret="not-a-real-secret"))
     assert r.ledger.monthly_usd == with_key.ledger.monthly_usd
     assert r.ledger.by_cluster() == with_key.ledger.by_cluster()
@@ -419,7 +420,7 @@ def test_gcs_to_s3_declared_reader_costs_nothing(gcs_to_s3):
 
 def test_gcs_to_s3_override_key_declares_no_gcp_reader():
     env = _gcs_to_s3_env()
-    r = run(env, gcs_hmac=aws_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
+    r = run(env, gcs_hmac=cross_staging.GcsHmac(access_id="GOOG1EXAMPLEACCESSID",
                                               secret="not-a-real-secret"))
     assert not gcp_resources_under(r, "awsjob")
     assert not r.by_type(T_SA) or "awsjob-stage-reader" not in [x.name for x in r.by_type(T_SA)]
@@ -469,14 +470,15 @@ def test_reader_account_ids_are_valid_unique_and_apart_from_node_accounts():
     env = _gcs_to_s3_env()
     ids = {}
     for cluster in ("a", "awsjob", "x" * 40 + "-one", "x" * 40 + "-two", "train-" + "y" * 30):
-        rid = aws_staging.reader_account_id(env.stack, cluster)
+        rid = cross_staging.reader_account_id(env.stack.environment, cluster)
         assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])", rid) and 6 <= len(rid) <= 30, rid
-        assert rid == aws_staging.reader_account_id(env.stack, cluster)  # deterministic
-        assert rid != builders.service_account_id(env.stack, cluster), rid
+        # deterministic
+        assert rid == cross_staging.reader_account_id(env.stack.environment, cluster)
+        assert rid != builders.service_account_id(env.stack.environment, cluster), rid
         ids[cluster] = rid
     assert len(set(ids.values())) == len(ids), ids
     prod = StackSpec(**{**env.stack.__dict__, "environment": "prod"})
-    assert aws_staging.reader_account_id(prod, "awsjob") != ids["awsjob"]
+    assert cross_staging.reader_account_id(prod.environment, "awsjob") != ids["awsjob"]
 
 
 def test_reader_bucket_iam_waits_for_the_dataset_bucket():
@@ -491,7 +493,9 @@ def test_reader_bucket_iam_waits_for_the_dataset_bucket():
         bucket = gcp.storage.Bucket("corpus-bucket", name="gpulease-staging-corpus",
                                     location="US-CENTRAL1")
         aws_staging.declare_staging(
-            "awsjob", stack=env.stack, decision=env.clusters[0],
+            "awsjob", route=naming.staging_route(env.stack, env.clusters[0]),
+            environment=env.stack.environment,
+            gcp_project=env.stack.clouds["gcp"].project, decision=env.clusters[0],
             work_bucket_arn="arn:aws:s3:::gpulease-staging-awsjob-work",
             provider=aws.Provider("aws-us-east-1", region="us-east-1"), parent=parent,
             gcs_bucket_dependencies=(bucket,))
@@ -585,10 +589,10 @@ def test_no_autostop_grant_when_autostop_is_off():
 
 def test_custom_role_id_is_valid_for_long_names():
     env = make_env([], [], env="staging")
-    rid = autostop.custom_role_id(env.stack, "x" * 80 + "-name")
+    rid = autostop.custom_role_id(env.stack.environment, "x" * 80 + "-name")
     assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
-    assert autostop.custom_role_id(env.stack, "x" * 80 + "-name") != \
-        autostop.custom_role_id(env.stack, "x" * 80 + "-other")
+    assert autostop.custom_role_id(env.stack.environment, "x" * 80 + "-name") != \
+        autostop.custom_role_id(env.stack.environment, "x" * 80 + "-other")
 
 
 def test_transfer_resources_carry_the_cost_tags(s3_to_s3):

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gpulease import cron as rs
 from gpulease.bootstrap.settings import BootstrapSettings
+# GCP project ids: the pattern lives with the GCP cloud object (the GCE reservation provider
+# checks ids with it too)
+from gpulease.clouds.gcp.cloud import GCP_PROJECT_PATTERN
 from gpulease.inputs import MAX_USD
 from gpulease.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS,
                             MAX_IDLE_MINUTES)
@@ -29,9 +32,6 @@ ENVIRONMENT_RULE = _NAME_RULE
 LABEL_VALUE_PATTERN = r"^[a-z0-9_-]{1,63}$"
 _LABEL_VALUE_RULE = ("1-63 lowercase letters, digits, '_' or '-' (a GCP label value; AWS tags "
                      "carry the same text)")
-#: GCP project ids: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter,
-#: not ending with a hyphen (Resource Manager docs, "Creating and managing projects").
-GCP_PROJECT_PATTERN = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"
 #: EC2 resource ids: prefix, '-', 8 or 17 hex digits.
 VPC_ID_PATTERN = r"^vpc-([0-9a-f]{8}|[0-9a-f]{17})$"
 SUBNET_ID_PATTERN = r"^subnet-([0-9a-f]{8}|[0-9a-f]{17})$"

@@ -12,6 +12,7 @@ from gpulease.errors import Finding, PolicyError
 from gpulease.model import ClusterDecision, ClusterSpec, Deferred, EnvironmentDecision, StackSpec
 from gpulease.policy import explanation, failures
 from gpulease.policy.candidates import Candidate, Context, lock_in, term_options
+from gpulease.policy.fallbacks import fallback_types
 from gpulease.policy.pricing import Quotes, price_clusters
 from gpulease.policy.rules import PolicyRules
 from gpulease.policy.solver import Option, QuotaInfeasible, solve
@@ -142,7 +143,8 @@ def _monthly_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_
         terms=Deferred(partial(term_options, spec, c, ctx)),
         commitment_horizon_months=rules.commitment_horizon_months,
         committed_usd=committed, lock_in_months=months,
-        spot_risk=explanation.spot_risk_doc(ctx, c.offering))
+        spot_risk=explanation.spot_risk_doc(ctx, c.offering),
+        fallback_types=fallback_types(c.offering, c.purchase, c.network, ctx.catalog))
 
 
 def _window_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_ok: int, nxt,
@@ -168,7 +170,8 @@ def _window_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_o
         commitment_term=c.term, distributed=c.distributed, blocks=(WC.block_of(best, c.costs),),
         terms=(), commitment_horizon_months=rules.commitment_horizon_months,
         committed_usd=committed, lock_in_months=best.lock_in_months,
-        spot_risk=explanation.spot_risk_doc(ctx, o), window=wd)
+        spot_risk=explanation.spot_risk_doc(ctx, o), window=wd,
+        fallback_types=fallback_types(o, c.purchase, c.network, ctx.catalog))
 
 
 def _quota_key(q: Quotes, j, quotas: dict) -> Optional[tuple[str, str]]:

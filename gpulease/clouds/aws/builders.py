@@ -5,13 +5,16 @@ dicts/lists the components pass to pulumi-aws, so each one is table-tested on it
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
-from gpulease.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
+from gpulease.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES
 from gpulease import tags
+from gpulease.clock import format_utc
+from gpulease.clouds.aws.cloud import partition_of  # noqa: F401 (lives there: staging reads it too)
+from gpulease.purchase import CAPACITY_BLOCK, MIXED, NODE_MODELS, RESERVATION, RESERVED, SPOT
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import ClusterDecision, Offering, StackSpec, StorageSpec
+from gpulease.policy.fallbacks import efa_card_count
 from gpulease.quotes import CB_MAX_DAYS, block_hours_for
 from gpulease.quotes.blocks import (  # noqa: F401 (moved there: the bootstrap reads them too)
     BLOCK_CHECKPOINT_MINUTES, BLOCK_DRAIN_MINUTES, block_schedule, window_block)
@@ -56,14 +59,6 @@ HEALTH_CHECK_GRACE_SECONDS = 900
 
 
 # ---- network interfaces ---------------------------------------------------------------------
-def efa_card_count(offering: Offering) -> int:
-    """Network cards that carry an EFA device on this type (0 when the type has no EFA)."""
-    if offering.rdma != "efa":
-        return 0
-    n = offering.efa_interfaces or offering.network_cards or 1
-    return max(1, int(n))
-
-
 def efa_interfaces(offering: Offering) -> list[dict]:
     """Launch-template network interfaces for one node of ``offering``.
 
@@ -96,53 +91,11 @@ def interfaces_for(decision: ClusterDecision) -> list[dict]:
     return [plain_interface()]
 
 
-def partition_of(region: str) -> str:
-    """ARN partition of a region (AWS General Reference, "Amazon Resource Names")."""
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
 # ---- capacity -------------------------------------------------------------------------------
-def equivalent_types(decision: ClusterDecision, catalog: Catalog) -> list[str]:
-    """Instance-type overrides for the mixed instances policy, decided type first.
-
-    An equivalent has the same GPU model and count per node in the same region, is not dearer
-    on demand (so the plan's cost stays an upper bound), has a spot price (the overrides exist
-    to widen the spot pools), and — when the cluster uses EFA — the same EFA interface layout,
-    because one launch template's network interfaces must fit every override.
-    Purely reserved clusters keep only the decided type: their capacity is the reservation.
-    """
-    o = decision.offering
-    out = [o.instance_type]
-    if decision.purchase.spot == 0 and decision.purchase.on_demand == 0:
-        return out
-    layout = interfaces_for(decision)
-    for cand in sorted(catalog.offerings_for(gpu=o.gpu, cloud="aws", region=o.region),
-                       key=lambda x: (x.on_demand_usd or math.inf, x.instance_type)):
-        if cand.instance_type in out or cand.gpus_per_node != o.gpus_per_node:
-            continue
-        if cand.spot_usd is None or cand.on_demand_usd is None or o.on_demand_usd is None:
-            continue
-        if cand.on_demand_usd > o.on_demand_usd:
-            continue
-        if decision.network == "efa" and efa_interfaces(cand) != layout:
-            continue
-        out.append(cand.instance_type)
-    return out
-
-
 def purchase_label(decision: ClusterDecision) -> str:
     """Purchase-model tag of the node group: the only model, or "mixed"."""
     models = [m for m, n in decision.purchase.as_dict().items() if n]
-    return models[0] if len(models) == 1 else "mixed"
-
-
-#: purchase models in node order: an ASG fills its on-demand base capacity first and puts every
-#: node above it on one market, so a decision it can carry keeps this order along the nodes.
-NODE_ORDER = ("reserved", "on_demand", "spot")
+    return models[0] if len(models) == 1 else MIXED
 
 
 def asg_capacity(decision: ClusterDecision, *, without_reserved: bool = False) -> dict:
@@ -159,15 +112,17 @@ def asg_capacity(decision: ClusterDecision, *, without_reserved: bool = False) -
     decision whose blocks are not in node order (the group could not carry it).
     """
     blocks = [b for b in decision.node_blocks
-              if not (without_reserved and b.purchase == "reserved")]
-    ranks = [NODE_ORDER.index(b.purchase) for b in blocks]
+              if not (without_reserved and b.purchase == RESERVED)]
+    # an ASG fills its on-demand base capacity first and puts every node above it on one
+    # market, so a decision it can carry keeps the node-model order along the nodes
+    ranks = [NODE_MODELS.index(b.purchase) for b in blocks]
     if ranks != sorted(ranks):
         raise ValueError(f"{decision.name}: nodes bought {[b.purchase for b in blocks]} are not "
                          "in the order reserved, on-demand, spot that one Auto Scaling group "
                          "carries")
     nodes = sum(b.nodes for b in blocks)
-    base = sum(b.nodes for b in blocks if b.purchase != "spot")
-    standing = sum(b.nodes for b in blocks if b.part == "baseline" or b.purchase == "reserved")
+    base = sum(b.nodes for b in blocks if b.purchase != SPOT)
+    standing = sum(b.nodes for b in blocks if b.part == "baseline" or b.purchase == RESERVED)
     return {"max_size": nodes, "desired_capacity": standing, "on_demand_base_capacity": base,
             "on_demand_percentage_above_base_capacity": 0 if nodes > base else 100}
 
@@ -179,19 +134,13 @@ def window_model(decision: ClusterDecision) -> Optional[str]:
     return w.model if w is not None else None
 
 
-def _z(t) -> str:
-    import datetime as _dt
-
-    return t.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def reservation_end(decision: ClusterDecision) -> Optional[str]:
     """When a window's capacity reservation (ODCR) ends (RFC 3339): the end of the run; None =
     unlimited (a monthly load's reservation, or one backing a commitment)."""
     w = getattr(decision, "window", None)
-    if w is None or w.model != "reservation":
+    if w is None or w.model != RESERVATION:
         return None
-    return _z(w.end)
+    return format_utc(w.end)
 
 
 def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
@@ -199,7 +148,7 @@ def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
     window bought as a Capacity Block or a reservation always gets one: that is the purchase)."""
     if decision.purchase.reserved == 0:
         return False
-    if window_model(decision) in ("capacity_block", "reservation"):
+    if window_model(decision) in (CAPACITY_BLOCK, RESERVATION):
         return True
     spec = stack.clouds.get("aws")
     flag = getattr(spec, "capacity_reservations", None)
@@ -215,7 +164,7 @@ def uses_capacity_block(stack: StackSpec, d: ClusterDecision) -> bool:
     from gpulease.clouds.aws.cloud import CAPACITY_BLOCK_TYPES
 
     if window_model(d) is not None:      # a window: the policy chose (or did not choose) one
-        return d.cloud == "aws" and window_model(d) == "capacity_block"
+        return d.cloud == "aws" and window_model(d) == CAPACITY_BLOCK
     aws = stack.clouds.get("aws")
     return bool(d.cloud == "aws" and aws is not None and wants_reservation(stack, d)
                 and aws.capacity_blocks and d.offering.instance_type in CAPACITY_BLOCK_TYPES)

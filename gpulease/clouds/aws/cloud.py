@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
+from gpulease.purchase import CAPACITY_BLOCK, MIXED, SPOT
 
 #: AWS user data is limited to 16 KB before base64 (EC2 User Guide, "Run commands when you launch
 #: an EC2 instance with user data input"); a full cloud-config is ~20 KB, so on AWS it travels
@@ -26,6 +27,15 @@ _CONTINENTS = {"us": "north-america", "ca": "north-america", "mx": "north-americ
                "il": "middle-east", "af": "africa"}
 #: Asia Pacific regions in Oceania (Sydney, Melbourne, Auckland).
 _OCEANIA = ("ap-southeast-2", "ap-southeast-4", "ap-southeast-6")
+
+
+def partition_of(region: str) -> str:
+    """ARN partition of a region (AWS General Reference, "Amazon Resource Names")."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
 
 
 @dataclass(frozen=True)
@@ -53,8 +63,8 @@ class AwsCloud(Cloud):
     def node_group_models(self, used: tuple[str, ...]) -> tuple[str, ...]:
         # one Auto Scaling group blends spot with the on-demand/reserved base (a mixed
         # instances policy); without spot, one group per model
-        if "spot" in used and len(used) > 1:
-            return ("mixed",)
+        if SPOT in used and len(used) > 1:
+            return (MIXED,)
         return used
 
     def encode_user_data(self, cloud_config: str) -> str:
@@ -68,7 +78,7 @@ class AwsCloud(Cloud):
         return base64.b64encode(raw).decode()
 
     def window_options_by_default(self, instance_type: str) -> frozenset[str]:
-        return frozenset({"capacity_block"}) if instance_type in CAPACITY_BLOCK_TYPES \
+        return frozenset({CAPACITY_BLOCK}) if instance_type in CAPACITY_BLOCK_TYPES \
             else frozenset()
 
 

@@ -10,44 +10,67 @@ import pulumi
 import pulumi_aws as aws
 
 
-from gpulease import naming
 from gpulease.bootstrap.render import encode_user_data
-from gpulease.catalog import Catalog
 from gpulease.clouds.aws import builders, staging
 from gpulease.clouds.aws import cloud as aws_cloud
-from gpulease.clouds.aws.builders import NODE_ORDER
 from gpulease.clouds.aws.network import Network
 from gpulease.clouds.aws.storage import Storage, StorageArgs
+from gpulease.clouds.staging import GcsHmac
 from gpulease import tags
 from gpulease.costing.context import CostContext
-from gpulease.model import CapacityBlockPin, ClusterDecision, StackSpec
+from gpulease.model import CapacityBlockPin, ClusterDecision
+from gpulease.naming import StagingRoute
+from gpulease.purchase import NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 
 CLUSTER_TYPE = "gpulease:aws:GpuCluster"
 #: Types sold as EC2 Capacity Blocks for ML (one list: ``gpulease.clouds.aws.cloud``). Other
 #: types fall back to an ODCR.
 CAPACITY_BLOCK_TYPES = aws_cloud.CAPACITY_BLOCK_TYPES
+#: the reaper scales the groups to zero: no drift from it
+_SCALED_BY_REAPER = ["desiredCapacity", "minSize"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class GpuClusterArgs:
+    """What the component reads: the decision, the names and paths the stack gives it
+    (``gpulease.naming``), and this cloud's network, provider and capacity (the same order as
+    the GCP component's fields, then the AWS ones)."""
+
     decision: ClusterDecision
-    stack: StackSpec
-    catalog: Catalog
-    network: Network
-    provider: aws.Provider
+    #: the stack's environment (names and descriptions of the children)
+    environment: str
+    #: the cluster's work bucket (staged dataset and checkpoints); None = none, the cluster
+    #: runs beside its dataset (``gpulease.naming.needs_work_bucket``)
+    work_bucket_name: Optional[str]
+    #: buckets are protected (a prod stack)
+    protect_buckets: bool
+    #: where the nodes read the dataset (None = no dataset) and write checkpoints
+    dataset_uri: Optional[str]
+    checkpoint_uri: str
+    #: the monthly copy of the dataset into the work bucket; None = none
+    staging: Optional[StagingRoute]
     #: purchase model ("mixed", "spot", ...) -> rendered cloud-config
     #: (``gpulease.bootstrap.render.render_user_data``); None or a None result = no bootstrap.
-    user_data: Optional[Callable[[str], Optional[str]]] = None
-    #: An existing HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy
-    #: into the work bucket's stage/); None = gpulease declares a reader service account and its
-    #: key when the stack configures GCP (``staging.gcs_reader_key``), else warns, no copy.
-    gcs_hmac: Optional[staging.GcsHmac] = None
-    #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
-    #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
-    gcs_bucket_dependencies: tuple = ()
+    user_data: Optional[Callable[[str], Optional[str]]]
+    network: Network
+    provider: aws.Provider
+    #: the reserved nodes are held in a reservation (``builders.wants_reservation``): the
+    #: Capacity Block below, else an On-Demand Capacity Reservation
+    reserve: bool
     #: the approved Capacity Block of the reserved nodes (the stack's pin, CONTRACTS C2),
     #: checked by the adaptor before anything is declared; None = no Capacity Block.
     capacity_block: Optional[CapacityBlockPin] = None
+    #: the Capacity Block is protected (not in the stack's allow_prepaid_replacement)
+    protect_block: bool = True
+    #: the stack's GCP project, where a reader of a GCS dataset is declared; None = none
+    gcp_project: Optional[str] = None
+    #: An existing HMAC key reading the dataset when it lives on GCS (the monthly DataSync copy
+    #: into the work bucket's stage/); None = gpulease declares a reader service account and its
+    #: key in ``gcp_project`` (``gpulease.clouds.staging.gcs_reader_key``), else warns, no copy.
+    gcs_hmac: Optional[GcsHmac] = None
+    #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
+    #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
+    gcs_bucket_dependencies: tuple = ()
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -62,42 +85,57 @@ class GpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__(CLUSTER_TYPE, name, None, opts)
-        d, stack = args.decision, args.stack
+        self._choose_capacity(args)
+        self._cost_context(name, args)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        self._work_bucket(name, args)
+        self._network(name, args, child)
+        self._identity(name, args, child)
+        self._reservation(name, args, child)
+        self._launch_templates(name, args, child)
+        self._node_groups(name, args, child)
+        self.register_outputs({
+            "asg": self.asg.name if self.asg else None,
+            "block_asg": self.block_asg.name if self.block_asg else None,
+            "launch_template": self.launch_template.id,
+            "role": self.role.arn, "security_group": self.security_group.id,
+            "reservation": self.reservation.id if self.reservation else None})
+
+    def _choose_capacity(self, args: GpuClusterArgs) -> None:
+        """How the reserved nodes are held (Capacity Block, ODCR or neither), and the groups'
+        purchase labels."""
+        d = args.decision
         p = d.purchase
-        self.use_block = self.uses_capacity_block(stack, d)
-        if self.use_block and args.capacity_block is None:
-            raise ValueError(f"{d.name}: a Capacity Block cluster needs the offering the "
-                             "adaptor looked up (GpuClusterArgs.capacity_block)")
-        if (builders.wants_reservation(stack, d) and stack.clouds["aws"].capacity_blocks
-                and not self.use_block):
-            pulumi.log.warn(f"{d.name}: {d.offering.instance_type} is not sold as a Capacity "
-                            "Block for ML; reserving its nodes with an On-Demand Capacity "
-                            "Reservation instead")
-        self.use_odcr = builders.wants_reservation(stack, d) and not self.use_block
-        self.work_bucket_needed = naming.needs_work_bucket(stack, d)
-        main_nodes = d.nodes - (p.reserved if self.use_block else 0)
-        asg_name, block_asg_name = f"{name}-asg", f"{name}-block-asg"
-        label = builders.purchase_label(d)
+        self.use_block = args.capacity_block is not None
+        self.use_odcr = args.reserve and not self.use_block
+        self.work_bucket_needed = args.work_bucket_name is not None
+        self.main_nodes = d.nodes - (p.reserved if self.use_block else 0)
+        self.label = builders.purchase_label(d)
         # With a Capacity Block the reserved nodes live in their own group.
-        main_model = label if not self.use_block else builders.purchase_label(
+        self.main_model = self.label if not self.use_block else builders.purchase_label(
             dataclasses.replace(d, purchase=dataclasses.replace(p, reserved=0)))
+
+    def _cost_context(self, name: str, args: GpuClusterArgs) -> None:
+        """What the cost transform stamps on each child (roles, demand parts, prepaid ends)."""
+        d = args.decision
+        asg_name, block_asg_name = f"{name}-asg", f"{name}-block-asg"
         roles = {}
-        if main_nodes > 0:
-            roles[asg_name] = main_model
+        if self.main_nodes > 0:
+            roles[asg_name] = self.main_model
         if self.use_block:
-            roles[block_asg_name] = "reserved"
+            roles[block_asg_name] = RESERVED
         self.cost_context = CostContext(
-            cluster=d.name, template=d.template, purchase_model=label, decision=d, roles=roles,
-            anchor=asg_name if main_nodes > 0 else block_asg_name,
+            cluster=d.name, template=d.template, purchase_model=self.label, decision=d,
+            roles=roles, anchor=asg_name if self.main_nodes > 0 else block_asg_name,
             reservation_created=self.use_odcr or self.use_block,
             idle_minutes=d.spec.idle_minutes,
             egress_anchor=f"{name}-work-bucket" if self.work_bucket_needed else None)
         # Demand parts (clusters with a demand profile): which nodes each resource runs or
         # reserves, and the baseline floor of each group, for the bill and the reaper.
-        main_models = ("on_demand", "spot") if self.use_block else NODE_ORDER
+        main_models = (ON_DEMAND, SPOT) if self.use_block else NODE_MODELS
         for res, models in ((asg_name, main_models), (f"{name}-lt", main_models),
-                            (f"{name}-odcr", ("reserved",)), (f"{name}-block", ("reserved",)),
-                            (block_asg_name, ("reserved",)), (f"{name}-block-lt", ("reserved",))):
+                            (f"{name}-odcr", (RESERVED,)), (f"{name}-block", (RESERVED,)),
+                            (block_asg_name, (RESERVED,)), (f"{name}-block-lt", (RESERVED,))):
             self.cost_context.stamp_demand(res, models,
                                            floor=res in (asg_name, block_asg_name))
 
@@ -112,26 +150,28 @@ class GpuCluster(pulumi.ComponentResource):
             for res in (block_asg_name, f"{name}-block-lt"):
                 self.cost_context.billed_until[res] = until
 
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        invoke = pulumi.InvokeOutputOptions(parent=self, provider=args.provider)
-        net = args.network
-
-        # ---- storage the nodes write to -------------------------------------------------
+    def _work_bucket(self, name: str, args: GpuClusterArgs) -> None:
+        """The storage the nodes write to, and the monthly dataset copy into its stage/."""
+        d = args.decision
         self.work_bucket: Optional[Storage] = None
         if self.work_bucket_needed:
             self.work_bucket = Storage(f"{name}-work", StorageArgs(
-                bucket_name=naming.work_bucket_name(stack, d.name), provider=args.provider,
-                lifecycle_rules=builders.lifecycle_rules(None), protect=stack.is_prod,
+                bucket_name=args.work_bucket_name, provider=args.provider,
+                lifecycle_rules=builders.lifecycle_rules(None), protect=args.protect_buckets,
                 cluster=d), opts=pulumi.ResourceOptions(parent=self))
             # The monthly dataset copy into stage/ that the policy's egress_usd pays for.
             self.staging_task = staging.declare_staging(
-                name, stack=stack, decision=d, work_bucket_arn=self.work_bucket.bucket.arn,
-                provider=args.provider, parent=self, gcs_hmac=args.gcs_hmac,
+                name, route=args.staging, environment=args.environment,
+                gcp_project=args.gcp_project, decision=d,
+                work_bucket_arn=self.work_bucket.bucket.arn, provider=args.provider,
+                parent=self, gcs_hmac=args.gcs_hmac,
                 gcs_bucket_dependencies=args.gcs_bucket_dependencies)
 
-        # ---- network ----------------------------------------------------------------------
+    def _network(self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions) -> None:
+        """Security group, subnets, and the placement group of a distributed cluster."""
+        d = args.decision
         self.security_group = aws.ec2.SecurityGroup(
-            f"{name}-sg", vpc_id=net.vpc_id,
+            f"{name}-sg", vpc_id=args.network.vpc_id,
             description=f"gpulease {d.name}: cluster-internal all traffic, HTTPS egress",
             # EFA needs all traffic to and from the group itself, in and out (EC2 User Guide,
             # "Get started with EFA": "Prepare an EFA-enabled security group"). Nothing else
@@ -147,7 +187,7 @@ class GpuCluster(pulumi.ComponentResource):
                      "cidr_blocks": ["0.0.0.0/0"], "description": "HTTPS"}],
             tags={"Name": f"{name}-sg"}, opts=child)
         one_az = d.distributed or self.use_odcr
-        self.subnets = net.subnets_for(builders.cluster_zones(d), one_az=one_az)
+        self.subnets = args.network.subnets_for(builders.cluster_zones(d), one_az=one_az)
 
         self.placement_group = None
         if d.distributed:
@@ -156,17 +196,18 @@ class GpuCluster(pulumi.ComponentResource):
             self.placement_group = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster",
                                                           opts=child)
 
-        # ---- identity -----------------------------------------------------------------------
+    def _identity(self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions) -> None:
+        """The nodes' IAM role, its policy (dataset and checkpoints) and instance profile."""
+        d = args.decision
         partition = builders.partition_of(d.region)
         self.role = aws.iam.Role(
             f"{name}-role", assume_role_policy=json.dumps(builders.assume_role_policy()),
-            description=f"gpulease {stack.environment}/{d.name} GPU nodes", opts=child)
-        ds_uri = naming.dataset_uri(stack, d)
+            description=f"gpulease {args.environment}/{d.name} GPU nodes", opts=child)
+        ds_uri = args.dataset_uri
         ds_bucket, ds_prefix = _split_uri(ds_uri) if ds_uri else (None, None)
-        ck_bucket = naming.checkpoint_bucket(stack, d)
-        ck_prefix = f"{naming.CHECKPOINT_PREFIX}{d.name}/"
+        ck_bucket, ck_prefix = _split_uri(args.checkpoint_uri)
         self.node_policy_args = dict(
-            cluster=d.name, environment=stack.environment, cluster_tag=tags.CLUSTER,
+            cluster=d.name, environment=args.environment, cluster_tag=tags.CLUSTER,
             environment_tag=tags.ENVIRONMENT, dataset_bucket=ds_bucket,
             dataset_prefix=ds_prefix, checkpoint_bucket=ck_bucket, checkpoint_prefix=ck_prefix)
         aws.iam.RolePolicy(
@@ -180,22 +221,25 @@ class GpuCluster(pulumi.ComponentResource):
         self.profile = aws.iam.InstanceProfile(f"{name}-profile", role=self.role.name,
                                                opts=child)
 
-        # ---- reserved capacity ----------------------------------------------------------------
+    def _reservation(self, name: str, args: GpuClusterArgs,
+                     child: pulumi.ResourceOptions) -> None:
+        """The reserved nodes' capacity: an ODCR, or the Capacity Block bought."""
+        d = args.decision
         self.reservation = None
-        reservation_spec = None
+        self.reservation_spec = None
         if self.use_odcr:
-            az = net.zone_of(self.subnets[0])
+            az = args.network.zone_of(self.subnets[0])
             self.reservation = aws.ec2.CapacityReservation(
                 f"{name}-odcr", instance_type=d.offering.instance_type,
                 instance_platform="Linux/UNIX", availability_zone=az,
-                instance_count=p.reserved, instance_match_criteria="targeted",
+                instance_count=d.purchase.reserved, instance_match_criteria="targeted",
                 # a window's reservation ends with its run (billed from creation: pulumi-aws
                 # 7.51 has no start date for future-dated reservations; docs/policy.md)
                 **({"end_date_type": "limited", "end_date": builders.reservation_end(d)}
                    if builders.reservation_end(d) else {"end_date_type": "unlimited"}),
                 placement_group_arn=self.placement_group.arn if self.placement_group else None,
                 opts=child)
-            reservation_spec = {"capacity_reservation_target": {
+            self.reservation_spec = {"capacity_reservation_target": {
                 "capacity_reservation_id": self.reservation.id}}
         elif self.use_block:
             # Prepaid and not refundable: `protect` makes the engine refuse to replace (buy a
@@ -203,47 +247,53 @@ class GpuCluster(pulumi.ComponentResource):
             self.reservation = aws.ec2.CapacityBlockReservation(
                 f"{name}-block", capacity_block_offering_id=args.capacity_block.offering_id,
                 instance_platform="Linux/UNIX", opts=pulumi.ResourceOptions.merge(
-                    child, pulumi.ResourceOptions(
-                        protect=d.name not in stack.allow_prepaid_replacement)))
+                    child, pulumi.ResourceOptions(protect=args.protect_block)))
 
-        # ---- launch template(s) ---------------------------------------------------------------
-        ami = aws.ssm.get_parameter_output(name=builders.DLAMI_PARAMETER, opts=invoke).value
-        def encoded(model: str) -> Optional[str]:
-            text = args.user_data(model) if args.user_data is not None else None
-            # gzip + base64: the cloud-config is ~20-25 KB, over EC2's 16 KB user-data limit;
-            # cloud-init detects and unzips gzip user data itself.
-            return encode_user_data(text, cloud="aws") if text is not None else None
+    def _launch_templates(self, name: str, args: GpuClusterArgs,
+                          child: pulumi.ResourceOptions) -> None:
+        """The main group's launch template (the block group's comes with its group), and the
+        instance types the group may launch: the policy's fallbacks."""
+        invoke = pulumi.InvokeOutputOptions(parent=self, provider=args.provider)
+        self.ami = aws.ssm.get_parameter_output(name=builders.DLAMI_PARAMETER,
+                                                opts=invoke).value
+        self.launch_template = self._launch_template(
+            f"{name}-lt", args, child, market=None, crs=self.reservation_spec,
+            model=self.main_model)
+        d = args.decision
+        self.types = list(d.fallback_types or (d.offering.instance_type,))
 
-        def launch_template(lt_name: str, *, market: Optional[dict], crs: Optional[dict],
-                            model: str):
-            return aws.ec2.LaunchTemplate(
-                lt_name, image_id=ami, instance_type=d.offering.instance_type,
-                update_default_version=True, iam_instance_profile={"arn": self.profile.arn},
-                network_interfaces=[{**ni, "security_groups": [self.security_group.id]}
-                                    for ni in builders.interfaces_for(d)],
-                metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
-                                  "http_put_response_hop_limit": builders.IMDS_HOP_LIMIT},
-                block_device_mappings=[{"device_name": builders.ROOT_DEVICE, "ebs": {
-                    "volume_size": builders.ROOT_VOLUME_GB, "volume_type": "gp3",
-                    "encrypted": "true", "delete_on_termination": "true"}}],
-                # Instance-store NVMe needs no mapping on Nitro types: the volumes are always
-                # attached (EC2 User Guide, "SSD instance store volumes"); the bootstrap
-                # assembles them into the scratch RAID-0 and wipes it at shutdown.
-                monitoring={"enabled": True}, user_data=encoded(model),
-                instance_market_options=market, capacity_reservation_specification=crs,
-                # the node publishes its busy witness (contract C10): the reaper reads its
-                # gpulease-busy-at, and counts it busy when that is missing or unreadable
-                tag_specifications=[{"resource_type": "instance",
-                                     "tags": {tags.BUSY_WITNESS: "1"}}],
-                tags={"Name": lt_name}, opts=child)
+    def _launch_template(self, lt_name: str, args: GpuClusterArgs,
+                         child: pulumi.ResourceOptions, *, market: Optional[dict],
+                         crs: Optional[dict], model: str) -> aws.ec2.LaunchTemplate:
+        d = args.decision
+        text = args.user_data(model) if args.user_data is not None else None
+        # gzip + base64: the cloud-config is ~20-25 KB, over EC2's 16 KB user-data limit;
+        # cloud-init detects and unzips gzip user data itself.
+        encoded = encode_user_data(text, cloud="aws") if text is not None else None
+        return aws.ec2.LaunchTemplate(
+            lt_name, image_id=self.ami, instance_type=d.offering.instance_type,
+            update_default_version=True, iam_instance_profile={"arn": self.profile.arn},
+            network_interfaces=[{**ni, "security_groups": [self.security_group.id]}
+                                for ni in builders.interfaces_for(d)],
+            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                              "http_put_response_hop_limit": builders.IMDS_HOP_LIMIT},
+            block_device_mappings=[{"device_name": builders.ROOT_DEVICE, "ebs": {
+                "volume_size": builders.ROOT_VOLUME_GB, "volume_type": "gp3",
+                "encrypted": "true", "delete_on_termination": "true"}}],
+            # Instance-store NVMe needs no mapping on Nitro types: the volumes are always
+            # attached (EC2 User Guide, "SSD instance store volumes"); the bootstrap
+            # assembles them into the scratch RAID-0 and wipes it at shutdown.
+            monitoring={"enabled": True}, user_data=encoded,
+            instance_market_options=market, capacity_reservation_specification=crs,
+            # the node publishes its busy witness (contract C10): the reaper reads its
+            # gpulease-busy-at, and counts it busy when that is missing or unreadable
+            tag_specifications=[{"resource_type": "instance",
+                                 "tags": {tags.BUSY_WITNESS: "1"}}],
+            tags={"Name": lt_name}, opts=child)
 
-        self.launch_template = launch_template(f"{name}-lt", market=None, crs=reservation_spec,
-                                               model=main_model)
-        self.types = builders.equivalent_types(d, args.catalog)
-
-        # ---- node groups ---------------------------------------------------------------------
-        ignore = ["desiredCapacity", "minSize"]  # the reaper scales to zero without drift
-        common = dict(
+    def _group_common(self) -> dict:
+        """Arguments every node group of the cluster shares."""
+        return dict(
             vpc_zone_identifiers=[s.id for s in self.subnets], capacity_rebalance=True,
             health_check_grace_period=builders.HEALTH_CHECK_GRACE_SECONDS,
             # GPU capacity can take long to arrive; `pulumi up` must not fail waiting for it.
@@ -251,11 +301,17 @@ class GpuCluster(pulumi.ComponentResource):
             # min 0: node-side autostop terminates with ShouldDecrementDesiredCapacity, which
             # the group refuses below its minimum.
             min_size=0)
+
+    def _node_groups(self, name: str, args: GpuClusterArgs,
+                     child: pulumi.ResourceOptions) -> None:
+        """The mixed-instances Auto Scaling group, and the Capacity Block's own group."""
+        d = args.decision
         self.asg = None
-        if main_nodes > 0:
+        if self.main_nodes > 0:
             size = builders.asg_capacity(d, without_reserved=self.use_block)
             self.asg = aws.autoscaling.Group(
-                asg_name, max_size=size["max_size"], desired_capacity=size["desired_capacity"],
+                f"{name}-asg", max_size=size["max_size"],
+                desired_capacity=size["desired_capacity"],
                 placement_group=self.placement_group.id if self.placement_group else None,
                 mixed_instances_policy={
                     "instances_distribution": {
@@ -278,53 +334,53 @@ class GpuCluster(pulumi.ComponentResource):
                 if self.use_odcr else None,
                 tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                    ignore_changes=ignore)), **common)
+                    ignore_changes=_SCALED_BY_REAPER)), **self._group_common())
         self.block_asg = None
         if self.use_block:
-            # Capacity Blocks need the capacity-block market type on the launch template and
-            # the block as the group's target (EC2 Auto Scaling user guide, "Target Capacity
-            # Blocks ... from a launch template").
-            self.block_launch_template = launch_template(
-                f"{name}-block-lt", market={"market_type": "capacity-block"},
-                crs={"capacity_reservation_target": {
-                    "capacity_reservation_id": self.reservation.id}}, model="reserved")
-            window = builders.window_block(d)
-            if window and args.capacity_block is not None and args.capacity_block.start:
-                # the block bought (pinned): its own start and end
-                window = dict(window, start=args.capacity_block.start,
-                              end=args.capacity_block.end)
-            self.block_asg = aws.autoscaling.Group(
-                block_asg_name, max_size=p.reserved,
-                # a window's block: empty until the block starts (the schedules below)
-                desired_capacity=0 if window else p.reserved,
-                launch_template={"id": self.block_launch_template.id,
-                                 "version": "$Latest"},
-                capacity_reservation_specification={
-                    "capacity_reservation_preference": "capacity-reservations-only",
-                    "capacity_reservation_target": {
-                        "capacity_reservation_ids": [self.reservation.id]}},
-                tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-                    ignore_changes=ignore)),
-                # The block's instances launch in the offering's AZ only.
-                **{**common, "vpc_zone_identifiers": [s.id for s in net.subnets_for(
+            self._block_group(name, args, child)
+
+    def _block_group(self, name: str, args: GpuClusterArgs,
+                     child: pulumi.ResourceOptions) -> None:
+        """The Capacity Block's launch template, group and (a window's) start/drain schedules."""
+        d, reserved = args.decision, args.decision.purchase.reserved
+        # Capacity Blocks need the capacity-block market type on the launch template and
+        # the block as the group's target (EC2 Auto Scaling user guide, "Target Capacity
+        # Blocks ... from a launch template").
+        self.block_launch_template = self._launch_template(
+            f"{name}-block-lt", args, child, market={"market_type": "capacity-block"},
+            crs={"capacity_reservation_target": {
+                "capacity_reservation_id": self.reservation.id}}, model=RESERVED)
+        window = builders.window_block(d)
+        if window and args.capacity_block is not None and args.capacity_block.start:
+            # the block bought (pinned): its own start and end
+            window = dict(window, start=args.capacity_block.start,
+                          end=args.capacity_block.end)
+        self.block_asg = aws.autoscaling.Group(
+            f"{name}-block-asg", max_size=reserved,
+            # a window's block: empty until the block starts (the schedules below)
+            desired_capacity=0 if window else reserved,
+            launch_template={"id": self.block_launch_template.id, "version": "$Latest"},
+            capacity_reservation_specification={
+                "capacity_reservation_preference": "capacity-reservations-only",
+                "capacity_reservation_target": {
+                    "capacity_reservation_ids": [self.reservation.id]}},
+            tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                ignore_changes=_SCALED_BY_REAPER)),
+            # The block's instances launch in the offering's AZ only.
+            **{**self._group_common(), "vpc_zone_identifiers": [
+                s.id for s in args.network.subnets_for(
                     (args.capacity_block.availability_zone,), one_az=True)]})
-            self.block_schedules = []
-            if window:
-                # Scale up when the block starts; drain before AWS begins to terminate its
-                # instances (30 min before the end), leaving the nodes time to checkpoint.
-                for suffix, when, size in builders.block_schedule(window):
-                    self.block_schedules.append(aws.autoscaling.Schedule(
-                        f"{name}-block-{suffix}", autoscaling_group_name=self.block_asg.name,
-                        scheduled_action_name=f"gpulease-{d.name}-block-{suffix}",
-                        start_time=when, desired_capacity=size, min_size=0,
-                        max_size=p.reserved, opts=child))
-        self.register_outputs({
-            "asg": self.asg.name if self.asg else None,
-            "block_asg": self.block_asg.name if self.block_asg else None,
-            "launch_template": self.launch_template.id,
-            "role": self.role.arn, "security_group": self.security_group.id,
-            "reservation": self.reservation.id if self.reservation else None})
+        self.block_schedules = []
+        if window:
+            # Scale up when the block starts; drain before AWS begins to terminate its
+            # instances (30 min before the end), leaving the nodes time to checkpoint.
+            for suffix, when, size in builders.block_schedule(window):
+                self.block_schedules.append(aws.autoscaling.Schedule(
+                    f"{name}-block-{suffix}", autoscaling_group_name=self.block_asg.name,
+                    scheduled_action_name=f"gpulease-{d.name}-block-{suffix}",
+                    start_time=when, desired_capacity=size, min_size=0,
+                    max_size=reserved, opts=child))
 
 
 def _split_uri(uri: str) -> tuple[str, str]:

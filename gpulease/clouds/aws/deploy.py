@@ -15,7 +15,7 @@ from gpulease.catalog import Catalog
 from gpulease.clouds.aws import builders
 from gpulease.clouds.aws.cluster import GpuCluster, GpuClusterArgs
 from gpulease.clouds.aws.network import Network, NetworkArgs, SpotEvents, SpotEventsArgs
-from gpulease.clouds.aws.staging import GcsHmac
+from gpulease.clouds.staging import GcsHmac
 from gpulease.clouds.aws.storage import Storage, StorageArgs
 from gpulease.errors import ConfigError, Finding, GuardrailError
 from gpulease.model import CapacityBlockPin, ClusterDecision, EnvironmentDecision, StackSpec
@@ -32,6 +32,29 @@ def user_data(stack: StackSpec, decision: ClusterDecision, purchase_model: str) 
     from gpulease.bootstrap.render import render_user_data
 
     return render_user_data(stack=stack, decision=decision, purchase_model=purchase_model)
+
+
+def cluster_args(c: ClusterDecision, stack: StackSpec, *, network: Network,
+                 provider: aws.Provider, capacity_block: Optional[CapacityBlockPin],
+                 gcs_hmac: Optional[GcsHmac], gcs_bucket_dependencies: tuple) -> GpuClusterArgs:
+    """What the cluster component reads of the stack, worked out here; ``capacity_block``:
+    the approved block when the cluster uses one (``GpuCluster.uses_capacity_block``)."""
+    reserve = builders.wants_reservation(stack, c)
+    if reserve and stack.clouds["aws"].capacity_blocks and capacity_block is None:
+        pulumi.log.warn(f"{c.name}: {c.offering.instance_type} is not sold as a Capacity "
+                        "Block for ML; reserving its nodes with an On-Demand Capacity "
+                        "Reservation instead")
+    return GpuClusterArgs(
+        decision=c, environment=stack.environment,
+        work_bucket_name=naming.work_bucket_name(stack, c.name)
+        if naming.needs_work_bucket(stack, c) else None,
+        protect_buckets=stack.is_prod, dataset_uri=naming.dataset_uri(stack, c),
+        checkpoint_uri=naming.checkpoint_uri(stack, c), staging=naming.staging_route(stack, c),
+        user_data=lambda model: user_data(stack, c, model), network=network,
+        provider=provider, reserve=reserve, capacity_block=capacity_block,
+        protect_block=c.name not in stack.allow_prepaid_replacement,
+        gcp_project=getattr(stack.clouds.get("gcp"), "project", None), gcs_hmac=gcs_hmac,
+        gcs_bucket_dependencies=gcs_bucket_dependencies)
 
 
 def deploy(env: EnvironmentDecision, catalog: Catalog, *,
@@ -128,13 +151,10 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
     for c in clusters:
         if only_clusters is not None and c.name not in only_clusters:
             continue
-        out.append(GpuCluster(c.name, GpuClusterArgs(
-            decision=c, stack=stack, catalog=catalog, network=networks[c.region],
-            provider=providers[c.region], gcs_hmac=gcs_hmac,
-            capacity_block=blocks.get(c.name),
-            gcs_bucket_dependencies=tuple(
-                b for n, b in declared_elsewhere.items() if n == c.spec.dataset),
-            user_data=lambda model, c=c: user_data(stack, c, model))))
+        out.append(GpuCluster(c.name, cluster_args(
+            c, stack, network=networks[c.region], provider=providers[c.region],
+            capacity_block=blocks.get(c.name), gcs_hmac=gcs_hmac, gcs_bucket_dependencies=tuple(
+                b for n, b in declared_elsewhere.items() if n == c.spec.dataset))))
     return out
 
 

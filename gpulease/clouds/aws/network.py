@@ -11,6 +11,7 @@ import pulumi_aws as aws
 
 from gpulease.clouds.aws import builders
 from gpulease.costing.context import shared
+from gpulease.purchase import SPOT
 
 VPC_CIDR = "10.64.0.0/16"
 #: /19 private subnets: 8k addresses each. An EFA node takes one IP (EFA-only cards take none),
@@ -160,7 +161,7 @@ class SpotEvents(pulumi.ComponentResource):
     def __init__(self, name: str, args: SpotEventsArgs,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gpulease:aws:SpotEvents", name, None, opts)
-        self.cost_context = shared("spot")
+        self.cost_context = shared(SPOT)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         # Not KMS-encrypted on purpose: EventBridge cannot publish to a topic encrypted with
         # the AWS-managed aws/sns key (EventBridge User Guide, "Amazon SNS permissions").

@@ -20,20 +20,19 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from gpulease.model import ClusterDecision, StackSpec
 
 AUTOSTOP_PERMISSIONS = ("compute.instanceGroupManagers.get",
                         "compute.instanceGroupManagers.update")
 
 
-def custom_role_id(stack: StackSpec, cluster: str) -> str:
+def custom_role_id(environment: str, cluster: str) -> str:
     """Project custom role id: ``[a-zA-Z0-9_.]{3,64}`` (no hyphens), unique per env+cluster.
 
     A deleted custom role's id stays reserved for a while (IAM "Creating and managing custom
     roles": deleted roles can be undeleted for 7 days, ids are reusable only after 37), hence
     a stable id rather than a fresh one per run.
     """
-    base = re.sub(r"[^a-zA-Z0-9_]", "_", f"gpulease_autostop_{stack.environment}_{cluster}")
+    base = re.sub(r"[^a-zA-Z0-9_]", "_", f"gpulease_autostop_{environment}_{cluster}")
     if len(base) > 64:
         base = f"{base[:57]}_{hashlib.sha1(base.encode()).hexdigest()[:6]}"
     return base
@@ -54,20 +53,18 @@ def autostop_condition(*, project: str, zone: str, mig_names: Sequence[str],
             "expression": " || ".join(clauses)}
 
 
-def declare_autostop_grant(name: str, *, stack: StackSpec, decision: ClusterDecision,
+def declare_autostop_grant(name: str, *, environment: str, autostop_minutes: int,
                            project: str, zone: pulumi.Input[str], mig_names: Sequence[str],
                            member: pulumi.Input[str],
                            parent: pulumi.Resource) -> Optional[gcp.projects.IAMCustomRole]:
     """Custom role + conditional binding for the node service account; None when autostop is
-    off for the cluster (nothing to grant) or it has no MIG."""
-    from gpulease.bootstrap.render import autostop_minutes
-
-    if not mig_names or autostop_minutes(stack, decision) <= 0:
+    off for the cluster (``autostop_minutes`` 0: nothing to grant) or it has no MIG."""
+    if not mig_names or autostop_minutes <= 0:
         return None
     child = pulumi.ResourceOptions(parent=parent)
     role = gcp.projects.IAMCustomRole(
-        f"{name}-autostop-role", project=project, role_id=custom_role_id(stack, name),
-        title=f"gpulease {stack.environment} {name} node autostop",
+        f"{name}-autostop-role", project=project, role_id=custom_role_id(environment, name),
+        title=f"gpulease {environment} {name} node autostop",
         description="Delete own VM through its MIG (instanceGroupManagers.deleteInstances)",
         permissions=list(AUTOSTOP_PERMISSIONS), stage="GA", opts=child)
     condition = pulumi.Output.from_input(zone).apply(lambda z: autostop_condition(

@@ -10,7 +10,9 @@ from typing import Iterable, Optional
 
 from gpulease.catalog import TIER_CLASSES
 from gpulease.errors import ConfigError, Finding
-from gpulease.model import ClusterDecision, Offering, StackSpec, StorageSpec
+from gpulease.model import ClusterDecision, Offering, StorageSpec
+from gpulease.clouds.gcp.cloud import prefix_condition  # noqa: F401 (lives there: staging reads it too)
+from gpulease.purchase import CALENDAR, FLEX_START, NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 
 #: IAP TCP forwarding source range ("Using IAP for TCP forwarding": allow ingress from
 #: 35.235.240.0/20 to reach VMs without external IPs).
@@ -56,9 +58,6 @@ PROJECT_ROLES = ("roles/monitoring.metricWriter", "roles/logging.logWriter",
 DATASET_ROLE = "roles/storage.objectViewer"
 CHECKPOINT_ROLE = "roles/storage.objectUser"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
-
-PURCHASE_ORDER = ("reserved", "on_demand", "spot")
-
 
 # ---- NICs and networks ------------------------------------------------------------------
 def fabric_of(offering: Offering, network: Optional[str] = None) -> str:
@@ -151,7 +150,7 @@ def standing_nodes(decision: ClusterDecision, model: str) -> int:
     baseline's and the reserved ones (billed every hour anyway). The burst above is added by
     resizing the MIG and removed by node autostop / the reaper."""
     return sum(b.nodes for b in decision.node_blocks if b.purchase == model
-               and (b.part == "baseline" or b.purchase == "reserved"))
+               and (b.part == "baseline" or b.purchase == RESERVED))
 
 
 def created_whole(decision: ClusterDecision, model: str) -> bool:
@@ -173,7 +172,7 @@ def placement_vm_count(decision: ClusterDecision, model: str) -> Optional[int]:
     steps of a demand profile) gets none: its VMs stay in the cluster's one zone.
     """
     nodes = getattr(decision.purchase, model)
-    if window_model(decision) in ("flex_start", "calendar"):
+    if window_model(decision) in (FLEX_START, CALENDAR):
         return None   # a queued flex-start run / a calendar-mode reservation: no compact policy
     if (not decision.distributed or nodes < 2
             or not supports_compact_placement(decision.offering)
@@ -233,11 +232,11 @@ def scheduling(model: str, termination_action: str, *,
         return {"provisioning_model": "FLEX_START", "automatic_restart": False,
                 "on_host_maintenance": "TERMINATE", "instance_termination_action": "DELETE",
                 "max_run_duration": {"seconds": flex_run_seconds}}
-    if model == "spot":
+    if model == SPOT:
         return {"provisioning_model": "SPOT", "preemptible": True, "automatic_restart": False,
                 "on_host_maintenance": "TERMINATE",
                 "instance_termination_action": termination_action}
-    if model in ("on_demand", "reserved"):
+    if model in (ON_DEMAND, RESERVED):
         return {"provisioning_model": "STANDARD", "preemptible": False,
                 "automatic_restart": True, "on_host_maintenance": "TERMINATE"}
     raise ValueError(f"unknown purchase model {model!r}")
@@ -253,7 +252,7 @@ def node_metadata(user_data: str) -> dict[str, str]:
 
 
 def models_with_nodes(decision: ClusterDecision) -> list[str]:
-    return [m for m in PURCHASE_ORDER if getattr(decision.purchase, m) > 0]
+    return [m for m in NODE_MODELS if getattr(decision.purchase, m) > 0]
 
 
 def gcp_name(value: str) -> str:
@@ -262,9 +261,9 @@ def gcp_name(value: str) -> str:
 
 
 # ---- IAM ---------------------------------------------------------------------------------
-def service_account_id(stack: StackSpec, cluster: str) -> str:
+def service_account_id(environment: str, cluster: str) -> str:
     """Service account id (6-30 chars, ``[a-z]([-a-z0-9]*[a-z0-9])``), unique per env+cluster."""
-    base = f"gpu-{stack.environment}-{cluster}"
+    base = f"gpu-{environment}-{cluster}"
     if len(base) > 30:
         digest = hashlib.sha1(base.encode()).hexdigest()[:5]
         base = f"{base[:24].rstrip('-')}-{digest}"
@@ -277,21 +276,6 @@ def split_gs_uri(uri: str) -> tuple[str, str]:
         raise ValueError(f"not a gs:// URI: {uri}")
     bucket, _, prefix = uri[len("gs://"):].partition("/")
     return bucket, prefix
-
-
-def prefix_condition(bucket: str, prefix: str, title: str) -> dict:
-    """IAM condition limiting object access to a prefix.
-
-    Object reads/writes are checked against the object's resource name; listing is checked
-    against the bucket, so the bucket itself stays allowed ("IAM Conditions for Cloud Storage:
-    resource.name.startsWith"), which lets gcsfuse list while data access stays in the prefix.
-    """
-    return {
-        "title": title,
-        "description": f"only gs://{bucket}/{prefix}",
-        "expression": (f'resource.type == "storage.googleapis.com/Bucket" || '
-                       f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")'),
-    }
 
 
 # ---- storage lifecycle ---------------------------------------------------------------------

@@ -7,10 +7,15 @@ from typing import Any, Mapping, Optional
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
+from gpulease.purchase import FLEX_START, FUTURE_RESERVATION
 
 #: accelerator-optimized series sold with flex-start (Dynamic Workload Scheduler) and as
 #: calendar-mode future reservations.
 WINDOW_SERIES = ("a2", "a3", "a4", "g2")
+#: GCP project ids: 6-30 characters, lowercase letters, digits and hyphens, starting with a letter,
+#: not ending with a hyphen (Resource Manager docs, "Creating and managing projects"). The stack
+#: config's schema and the GCE reservation provider both check with it.
+GCP_PROJECT_PATTERN = r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$"
 
 #: region prefix -> continent (GCP region names: ``<area>-<direction><n>``).
 _CONTINENTS = {"us": "north-america", "northamerica": "north-america",
@@ -21,6 +26,21 @@ _CONTINENTS = {"us": "north-america", "northamerica": "north-america",
 def mig_name(name: str, model: str) -> str:
     """GCP name of the cluster's MIG for one purchase model (``on_demand`` -> ``on-demand``)."""
     return f"{name}-{model.replace('_', '-')}"
+
+
+def prefix_condition(bucket: str, prefix: str, title: str) -> dict:
+    """IAM condition limiting object access to a prefix.
+
+    Object reads/writes are checked against the object's resource name; listing is checked
+    against the bucket, so the bucket itself stays allowed ("IAM Conditions for Cloud Storage:
+    resource.name.startsWith"), which lets gcsfuse list while data access stays in the prefix.
+    """
+    return {
+        "title": title,
+        "description": f"only gs://{bucket}/{prefix}",
+        "expression": (f'resource.type == "storage.googleapis.com/Bucket" || '
+                       f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")'),
+    }
 
 
 @dataclass(frozen=True)
@@ -62,7 +82,7 @@ class GcpCloud(Cloud):
 
     def window_options_by_default(self, instance_type: str) -> frozenset[str]:
         if instance_type.split("-")[0] in WINDOW_SERIES:
-            return frozenset({"flex_start", "future_reservation"})
+            return frozenset({FLEX_START, FUTURE_RESERVATION})
         return frozenset()
 
 

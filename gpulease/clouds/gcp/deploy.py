@@ -11,12 +11,35 @@ import pulumi_gcp as gcp
 
 from gpulease import naming
 from gpulease.catalog import Catalog
-from gpulease.clouds.gcp.cluster import GpuCluster, GpuClusterArgs
+from gpulease.clouds.gcp.cluster import (GpuCluster, GpuClusterArgs, render_user_data,
+                                          reservation_name)
 from gpulease.clouds.gcp.builders import cluster_zone, nic_layout, primary_mtu
 from gpulease.clouds.gcp.network import Network, NetworkArgs
 from gpulease.clouds.gcp.storage import Storage, StorageArgs
 from gpulease.errors import ConfigError, Finding
-from gpulease.model import EnvironmentDecision
+from gpulease.model import ClusterDecision, EnvironmentDecision, StackSpec
+
+def cluster_args(c: ClusterDecision, stack: StackSpec, *, network: pulumi.Input[str],
+                 subnetwork: pulumi.Input[str], bucket_dependencies: tuple) -> GpuClusterArgs:
+    """What the cluster component reads of the stack, worked out here."""
+    # Imported here, as the node bootstrap is: only a stack with GCP clusters loads it.
+    from gpulease.bootstrap.render import autostop_minutes
+
+    spec = stack.clouds["gcp"]
+    return GpuClusterArgs(
+        decision=c, environment=stack.environment,
+        work_bucket_name=naming.work_bucket_name(stack, c.name)
+        if naming.needs_work_bucket(stack, c) else None,
+        protect_buckets=stack.is_prod, dataset_uri=naming.dataset_uri(stack, c),
+        checkpoint_uri=naming.checkpoint_uri(stack, c), staging=naming.staging_route(stack, c),
+        user_data=lambda model: render_user_data(stack=stack, decision=c,
+                                                 purchase_model=model),
+        network=network, subnetwork=subnetwork, project=spec.project,
+        reservation_name=reservation_name(stack, c.name),
+        autostop_minutes=autostop_minutes(stack, c), aws_configured="aws" in stack.clouds,
+        spot_termination_action=spec.spot_termination_action, ssh_via_iap=spec.ssh_via_iap,
+        bucket_dependencies=bucket_dependencies)
+
 
 def _zone_findings(clusters, project: str, provider: gcp.Provider, source: str) -> list[Finding]:
     """Every cluster needs one zone of its region (the decision's, else the catalog's); a zone
@@ -102,9 +125,7 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
         if only_clusters is not None and c.name not in only_clusters:
             continue
         deps = tuple(storage[n] for n in (c.spec.dataset,) if n in storage)
-        out.append(GpuCluster(c.name, GpuClusterArgs(
-            stack=env.stack, decision=c, project=spec.project, network=network.network,
-            subnetwork=network.subnets[c.region],
-            spot_termination_action=spec.spot_termination_action,
-            ssh_via_iap=spec.ssh_via_iap, bucket_dependencies=deps), opts))
+        out.append(GpuCluster(c.name, cluster_args(
+            c, env.stack, network=network.network, subnetwork=network.subnets[c.region],
+            bucket_dependencies=deps), opts))
     return out

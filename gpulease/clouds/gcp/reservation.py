@@ -35,7 +35,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi.dynamic as dyn
 
-from gpulease.config import GCP_PROJECT_PATTERN
+from gpulease.clouds.gcp.cloud import GCP_PROJECT_PATTERN
 
 #: GCE resource names ("Naming resources"): RFC 1035, 1-63 characters.
 NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")

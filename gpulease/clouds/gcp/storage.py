@@ -21,11 +21,11 @@ from gpulease.model import StackSpec, StorageDecision, StorageSpec
 STORAGE_TYPE = "gpulease:gcp:Storage"
 
 
-def bucket_options(stack: StackSpec, parent: pulumi.Resource) -> pulumi.ResourceOptions:
-    return pulumi.ResourceOptions(parent=parent, retain_on_delete=True, protect=stack.is_prod)
+def bucket_options(protect: bool, parent: pulumi.Resource) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(parent=parent, retain_on_delete=True, protect=protect)
 
 
-def make_bucket(resource_name: str, *, bucket_name: str, region: str, stack: StackSpec,
+def make_bucket(resource_name: str, *, bucket_name: str, region: str, protect: bool,
                 lifecycle: list[dict], parent: pulumi.Resource,
                 purpose: str) -> gcp.storage.Bucket:
     """A private, versioned, regional bucket with the given lifecycle rules."""
@@ -41,7 +41,7 @@ def make_bucket(resource_name: str, *, bucket_name: str, region: str, stack: Sta
         lifecycle_rules=lifecycle,
         force_destroy=False,
         labels={tags.PURPOSE: tags.label_value(purpose)},
-        opts=bucket_options(stack, parent))
+        opts=bucket_options(protect, parent))
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,6 @@ class Storage(pulumi.ComponentResource):
         self.bucket_name = naming.bucket_name(args.stack, spec.name)
         self.bucket = make_bucket(
             f"{name}-bucket", bucket_name=self.bucket_name, region=args.decision.region,
-            stack=args.stack, lifecycle=lifecycle_rules(args.decision.lifecycle), parent=self,
-            purpose="dataset")
+            protect=args.stack.is_prod, lifecycle=lifecycle_rules(args.decision.lifecycle),
+            parent=self, purpose="dataset")
         self.register_outputs({"bucket": self.bucket.name, "url": self.bucket.url})
