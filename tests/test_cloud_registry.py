@@ -196,9 +196,6 @@ ALLOWED = {
     "catalog/schema.py": "the catalog schema's Literals and the per-cloud storage classes a "
                          "catalog row may name",
     "quotes/store.py": "the quote file schema's Literals",
-    "policy/storage.py": "policy/ is another helper's (issue 31 item 4)",
-    "policy/decide.py": "policy/ is another helper's (issue 31 item 4)",
-    "policy/windows.py": "policy/ is another helper's (issue 31 item 4)",
     "reaper/deploy.py": "holds both clouds' scheduled-reaper components (Lambda, Cloud "
                         "Function); they move to per-cloud files next",
     "catalog/refresh.py": "one fetch call per cloud with its own arguments; moves behind "

@@ -49,6 +49,13 @@ class Cloud(abc.ABC):
     #: (class, days): earliest age a lifecycle rule may move an object into a class (others:
     #: day 1).
     min_transition_days: tuple[tuple[str, int], ...]
+    #: storage classes whose objects must be restored (hours) before anything can read them.
+    restore_classes: tuple[str, ...]
+    #: window-only purchase models (gpulease.purchase.WINDOW_ONLY) the cloud sells at all.
+    window_models: frozenset[str]
+    #: a window quote names its zone and the cluster lands there (a zonal purchase answered by
+    #: the quote), rather than in the zone the policy chose.
+    quote_picks_zone: bool
     # ---- node bootstrap -------------------------------------------------------------------
     #: seconds between a spot interruption notice and the node's end.
     notice_window_seconds: int

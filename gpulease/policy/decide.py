@@ -17,6 +17,7 @@ from gpulease.policy.pricing import Quotes, price_clusters
 from gpulease.policy.rules import PolicyRules
 from gpulease.policy.solver import Option, QuotaInfeasible, solve
 from gpulease.policy.storage import storage_decision
+from gpulease.clouds import registry
 from gpulease.purchase import COMMITMENT, SPOT
 
 
@@ -166,7 +167,7 @@ def _window_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_o
         alternatives=explanation.window_alternatives(spec, c, wd, q, order, col, rules, ctx,
                                                      quota_users),
         zone=wd.quote.get("zone") if wd.quote and wd.quote.get(
-            "zone") and o.cloud == "gcp" else chosen_zone(c),
+            "zone") and registry.get(o.cloud).quote_picks_zone else chosen_zone(c),
         commitment_term=c.term, distributed=c.distributed, blocks=(WC.block_of(best, c.costs),),
         terms=(), commitment_horizon_months=rules.commitment_horizon_months,
         committed_usd=committed, lock_in_months=best.lock_in_months,

@@ -32,6 +32,7 @@ from typing import Optional
 
 from gpulease import money
 from gpulease.catalog import MIN_TRANSITION_DAYS, TIER_CLASSES, Catalog
+from gpulease.clouds import registry
 from gpulease.errors import Finding
 from gpulease.model import StorageDecision, StorageSpec, TierShare
 from gpulease.text import plural
@@ -58,7 +59,7 @@ CANDIDATE_DAYS = (1, 30, 60, 90, 120, 180, 270, 365, 540, 730, 1095)
 #: Classes whose objects must be restored (hours) before anything can read them (S3 Glacier
 #: Flexible Retrieval and Deep Archive; GCS Archive stays online): the search uses them only for
 #: a dataset no cluster reads.
-RESTORE_CLASSES = frozenset({("aws", "GLACIER"), ("aws", "DEEP_ARCHIVE")})
+RESTORE_CLASSES = frozenset((c.name, cls) for c in registry.CLOUDS for cls in c.restore_classes)
 
 
 def candidate_lifecycles(spec: StorageSpec, prices: dict, *,

@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Optional, Sequence
 
+from gpulease.clouds import registry
 from gpulease.model import HOURS_PER_MONTH, TERM_MONTHS
 from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START, GUARANTEED,
                                ON_DEMAND, RESERVATION, SPOT, WINDOW_MODELS, WINDOW_PREFERENCE)
@@ -101,8 +102,9 @@ class WorkItem:
     checkpointed: bool = False
     remainder_rate: Optional[float] = None
     remainder_model: str = ON_DEMAND
-    #: cloud of the offering (Capacity Blocks are AWS, flex-start / calendar GCP).
-    cloud: str = "aws"
+    #: cloud of the offering: which window-only models it sells (``Cloud.window_models``:
+    #: Capacity Blocks on AWS, flex-start and calendar mode on GCP).
+    cloud: str = registry.NAMES[0]
     region: str = ""
     instance_type: str = ""
 
@@ -328,15 +330,21 @@ def _floor_block_hours(hours: float) -> Optional[int]:
     return days * 24 if days >= 1 else None
 
 
+def _sold_on(model: str) -> str:
+    """The clouds selling a window-only model, as messages name them ("AWS", "GCP")."""
+    return " / ".join(c.name.upper() for c in registry.CLOUDS if model in c.window_models)
+
+
 def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
     """The cheapest Capacity Block plan for the work item: a live offering, else blocks
     estimated from a published rate from the first 11:30 UTC in the window (the shortest
     covering the run, and for checkpointed work the longest shorter one plus the remainder)."""
     d = w.run_hours
     lead = CB_TERMINATION_LEAD_MINUTES / 60.0
-    if w.cloud != "aws":
+    if CAPACITY_BLOCK not in registry.get(w.cloud).window_models:
         return WindowOption(CAPACITY_BLOCK, nodes=w.nodes,
-                            unavailable="Capacity Blocks are an AWS purchase option")
+                            unavailable=f"Capacity Blocks are an {_sold_on(CAPACITY_BLOCK)} "
+                                        "purchase option")
     if w.nodes > CB_MAX_INSTANCES:
         return WindowOption(CAPACITY_BLOCK, nodes=w.nodes,
                             unavailable=f"{w.nodes} nodes: a Capacity Block holds at most "
@@ -399,9 +407,10 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
     """A calendar-mode future reservation of whole days: at a recommended start (live advice),
     else estimated at the window's first start (availability not checked)."""
     d = w.run_hours
-    if w.cloud != "gcp":
+    if CALENDAR not in registry.get(w.cloud).window_models:
         return WindowOption(CALENDAR, nodes=w.nodes,
-                            unavailable="calendar-mode reservations are a GCP purchase option")
+                            unavailable=f"calendar-mode reservations are a {_sold_on(CALENDAR)} "
+                                        "purchase option")
     if rate is None:
         return WindowOption(CALENDAR, nodes=w.nodes,
                             unavailable="no calendar-mode price (offline: none published; "

@@ -90,6 +90,9 @@ AWS = AwsCloud(
     # S3 moves objects to STANDARD_IA / ONEZONE_IA no earlier than day 30 (S3 User Guide,
     # "Transitioning objects using Amazon S3 Lifecycle", constraints)
     min_transition_days=(("STANDARD_IA", 30), ("ONEZONE_IA", 30)),
+    # S3 Glacier Flexible Retrieval and Deep Archive objects are restored before they are read
+    restore_classes=("GLACIER", "DEEP_ARCHIVE"),
+    window_models=frozenset({CAPACITY_BLOCK}), quote_picks_zone=False,
     # Spot notice: two minutes through `spot/instance-action` (EC2 User Guide, "Spot Instance
     # interruption notices"); poll often enough that the hook still has most of it left
     notice_window_seconds=120, poll_seconds=5, metadata_url="http://169.254.169.254",

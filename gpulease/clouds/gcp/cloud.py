@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
-from gpulease.purchase import FLEX_START, FUTURE_RESERVATION
+from gpulease.purchase import CALENDAR, FLEX_START, FUTURE_RESERVATION
 
 #: accelerator-optimized series sold with flex-start (Dynamic Workload Scheduler) and as
 #: calendar-mode future reservations.
@@ -91,6 +91,9 @@ GCP = GcpCloud(
     tag_style="labels", node_group="managed instance group", node_templates="instance templates",
     url_scheme="gs", location_scope="project", region_pattern=r"^[a-z]+-[a-z]+\d+$",
     tier_classes=("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"), min_transition_days=(),
+    # GCS Archive stays online: nothing to restore
+    restore_classes=(),
+    window_models=frozenset({FLEX_START, CALENDAR}), quote_picks_zone=True,
     # Spot notice: about 30 s (Compute Engine, "Spot VMs", "Preemption process")
     notice_window_seconds=30, poll_seconds=2, metadata_url="http://metadata.google.internal",
     node_files=(("ops-agent.yaml.j2", "/etc/google-cloud-ops-agent/config.yaml"),),
