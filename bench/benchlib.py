@@ -43,9 +43,11 @@ def compiled(root) -> str:
     import compileall
     from pathlib import Path
 
-    ok = compileall.compile_dir(str(Path(root) / "gpulease"), quiet=1)
-    return (f"bytecode: gpulease's modules compiled under {root} (as installed)" if ok else
-            f"bytecode: compiling {root}/infra failed: imports compile from source")
+    # the package is gpulease from 0.2 on, infra before (an old checkout measured beside)
+    pkg = "gpulease" if (Path(root) / "gpulease").is_dir() else "infra"
+    ok = compileall.compile_dir(str(Path(root) / pkg), quiet=1)
+    return (f"bytecode: {pkg}'s modules compiled under {root} (as installed)" if ok else
+            f"bytecode: compiling {root}/{pkg} failed: imports compile from source")
 
 
 def footer() -> None:

@@ -2,6 +2,7 @@
 
 Run: python bench/plan.py [--sizes 10,50,100,200] [--repeat 2] [--target-resources 1260]
      python bench/plan.py --in-process [--sizes ...] [--preview] [--engine-gc [--one-shot]]
+     python bench/plan.py --baseline OLD_CHECKOUT [--sizes 50] [--repeat 3]
 
 Default: the real command, ``python -m gpulease.cli plan --config FILE --json`` (a one-shot process:
 imports, policy, the program under mocks, costing, guardrails, conformance, output), on stacks of
@@ -12,6 +13,11 @@ resource, R^2), the plan whose resources are nearest ``--target-resources`` (iss
 1,260-resource plan), and references measured in the same run: an empty interpreter and an
 interpreter that only imports what a plan needs (the Pulumi SDK, both providers, gpulease).
 Targets (issue 23): fixed cost <= 3 s, <= 2 ms per resource, the 1,260-resource plan <= 5 s.
+
+``--baseline OLD_CHECKOUT`` plans dev and the N-cluster stack with this checkout and another
+one (its own package: ``gpulease``, or ``infra`` before 0.2), run by run in turn, and prints them
+side by side: issue 31's targets are the N=50 stack in <= 1.6x dev's CPU and <= 2 ms per resource
+over dev, measured beside the old main.
 
 ``--in-process`` runs ``gpulease.planner.plan.run`` in this process instead (no imports, no
 output) and prints the garbage collector's share; ``--engine-gc`` leaves the collector running
@@ -25,6 +31,7 @@ import argparse
 import copy
 import gc
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -42,6 +49,8 @@ from gpulease.config import read_stack_file  # noqa: E402
 from gpulease.planner.plan import run  # noqa: E402
 
 TARGET_FIXED_S, TARGET_MS_PER_RESOURCE, TARGET_PLAN_S = 3.0, 2.0, 5.0
+#: issue 31: the 50-cluster stack in at most this many times dev's plan
+RATIO_TARGET = 1.6
 #: what every plan imports before it does anything: the reference floor of the fixed cost
 IMPORTS = ("import pulumi, pulumi_aws, pulumi_gcp, gpulease.program, gpulease.planner.plan, "
            "gpulease.policy, gpulease.conformance, gpulease.guardrails.evaluate")
@@ -198,6 +207,49 @@ def cli(args) -> int:
     return 0
 
 
+def checkout_plan(checkout: Path, args: list[str]) -> tuple[int, float]:
+    """(resources, CPU s) of one `plan ... --json` run by the checkout at ``checkout``, with its
+    own package: ``gpulease`` (0.2 on), or ``infra`` (the 0.1 layout, e.g. main 6863268)."""
+    pkg = "gpulease" if (checkout / "gpulease" / "cli").is_dir() else "infra"
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    _, cpu, p = benchlib.run([sys.executable, "-m", f"{pkg}.cli", "plan", *args, "--json"],
+                             cwd=checkout, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{checkout}: plan exited {p.returncode}: {p.stderr[-800:]}")
+    return json.loads(p.stdout)["totals"]["resources"], cpu
+
+
+def side_by_side(args) -> int:
+    """This checkout and ``--baseline`` in one run, interleaved run by run: dev's plan and the
+    N-cluster stack's, CPU time (median), the ratio to dev and the ms per resource over dev
+    (issue 31: <= RATIO_TARGET x dev and <= TARGET_MS_PER_RESOURCE ms per resource)."""
+    benchlib.header(f"bench/plan.py --baseline: {args.baseline} beside {ROOT} "
+                    f"(median of {args.repeat}, CPU s of the child)")
+    sides = {"this": ROOT, "baseline": Path(args.baseline).resolve()}
+    for where in sides.values():
+        print(benchlib.compiled(where), flush=True)
+    n = int(args.sizes.split(",")[-1])
+    runs: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        big = write_stack(n, Path(tmp))
+        for _ in range(args.repeat):
+            for side, where in sides.items():
+                for what, argv in (("dev", ["--stack", "dev"]), ("big", ["--config", str(big)])):
+                    runs.setdefault((side, what), []).append(checkout_plan(where, argv))
+    print(f"{'checkout':>9} {'dev res':>7} {'dev s':>6} {f'{n} clusters res':>17} {'s':>6} "
+          f"{'x dev':>6} {'ms/extra resource':>18}")
+    for side in sides:
+        dev_n, big_n = runs[(side, "dev")][0][0], runs[(side, "big")][0][0]
+        dev = statistics.median(c for _, c in runs[(side, "dev")])
+        cpu = statistics.median(c for _, c in runs[(side, "big")])
+        ms = (cpu - dev) / max(big_n - dev_n, 1) * 1e3
+        print(f"{side:>9} {dev_n:>7} {dev:>6.2f} {big_n:>17} {cpu:>6.2f} {cpu / dev:>6.2f} "
+              f"{ms:>18.2f}  {benchlib.verdict(cpu / dev, RATIO_TARGET)} (x dev), "
+              f"{benchlib.verdict(ms, TARGET_MS_PER_RESOURCE)} (ms)")
+    benchlib.footer()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=None,
@@ -216,7 +268,15 @@ def main(argv=None) -> int:
     ap.add_argument("--one-shot", action="store_true",
                     help="in-process: mark the process one-shot, as infra/__main__.py does "
                          "under `pulumi up`")
+    ap.add_argument("--baseline", metavar="CHECKOUT",
+                    help="also plan with another checkout (e.g. an old main), interleaved, and "
+                         "print dev's plan and the largest --sizes stack side by side "
+                         "(default size 50)")
     args = ap.parse_args(argv)
+    if args.baseline:
+        args.sizes = args.sizes or "50"
+        args.repeat = args.repeat or 3
+        return side_by_side(args)
     if args.in_process:
         args.sizes = args.sizes or "1,10,50,100"
         args.repeat = args.repeat or 3
