@@ -12,21 +12,18 @@ that makes the old name import is ``infra/clouds/gcp/reservation.py`` (drop it i
 from __future__ import annotations
 
 import base64
-import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import dill
-import grpc
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
-from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+from pulumi.runtime.proto import provider_pb2
 
 from gpulease.clouds.gcp import reservation as res
 from gpulease.planner.dynhost import DynamicHost, from_struct, to_struct
 from tests.fakes.gcp_compute_reservations import FakeReservations
+from tests.test_dynamic_host_process import host_process  # noqa: F401 (fixture)
 from tests.test_gcp_reservation import KEY, PROPS, URN
 from tests.timeouts import HANG_S
 
@@ -96,26 +93,16 @@ def test_refresh_diff_and_destroy_of_old_state_through_the_host(fake, state):
     assert KEY not in fake.reservations
 
 
-def test_the_engines_host_process_reads_and_deletes_old_state(fake, state, tmp_path):
+def test_the_engines_host_process_reads_and_deletes_old_state(fake, state, host_process):
     """As the engine starts it: ``python -m pulumi.dynamic`` in a fresh interpreter, outside the
-    repository (the installed package and its alias provide the old module path)."""
+    repository (the installed package and its alias provide the old module path; the process
+    is tests/test_dynamic_host_process.py's)."""
     id_, outs, inputs = state
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.dynamic", "127.0.0.1:1"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        port = proc.stdout.readline().strip()
-        assert port.isdigit(), proc.stderr.read() if proc.poll() is not None else port
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = provider_pb2_grpc.ResourceProviderStub(channel)
-            stub.Configure(provider_pb2.ConfigureRequest(args=to_struct({})))
-            read = stub.Read(provider_pb2.ReadRequest(id=id_, urn=URN, properties=to_struct(outs),
-                                                      inputs=to_struct(inputs)), timeout=HANG_S)
-            assert read.id == id_ and from_struct(read.properties)["count"] == 2
-            stub.Delete(provider_pb2.DeleteRequest(id=id_, urn=URN, properties=to_struct(outs),
-                                                   old_inputs=to_struct(inputs)), timeout=HANG_S)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=HANG_S)
+    stub = host_process
+    stub.Configure(provider_pb2.ConfigureRequest(args=to_struct({})))
+    read = stub.Read(provider_pb2.ReadRequest(id=id_, urn=URN, properties=to_struct(outs),
+                                              inputs=to_struct(inputs)), timeout=HANG_S)
+    assert read.id == id_ and from_struct(read.properties)["count"] == 2
+    stub.Delete(provider_pb2.DeleteRequest(id=id_, urn=URN, properties=to_struct(outs),
+                                           old_inputs=to_struct(inputs)), timeout=HANG_S)
     assert KEY not in fake.reservations
