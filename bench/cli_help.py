@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--importtime", action="store_true")
     ap.add_argument("--root", type=Path, default=ROOT,
-                    help="gpulease checkout to measure (its infra/ is imported first)")
+                    help="gpulease checkout to measure (its gpulease/ is imported first)")
     ap.add_argument("--write", action="store_true",
                     help=f"record the figures in {RECORD.relative_to(ROOT)} (docs/cli.md's "
                          "table; then regenerate docs/cli.md)")
