@@ -542,6 +542,41 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
+class OwnedPool:
+    """GPUs the organisation already owns (``gpulease:owned[index]``): what the pool holds,
+    where, how jobs reach it, and what it costs (``gpulease.owned.cost`` prices it)."""
+
+    index: int
+    name: str
+    gpu: str
+    gpus: int
+    gpus_per_node: int
+    site: str
+    #: kubernetes | slurm | ssh | none
+    kind: str
+    purchase_usd: float
+    #: YYYY-MM-DD
+    purchased_on: str
+    depreciation_years: float
+    power_kw_per_node: float
+    usd_per_kwh: float
+    colo_usd_per_month: float
+    ops_usd_per_month: float
+    available_hours_per_month: float = HOURS_PER_MONTH
+    regions_equivalent: tuple[str, ...] = ()
+    rdma: bool = False
+    kube_context: Optional[str] = None
+
+    @property
+    def nodes(self) -> int:
+        return self.gpus // self.gpus_per_node
+
+    @property
+    def config_path(self) -> str:
+        return f"gpulease:owned[{self.index}]"
+
+
+@dataclass(frozen=True)
 class StackSpec:
     """The whole validated stack configuration."""
 
@@ -569,6 +604,10 @@ class StackSpec:
     #: clusters whose prepaid / committed resources the next `pulumi up` may replace or delete
     #: (``gpulease:allow_prepaid_replacement``); none by default.
     allow_prepaid_replacement: tuple[str, ...] = ()
+    #: GPUs already owned (``gpulease:owned``), in config order.
+    owned: tuple[OwnedPool, ...] = ()
+    #: ``gpulease:inventory`` as written (None: the default inventory cache, if any).
+    inventory: Optional[str] = None
 
     @property
     def is_prod(self) -> bool:

@@ -56,3 +56,6 @@ def _no_quotes_cache(monkeypatch, tmp_path_factory):
     not change plans: every test sees none unless it sets GPULEASE_QUOTES_CACHE itself."""
     monkeypatch.setenv("GPULEASE_QUOTES_CACHE",
                        str(tmp_path_factory.getbasetemp() / "no-quotes-cache.json"))
+    # likewise the inventory cache (~/.cache/gpulease/inventory.json, `gpulease inventory`)
+    monkeypatch.setenv("GPULEASE_INVENTORY_CACHE",
+                       str(tmp_path_factory.getbasetemp() / "no-inventory-cache.json"))

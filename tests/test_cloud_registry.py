@@ -182,7 +182,8 @@ def per_cloud(rel: str) -> bool:
     for name in registry.NAMES:
         if rel.startswith((f"clouds/{name}/", f"credentials/{name}.py")):
             return True
-        if rel in (f"reaper/{name}.py", f"catalog/fetchers/{name}.py", f"quotes/{name}.py"):
+        if rel in (f"reaper/{name}.py", f"catalog/fetchers/{name}.py", f"quotes/{name}.py",
+                   f"inventory/{name}.py"):
             return True
     return rel in ("reaper/lambda_handler.py", "reaper/gcp_function.py", "clouds/registry.py")
 

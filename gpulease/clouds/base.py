@@ -80,6 +80,12 @@ class Cloud(abc.ABC):
     #: the credentials check: ``missing() -> Optional[str]`` (why the SDK's own chain finds
     #: nothing) and ``reason(exc) -> Optional[str]`` (for the SDK's "no credentials" error).
     credentials_module: str
+    # ---- what is already paid for (issue 32) ----------------------------------------------
+    #: (kind, purchase model) of each product `gpulease inventory` reads on this cloud
+    #: (``gpulease.inventory.model.KINDS``).
+    inventory_kinds: tuple[tuple[str, str], ...] = ()
+    #: the inventory reader: ``collect(scope, regions, *, progress) -> (holdings, source)``.
+    inventory_module: str = ""
 
     @property
     def module_paths(self) -> dict[str, str]:
@@ -87,6 +93,7 @@ class Cloud(abc.ABC):
         return {"deploy": self.deploy_module, "reaper": self.reaper_module,
                 "quotes": self.quotes_module, "fetcher": self.fetcher_module,
                 "credentials": self.credentials_module,
+                "inventory": self.inventory_module,
                 "cloud": f"gpulease.clouds.{self.name}.cloud"}
 
     # ---- names -----------------------------------------------------------------------------

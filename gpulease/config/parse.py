@@ -14,9 +14,11 @@ from gpulease.config.checks import demand_findings, reference_findings
 from gpulease.config.messages import finding_order, findings_from_validation, headline
 from gpulease.config.schema import (ENVIRONMENT_PATTERN, ENVIRONMENT_RULE, NAMESPACE,
                                     STRUCTURED_KEYS, TOP_LEVEL_KEYS, CapacityBlockConfig,
-                                    CloudsConfig, ClusterConfig, StackConfigModel, StorageConfig)
+                                    CloudsConfig, ClusterConfig, OwnedPoolConfig, StackConfigModel,
+                                    StorageConfig)
 from gpulease.errors import ConfigError, Finding, did_you_mean
 from gpulease.model import (HOURS_PER_MONTH, CapacityBlockPin, CloudSpec, ClusterSpec, DemandStep,
+                            OwnedPool,
                             StackSpec, StorageSpec, Window, parse_utc)
 from gpulease.policy.templates import template_names
 from gpulease.quotes import CB_MAX_DAYS, valid_block_hours
@@ -41,6 +43,7 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
     clouds = _clouds(model.clouds, bad)
     storage = _storage(model.storage, clouds, catalog, bad)
     clusters = _clusters(model.clusters, clouds, catalog, bad)
+    owned = _owned(model.owned, catalog, bad)
     _stack_checks(model, catalog, bad)
 
     errors = [f for f in findings if f.level == "error"]
@@ -53,6 +56,7 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
         reaper=model.reaper, bootstrap=model.bootstrap, source=source,
         name_prefix=model.name_prefix, catalog_version=model.catalog_version,
         allow_prepaid_replacement=tuple(model.allow_prepaid_replacement),
+        owned=tuple(owned), inventory=model.inventory,
         warnings=tuple(sorted((f for f in findings if f.level != "error"), key=finding_order)))
 
 
@@ -232,6 +236,43 @@ def _clusters(entries: list[ClusterConfig], clouds: dict[str, CloudSpec], catalo
         bad("gpulease:clusters", "no clusters configured; the plan would be empty",
             level="warning")
     return clusters
+
+
+def _owned(entries: list[OwnedPoolConfig], catalog: Catalog, bad) -> list[OwnedPool]:
+    """Owned pools: GPU in the catalog, whole nodes, a real purchase date, unique names, a
+    kubeconfig context for a `kubernetes` pool."""
+    import datetime as _dt
+
+    out, seen = [], set()
+    for i, p in enumerate(entries):
+        path = f"gpulease:owned[{i}]"
+        if p.name in seen:
+            bad(f"{path}.name", f'"{p.name}" names two owned pools; give each a unique name')
+        seen.add(p.name)
+        if p.gpu not in catalog.gpus:
+            bad(f"{path}.gpu", f'unknown GPU "{p.gpu}"{did_you_mean(p.gpu, catalog.gpus)}; '
+                f"the catalog has: {', '.join(catalog.gpus)}")
+        if p.gpus % p.gpus_per_node:
+            bad(f"{path}.gpus", f"{p.gpus} GPUs is not a whole number of {p.gpus_per_node}-GPU "
+                f"nodes; set gpus to a multiple of gpus_per_node")
+        try:
+            _dt.date.fromisoformat(p.purchased_on)
+        except ValueError:
+            bad(f"{path}.purchased_on", f'"{p.purchased_on}" is not a calendar date; write '
+                f'YYYY-MM-DD, e.g. "2025-03-31"')
+        if p.kind == "kubernetes" and not p.kube_context:
+            bad(f"{path}.kube_context", "a kubernetes pool needs the kubeconfig context of its "
+                "cluster (kube_context), so the program can declare its namespace and quota")
+        out.append(OwnedPool(
+            index=i, name=p.name, gpu=p.gpu, gpus=p.gpus, gpus_per_node=p.gpus_per_node,
+            site=p.site, kind=p.kind, purchase_usd=p.purchase_usd, purchased_on=p.purchased_on,
+            depreciation_years=p.depreciation_years, power_kw_per_node=p.power_kw_per_node,
+            usd_per_kwh=p.usd_per_kwh, colo_usd_per_month=p.colo_usd_per_month,
+            ops_usd_per_month=p.ops_usd_per_month,
+            available_hours_per_month=p.available_hours_per_month or HOURS_PER_MONTH,
+            regions_equivalent=tuple(p.regions_equivalent), rdma=p.rdma,
+            kube_context=p.kube_context))
+    return out
 
 
 def _placement_checks(c: ClusterConfig, path: str, clouds: dict[str, CloudSpec],

@@ -276,6 +276,56 @@ class ClusterConfig(_Strict):
                           "gpulease:clouds.aws.capacity_blocks): later runs use it verbatim.")
 
 
+#: a calendar date (a purchase date), ISO 8601.
+DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+#: what an owned pool runs its jobs with (only a `kubernetes` pool gets declared resources).
+OWNED_KINDS = ("kubernetes", "slurm", "ssh", "none")
+#: longest straight-line depreciation a pool may use (GPU servers are refreshed in 3-5 years).
+MAX_DEPRECIATION_YEARS = 10
+#: most GPUs one node of an owned pool has (an HGX/DGX board has 8; NVL72 racks expose 4 per
+#: tray): 16 keeps the check a sanity bound, not a product list.
+MAX_OWNED_GPUS_PER_NODE = 16
+
+
+class OwnedPoolConfig(_Strict):
+    name: str = Field(..., pattern=NAME_PATTERN, description="Pool name (unique among pools "
+                                                             "and clusters' references).")
+    gpu: str = Field(..., description="GPU model as the catalog names it, e.g. A100-80GB.")
+    gpus: int = Field(..., gt=0, le=MAX_CLUSTER_GPUS, description="GPUs in the pool.")
+    gpus_per_node: int = Field(..., gt=0, le=MAX_OWNED_GPUS_PER_NODE,
+                               description="GPUs per node (divides `gpus`).")
+    site: str = Field(..., min_length=1, max_length=200,
+                      description="Where it is (free text: a data centre, a colocation cage).")
+    kind: Literal[OWNED_KINDS] = Field(..., description="How jobs reach it: `kubernetes` "
+        "(gpulease declares a namespace, a GPU ResourceQuota and priority classes), `slurm`, "
+        "`ssh` or `none` (nothing declared).")
+    kube_context: Optional[str] = Field(None, min_length=1, max_length=253,
+        description="kubeconfig context of the pool's cluster (required for `kubernetes`).")
+    purchase_usd: float = Field(..., ge=0, le=MAX_USD, description="What the pool's hardware "
+                                                                   "cost, in USD.")
+    purchased_on: str = Field(..., pattern=DATE_PATTERN,
+                              description="Purchase (or commissioning) date, YYYY-MM-DD.")
+    depreciation_years: float = Field(3, gt=0, le=MAX_DEPRECIATION_YEARS,
+                                      description="Straight-line depreciation period in years.")
+    power_kw_per_node: float = Field(..., ge=0, le=1000,
+                                     description="Average draw of one node in kW (under load).")
+    usd_per_kwh: float = Field(..., ge=0, le=100, description="Electricity price, USD per kWh "
+                                                              "(with the site's PUE folded in).")
+    colo_usd_per_month: float = Field(..., ge=0, le=MAX_USD,
+                                      description="Colocation / hosting per month, whole pool.")
+    ops_usd_per_month: float = Field(..., ge=0, le=MAX_USD,
+                                     description="Operations (staff, support) per month, whole "
+                                                 "pool.")
+    available_hours_per_month: Optional[float] = Field(
+        None, gt=0, le=HOURS_PER_MONTH, description="Hours a month the pool can run jobs "
+                                                    "(default: all 730).")
+    regions_equivalent: list[str] = Field(default_factory=list,
+        description="Residency allow-list entries the site satisfies (e.g. `eu`, "
+                    "`europe-west4`): a cluster restricted to those may run here.")
+    rdma: bool = Field(False, description="Its nodes share an RDMA fabric (a distributed job "
+                                          "across nodes may run here).")
+
+
 class StackConfigModel(_Strict):
     # Top-level scalars arrive as strings from `pulumi up` ("40000"), so this level converts
     # them; _decode turns YAML's true into "true", which no number parses from.
@@ -317,6 +367,12 @@ class StackConfigModel(_Strict):
                                                              "numbers.")
     catalog: Optional[str] = Field(None, description="Path of a custom catalog file "
                                                      "(docs/catalog.md).")
+    owned: list[OwnedPoolConfig] = Field(default_factory=list,
+        description="GPUs the organisation already owns (on-premises or colocated pools): the "
+                    "policy fills them first, at their amortised cost (docs/owned.md).")
+    inventory: Optional[str] = Field(None, description="Inventory file of what the accounts "
+        "already paid for (`gpulease inventory --out FILE`); default: the inventory cache, "
+        "when present (docs/inventory.md).")
     allow_prepaid_replacement: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
         default_factory=list,
         description="Clusters whose prepaid or committed resources (a Capacity Block, a GCP "
@@ -337,6 +393,7 @@ PATTERN_RULES = {
     SUBNET_ID_PATTERN: ("subnet id", 'the id EC2 shows, e.g. "subnet-0123456789abcdef0"'),
     CAPACITY_BLOCK_ID_PATTERN: ("Capacity Block offering id", 'the quote\'s id, e.g. '
                                                              '"cb-0123456789abcdef0"'),
+    DATE_PATTERN: ("date", 'YYYY-MM-DD, quoted, e.g. "2025-03-31"'),
     UTC_TIME_PATTERN: ("UTC time", 'RFC 3339 in UTC, quoted, e.g. "2026-12-04T11:30:00Z"'),
     AWS_ZONE_PATTERN: ("Availability Zone name", 'e.g. "us-east-1a"'),
     StackConfigModel.model_fields["name_prefix"].metadata[0].pattern: (

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
-from gpulease.purchase import CAPACITY_BLOCK, MIXED, SPOT
+from gpulease.purchase import CAPACITY_BLOCK, COMMITMENT, MIXED, RESERVATION, SPOT
 
 #: AWS user data is limited to 16 KB before base64 (EC2 User Guide, "Run commands when you launch
 #: an EC2 instance with user data input"); a full cloud-config is ~20 KB, so on AWS it travels
@@ -104,6 +104,10 @@ AWS = AwsCloud(
     deploy_module="gpulease.clouds.aws.deploy", reaper_module="gpulease.reaper.aws",
     quotes_module="gpulease.quotes.aws", fetcher_module="gpulease.catalog.fetchers.aws",
     credentials_module="gpulease.credentials.aws",
+    inventory_kinds=(("ec2-reserved-instances", COMMITMENT), ("savings-plan", COMMITMENT),
+                     ("ec2-capacity-reservation", RESERVATION),
+                     ("ec2-capacity-block", CAPACITY_BLOCK)),
+    inventory_module="gpulease.inventory.aws",
 )
 
 __all__ = ["AWS", "AwsCloud", "CAPACITY_BLOCK_TYPES", "USER_DATA_LIMIT"]

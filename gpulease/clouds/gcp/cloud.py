@@ -7,7 +7,8 @@ from typing import Any, Mapping, Optional
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
-from gpulease.purchase import CALENDAR, FLEX_START, FUTURE_RESERVATION
+from gpulease.purchase import (CALENDAR, COMMITMENT, FLEX_START, FUTURE_RESERVATION,
+                               RESERVATION)
 
 #: accelerator-optimized series sold with flex-start (Dynamic Workload Scheduler) and as
 #: calendar-mode future reservations.
@@ -102,6 +103,9 @@ GCP = GcpCloud(
     deploy_module="gpulease.clouds.gcp.deploy", reaper_module="gpulease.reaper.gcp",
     quotes_module="gpulease.quotes.gcp", fetcher_module="gpulease.catalog.fetchers.gcp",
     credentials_module="gpulease.credentials.gcp",
+    inventory_kinds=(("gce-commitment", COMMITMENT), ("gce-reservation", RESERVATION),
+                     ("gce-future-reservation", FUTURE_RESERVATION)),
+    inventory_module="gpulease.inventory.gcp",
 )
 
 __all__ = ["GCP", "GcpCloud", "WINDOW_SERIES", "mig_name"]

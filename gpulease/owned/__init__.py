@@ -1,0 +1,1 @@
+"""GPUs the organisation already owns (issue 32): their cost (:mod:`gpulease.owned.cost`)."""
