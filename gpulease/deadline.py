@@ -1,0 +1,295 @@
+"""Spot that never misses a deadline: the Uniform Progress rule and its replay (issue 37).
+
+A window job (``clusters[].window``: work hours, a deadline) on spot may lose its nodes at any
+time. The rule of *Can't Be Late* (Wu et al., NSDI 2024) decides, at each step, whether the job
+runs on spot, on on-demand, or waits, from four facts only: the work left, the time left, the
+restart overhead ``d`` (what a switch costs before progress resumes: boot, restore the last
+checkpoint, redo the work since it) and whether spot is there now. Its four rules, as the paper
+states them (``cp(t)``: work done; ``ep(t) = C * t / D``: the uniform line from start to
+deadline; ``R(t)``: time left; ``C(t)``: work left):
+
+1. **Uniform progress**: idle and behind the line (``cp(t) < ep(t)``): run on on-demand to catch
+   up.
+2. **Taking risks**: spot is there: take it (even when behind), and stay until preempted.
+3. **Hysteresis**: on on-demand, stay until ``cp(t) >= ep(t + 2d)`` (so the job does not flap
+   between the two for one tick of gain).
+4. **Safety net**: idle and ``R(t) < C(t) + 2d``: on-demand until the end.
+
+:func:`uniform_progress` is that rule as a pure function of :class:`JobState` - the scheduled
+reaper's deadline step and the offline model call the same function. :func:`replay` runs a
+policy over an availability trace (one sample per tick; a sample is the number of spot nodes
+obtainable then, the format of the public traces the paper's authors released,
+skypilot-org/spot-traces: ``{"metadata": {"gap_seconds": 300}, "data": [...]}``), and
+:func:`offline_optimum` is the cheapest schedule that knows the whole trace in advance (a
+dynamic programme over ticks), the bound the rule is judged against. :func:`greedy` (spot until
+forced onto on-demand) and :func:`always_on_demand` are the baselines.
+
+Model (the paper's): time advances in ticks of the trace's gap; within a tick spot is there or
+not; a node group runs one purchase model at a time; switching to a model (or restarting after
+a preemption) costs ``d`` hours of paid time without progress; progress made before a
+preemption is kept (checkpoints; the work since the last one is part of ``d``); every running
+hour is paid, overhead included. Plain Python (no third-party import): the reaper bundle
+carries it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Sequence
+
+from gpulease.purchase import ON_DEMAND, SPOT
+
+#: what a job runs on in one tick: nothing, or a node purchase model (gpulease.purchase)
+NONE = "none"
+KINDS = (NONE, SPOT, ON_DEMAND)
+#: float tolerance of "work done" (hours)
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Job:
+    """A window job: ``work_hours`` of compute (at full speed) to finish within
+    ``deadline_hours`` of its start; ``restart_hours``: the overhead of a (re)start; ``nodes``:
+    how many spot nodes it needs at once (a tick offers spot only with at least that many)."""
+
+    work_hours: float
+    deadline_hours: float
+    restart_hours: float
+    nodes: int = 1
+
+    def __post_init__(self):
+        if not (self.work_hours > 0 and self.deadline_hours > 0 and self.restart_hours >= 0
+                and self.nodes >= 1):
+            raise ValueError(f"a job needs work > 0, a deadline > 0, a restart >= 0 and at "
+                             f"least one node: {self}")
+
+    @property
+    def slack_hours(self) -> float:
+        return self.deadline_hours - self.work_hours
+
+
+@dataclass(frozen=True)
+class JobState:
+    """Where a job stands at the start of a tick."""
+
+    elapsed_hours: float
+    done_hours: float
+    #: what it ran on in the last tick (NONE after a preemption or before the start)
+    running: str = NONE
+    #: the safety net has fired: on-demand until the end
+    committed: bool = False
+
+    def left(self, job: Job) -> tuple[float, float]:
+        """(work left, time left) in hours."""
+        return max(0.0, job.work_hours - self.done_hours), job.deadline_hours - self.elapsed_hours
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A decision and its reason (for `reap --json` and the audit log)."""
+
+    kind: str
+    reason: str
+    #: the safety net fired with this choice (sticky from now on)
+    commit: bool = False
+
+
+Policy = Callable[[Job, JobState, bool], Choice]
+
+
+def _line(job: Job, t: float) -> float:
+    """ep(t): the work a uniform pace has done by ``t``."""
+    return job.work_hours * min(t, job.deadline_hours) / job.deadline_hours
+
+
+def uniform_progress(job: Job, state: JobState, spot_available: bool) -> Choice:
+    """The four rules (module docstring), in the paper's order of precedence."""
+    work, time = state.left(job)
+    d = job.restart_hours
+    if work <= EPS:
+        return Choice(NONE, "done")
+    if state.committed:
+        return Choice(ON_DEMAND, "safety net: on-demand until the end", commit=True)
+    # rule 4 (safety net): whenever the job is not progressing on spot, the slack left must
+    # still cover a restart on on-demand with one more of margin
+    if state.running != SPOT and time < work + 2 * d:
+        return Choice(ON_DEMAND, f"safety net: {time:.2f} h left < {work:.2f} h of work + 2 x "
+                                 f"{d:.2f} h restart", commit=True)
+    # rule 3 (hysteresis): on on-demand, stay until ahead of the line at t + 2d
+    if state.running == ON_DEMAND and (not spot_available or
+                                       state.done_hours < _line(job, state.elapsed_hours + 2 * d)):
+        return Choice(ON_DEMAND, "hysteresis: on on-demand until ahead of the line at t + 2d")
+    # rule 2 (taking risks): spot when it is there
+    if spot_available:
+        return Choice(SPOT, "spot is available")
+    # rule 1 (uniform progress): behind the line and no spot: on-demand
+    if state.done_hours < _line(job, state.elapsed_hours):
+        return Choice(ON_DEMAND, "behind the uniform-progress line and no spot")
+    return Choice(NONE, "ahead of the uniform-progress line: wait for spot")
+
+
+def greedy(job: Job, state: JobState, spot_available: bool) -> Choice:
+    """Spot whenever it is there, wait otherwise, until the slack left only covers a restart on
+    on-demand (the same safety net): then on-demand to the end."""
+    work, time = state.left(job)
+    if work <= EPS:
+        return Choice(NONE, "done")
+    if state.committed or (state.running != SPOT and time < work + 2 * job.restart_hours):
+        return Choice(ON_DEMAND, "greedy: forced onto on-demand", commit=True)
+    return Choice(SPOT, "greedy: spot") if spot_available else Choice(NONE, "greedy: wait")
+
+
+def always_on_demand(job: Job, state: JobState, spot_available: bool) -> Choice:
+    work, _ = state.left(job)
+    return Choice(NONE, "done") if work <= EPS else Choice(ON_DEMAND, "on-demand only")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A replay's result: cost in on-demand node-hours (multiply by the on-demand price),
+    hours on each model, when it finished (None: not within the trace) and whether it met the
+    deadline."""
+
+    cost_od_hours: float
+    spot_hours: float
+    on_demand_hours: float
+    finished_hours: Optional[float]
+    met_deadline: bool
+    switches: int
+
+    def cost_ratio(self, job: Job) -> float:
+        """Cost against running the whole job on on-demand from the start."""
+        return self.cost_od_hours / (job.nodes * (job.work_hours + job.restart_hours))
+
+
+def spot_at(trace: Sequence[int], tick: int, nodes: int) -> bool:
+    """True when tick ``tick`` of the trace offers ``nodes`` spot nodes (past its end: no)."""
+    return tick < len(trace) and trace[tick] >= nodes
+
+
+def replay(policy: Policy, job: Job, trace: Sequence[int], gap_hours: float, *,
+           spot_price: float) -> Outcome:
+    """Run ``policy`` over ``trace`` (ticks of ``gap_hours``) until the job is done or the
+    deadline has passed by the time on-demand alone would need (so a late finish is measured,
+    not cut off). ``spot_price``: spot's price as a fraction of on-demand."""
+    if not 0 <= spot_price <= 1:
+        raise ValueError(f"spot_price is a fraction of on-demand, got {spot_price}")
+    state = JobState(0.0, 0.0)
+    overhead = 0.0
+    cost = spot_h = od_h = 0.0
+    switches = 0
+    limit = job.deadline_hours + job.work_hours + job.restart_hours
+    tick = 0
+    while state.elapsed_hours < limit - EPS:
+        has_spot = spot_at(trace, tick, job.nodes)
+        running = state.running
+        if running == SPOT and not has_spot:
+            running = NONE                  # preempted: the nodes are gone
+        choice = policy(job, replace(state, running=running), has_spot)
+        kind = choice.kind
+        if kind == SPOT and not has_spot:
+            kind = NONE                     # a policy cannot run on spot that is not there
+        if kind != NONE and kind != running:
+            overhead = job.restart_hours
+            switches += 1
+        done = state.done_hours
+        finished = None
+        if kind != NONE:
+            useful = max(0.0, gap_hours - overhead)
+            used = gap_hours
+            if done + useful >= job.work_hours - EPS:     # finishes within this tick
+                useful = job.work_hours - done
+                used = min(gap_hours, overhead) + useful
+                finished = state.elapsed_hours + used
+            overhead = max(0.0, overhead - gap_hours)
+            price = spot_price if kind == SPOT else 1.0
+            cost += price * used * job.nodes
+            if kind == SPOT:
+                spot_h += used
+            else:
+                od_h += used
+            done += useful
+        state = JobState(state.elapsed_hours + gap_hours, done, kind,
+                         state.committed or choice.commit)
+        tick += 1
+        if finished is not None:
+            return Outcome(cost, spot_h, od_h, finished,
+                           finished <= job.deadline_hours + EPS, switches)
+    return Outcome(cost, spot_h, od_h, None, False, switches)
+
+
+def offline_optimum(job: Job, trace: Sequence[int], gap_hours: float, *,
+                    spot_price: float) -> Optional[Outcome]:
+    """The cheapest schedule that meets the deadline knowing the whole trace (None when none
+    does). A dynamic programme over ticks (numpy over the work done; imported here, so the
+    reaper bundle, which never calls it, stays free of it): state = (model running, ticks of
+    restart left, ticks of work done); the work and the restart overhead are rounded up to
+    whole ticks, so compare it with replays whose restart is a whole number of ticks."""
+    import numpy as np
+
+    n_work = math.ceil(job.work_hours / gap_hours - EPS)
+    k = math.ceil(job.restart_hours / gap_hours - EPS)
+    n_ticks = math.floor(job.deadline_hours / gap_hours + EPS)
+    inf = np.inf
+    keys = [(NONE, 0)] + [(m, o) for m in (SPOT, ON_DEMAND) for o in range(k + 1)]
+    # per state: arrays over work done (0 .. n_work-1) of (cost, spot ticks, od ticks, switches)
+    def empty():
+        return [np.full(n_work, inf), np.zeros(n_work), np.zeros(n_work), np.zeros(n_work)]
+
+    best = {key: empty() for key in keys}
+    best[(NONE, 0)][0][0] = 0.0
+    price = {SPOT: spot_price * job.nodes, ON_DEMAND: 1.0 * job.nodes}
+    found = None          # (cost, spot, od, switches)
+    for tick in range(n_ticks):
+        has_spot = spot_at(trace, tick, job.nodes)
+        nxt = {key: empty() for key in keys}
+        for (kind, ov), src in best.items():
+            if not np.isfinite(src[0]).any():
+                continue
+            running = NONE if kind == SPOT and not has_spot else kind
+            for choice in (NONE, SPOT, ON_DEMAND):
+                if choice == SPOT and not has_spot:
+                    continue
+                if choice == NONE:
+                    _merge(nxt[(NONE, 0)], src, 0.0, 0, 0, 0, shift=0)
+                    continue
+                fresh = choice != running
+                left = k if fresh else ov
+                gain = 1 if left == 0 else 0
+                dst = nxt[(choice, max(0, left - 1))]
+                add = (price[choice], choice == SPOT, choice == ON_DEMAND, fresh)
+                _merge(dst, src, *add, shift=gain)
+                if gain and np.isfinite(src[0][-1]):          # the last tick of work
+                    cand = (src[0][-1] + add[0], src[1][-1] + add[1], src[2][-1] + add[2],
+                            src[3][-1] + add[3])
+                    if found is None or cand[0] < found[0] - EPS:
+                        found = cand
+        best = nxt
+    if found is None:
+        return None
+    cost, spot_t, od_t, sw = found
+    return Outcome(float(cost) * gap_hours, float(spot_t) * gap_hours, float(od_t) * gap_hours,
+                   None, True, int(sw))
+
+
+def _merge(dst, src, cost, spot, od, switch, *, shift: int) -> None:
+    """dst = elementwise cheaper of dst and src + the step (shifted by ``shift`` ticks of work;
+    what shifts past the end is the finishing step, handled by the caller)."""
+    import numpy as np
+
+    n = len(src[0])
+    if shift:
+        c = src[0][:n - 1] + cost
+        better = c < dst[0][1:]
+        for i, add in enumerate((cost, spot, od, switch)):
+            cand = src[i][:n - 1] + add
+            dst[i][1:] = np.where(better, cand, dst[i][1:])
+    else:
+        c = src[0] + cost
+        better = c < dst[0]
+        for i, add in enumerate((cost, spot, od, switch)):
+            dst[i][:] = np.where(better, src[i] + add, dst[i])
+
+
+POLICIES: dict[str, Policy] = {"uniform_progress": uniform_progress, "greedy": greedy,
+                               "always_on_demand": always_on_demand}
