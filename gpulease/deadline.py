@@ -44,6 +44,56 @@ NONE = "none"
 KINDS = (NONE, SPOT, ON_DEMAND)
 #: float tolerance of "work done" (hours)
 EPS = 1e-9
+#: the object a node's `gpulease-progress` writes beside the checkpoints (in the cluster's
+#: work bucket, under its checkpoint prefix): ``{"done", "total", "unit", "at", "node"}``.
+PROGRESS_OBJECT = "gpulease-progress.json"
+#: a progress document is a few dozen bytes; more is not one.
+MAX_PROGRESS_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a job published: ``share`` of its work done (0..1), when, and any finding about
+    the document (a node writes it: it is untrusted input, clamped and reported, never
+    raised)."""
+
+    share: float
+    at: Optional[str] = None
+    finding: Optional[str] = None
+
+
+def read_progress(raw: Optional[bytes]) -> Progress:
+    """A progress document as the reaper reads it. None (no object) or anything malformed is
+    "nothing done" - the conservative reading: the rule then falls behind the line sooner and
+    errs towards on-demand - with a finding saying why."""
+    import json
+
+    if raw is None:
+        return Progress(0.0, finding="no progress published: taken as none done")
+    if len(raw) > MAX_PROGRESS_BYTES:
+        return Progress(0.0, finding=f"progress document of {len(raw)} bytes (more than "
+                                     f"{MAX_PROGRESS_BYTES}): ignored, taken as none done")
+    try:
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        done, total = doc["done"], doc["total"]
+        if isinstance(done, bool) or isinstance(total, bool):
+            raise TypeError("booleans")
+        done, total = float(done), float(total)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, OverflowError) as exc:
+        return Progress(0.0, finding=f"unreadable progress document ({type(exc).__name__}): "
+                                     "taken as none done")
+    if not (math.isfinite(done) and math.isfinite(total)) or total <= 0 or done < 0:
+        return Progress(0.0, finding=f"progress {done!r} of {total!r} is not a share of work: "
+                                     "taken as none done")
+    at = doc.get("at") if isinstance(doc.get("at"), str) and len(doc["at"]) <= 40 else None
+    if done > total:
+        return Progress(1.0, at, finding=f"progress {done:g} exceeds its total {total:g}: "
+                                         "clamped to done")
+    return Progress(done / total, at)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from gpulease.clouds import registry
 from gpulease.model import ClusterDecision, StackSpec
 from gpulease.purchase import MIXED, NODE_MODELS, ON_DEMAND, RESERVED, SPOT
 from gpulease import cron as schedule
+from gpulease import deadline
 from gpulease.quotes import blocks
 from gpulease.reaper.decision import BUSY_AT_REFRESH_S
 
@@ -84,6 +85,8 @@ NODE_FILES: tuple[NodeFile, ...] = (
     NodeFile("rendezvous.sh.j2", f"{SBIN}/gpulease-rendezvous", "0755"),
     NodeFile("spot-watcher.sh.j2", f"{SBIN}/gpulease-spot-watcher", "0755", when="spot_watcher"),
     NodeFile("checkpoint-hook.sh.j2", f"{SBIN}/gpulease-checkpoint-hook", "0755"),
+    # for training scripts: publish progress with each checkpoint (issue 37)
+    NodeFile("progress.sh.j2", "/usr/local/bin/gpulease-progress", "0755"),
     # on every node: with --witness it publishes the busy witness (gpulease-busy-witness.timer)
     # even where the autostop itself is off (prod)
     NodeFile("autostop.sh.j2", f"{SBIN}/gpulease-autostop", "0755"),
@@ -245,6 +248,8 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "train_pidfile": TRAIN_PIDFILE,
         "train_unit": TRAIN_UNIT,
         "notice_file": NOTICE_FILE,
+        "progress_file": f"{CHECKPOINT_DIR}/{deadline.PROGRESS_OBJECT}",
+        "progress_object": deadline.PROGRESS_OBJECT,
         "user_hook_dir": USER_HOOK_DIR,
         "rdzv_port": RDZV_PORT,
         "master_port": MASTER_PORT,
@@ -260,7 +265,7 @@ def _node_env(v: dict) -> dict[str, str]:
     keys = ("cloud", "region", "zone", "project", "stack", "cluster", "environment",
             "instance_type", "gpu", "gpus_per_node", "nodes", "purchase_model", "rdma",
             "dataset_uri", "data_dir", "checkpoint_uri", "checkpoint_dir", "scratch_dir",
-            "checkpoint_signal", "train_pidfile", "train_unit", "notice_file",
+            "checkpoint_signal", "train_pidfile", "train_unit", "notice_file", "progress_file",
             "notice_window_seconds", "idle_minutes", "autostop_minutes", "drain_at_epoch",
             "heartbeat_file", "heartbeat_minutes")
     return {f"GPULEASE_{k.upper()}": str(v[k]) for k in keys}
