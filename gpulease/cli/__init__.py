@@ -27,6 +27,7 @@ COMMANDS = {
     "render": "write the files a cluster's nodes boot with",
     "reap": "scale idle clusters to zero (dry run by default)",
     "recommend": "demand profiles (baseline + burst) sized from observed GPU use",
+    "comment": "post a plan as a pull-request comment (GitHub, GitLab)",
 }
 
 EPILOG = """\

@@ -50,7 +50,9 @@ def add_output_args(parser: argparse.ArgumentParser, *, formats: tuple[str, ...]
                         metavar="|".join(formats),
                         help=f"output format (default {default_help}): table is text for "
                              "people, json one document for scripts"
-                        + (", html the self-contained report" if "html" in formats else ""))
+                        + (", html the self-contained report" if "html" in formats else "")
+                        + (", markdown a pull-request comment (docs/pipeline.md)"
+                           if "markdown" in formats else ""))
     if out:
         parser.add_argument("--out", dest="report_out", metavar="FILE",
                             help="write the report to FILE instead of stdout (its directory is "

@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_stack_args(p)
-    add_output_args(p, formats=FORMATS)
+    add_output_args(p, formats=FORMATS + ("markdown",))
     p.add_argument("--diff", metavar="STACK|PLAN.json",
                    help="compare costs with another stack or a saved `plan --json` file; the "
                         "text shows the diff (--show-plan: the whole plan too)")
@@ -286,6 +286,15 @@ def run(args: argparse.Namespace) -> int:
         from gpulease.planner.html import render_html
 
         ui.out().stream.write(render_html(plan))
+    elif args.format == "markdown":
+        from gpulease.pipeline.markdown import render as render_markdown
+
+        doc = dict(plan)
+        if diff is not None:
+            doc["diff"] = diff
+        if against is not None:
+            doc["against"] = against
+        ui.out().stream.write(render_markdown(doc))
     else:
         o = ui.out()
         if diff is None or args.show_plan:
