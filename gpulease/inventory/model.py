@@ -94,6 +94,10 @@ class Holding(_Strict):
     used_instances: Optional[int] = Field(None, ge=0, le=1_000_000, description="Instances "
                                           "running in it now (ODCR: total - available).")
     term_months: Optional[int] = Field(None, ge=0, le=120)
+    rates: dict[str, Usd] = Field(default_factory=dict, description="A Savings Plan's rate per "
+                                  "instance-hour, keyed ``region/instance type`` "
+                                  "(DescribeSavingsPlanRates, Linux, shared tenancy), for the "
+                                  "GPU types the stack's catalog offers.")
     detail: dict[str, str] = Field(default_factory=dict, description="Other provider fields, "
                                    "as text (payment option, offering class, plan type...).")
 
