@@ -75,7 +75,7 @@ def test_table_and_out_file(clouds, tmp_path, capsys):
     out, err = capsys.readouterr()
     # progress names each step on stderr
     assert "AWS us-west-2: Reserved Instances" in err and "GCP acme-ml-staging" in err
-    assert "through gpulease:inventory" in err
+    assert f"set gpulease:inventory: {target} in stacks/Pulumi.staging.yaml" in err
     assert target.is_file() and not (tmp_path / "cache" / "inventory.json").exists()
     assert "ec2-capacity-block" in out and "cr-block000000000001" in out
     assert "100%" in out                 # the block: 8 of 8 in use

@@ -138,10 +138,25 @@ def run(args: argparse.Namespace, *, clients: Optional[Mapping[str, Any]] = None
         print_json(report)
     else:
         _table(report)
-    progress(f"wrote {written} ({ui.plural(len(inv.holdings), 'holding')}); plans of "
-             f"{spec.stack} read it " + ("through gpulease:inventory" if args.inventory_out
-                                         else "as the default cache"))
+    progress(f"wrote {written} ({ui.plural(len(inv.holdings), 'holding')}); " + _read_by(
+        spec, written))
     return EXIT_OK
+
+
+def _read_by(spec, written: Path) -> str:
+    """Whether the stack's plans read what was written (gpulease:inventory, else the cache)."""
+    from gpulease.inventory.model import cache_path
+
+    named = getattr(spec, "inventory", None)
+    if named:
+        if Path(named).resolve() == written.resolve():
+            return f"plans of {spec.stack} read it (gpulease:inventory)"
+        return (f"plans of {spec.stack} read gpulease:inventory: {named}, not this file: "
+                "point the key at it, or pass --out " + named)
+    if written.resolve() == cache_path().resolve():
+        return f"plans of {spec.stack} read it as the default cache"
+    return (f"plans of {spec.stack} read the default cache, not this file: set "
+            f"gpulease:inventory: {written} in {spec.source}")
 
 
 def summary(inv, written: Path, now: dt.datetime) -> dict:
@@ -151,7 +166,8 @@ def summary(inv, written: Path, now: dt.datetime) -> dict:
     for h in inv.holdings:
         rows.append({"cloud": h.cloud, "kind": h.kind, "model": h.model, "id": h.id,
                      "region": h.region, "zone": h.zone,
-                     "type": h.instance_type or h.instance_family or h.accelerator_type,
+                     "type": (h.instance_type or h.accelerator_type or h.instance_family
+                              or h.detail.get("savings_plan_type")),
                      "instances": h.instances, "accelerators": h.accelerators,
                      "used_instances": h.used_instances, "utilisation": h.utilisation,
                      "start": h.start, "end": h.end, "state": h.state,
