@@ -88,7 +88,7 @@ def test_reads_all_regions_across_pages(gcp):
         ("gce-reservation", "reservation", "us-central1-a", "us-central1", "a3-highgpu-8g")
     assert (res.instances, res.used_instances, res.utilisation, res.accelerators) == \
         (2, 1, 0.5, 16)
-    assert res.detail["commitment"] == "cud-a3" and res.end is None
+    assert res.detail["commitment_name"] == "cud-a3" and res.end is None
     assert by_id["res-g2"].end == "2026-12-14T12:00:00Z"
     assert by_id["res-plain"].accelerator_type is None and by_id["res-plain"].accelerators == 0
 

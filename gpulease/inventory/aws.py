@@ -56,6 +56,9 @@ CR_DROPPED = frozenset({"cancelled", "failed", "payment-failed", "unsupported"})
 #: MaxResults 1-1000; Savings Plans MaxResults 1-1000). Tests shrink them.
 PAGE_SIZE = {"DescribeCapacityReservations": 1000, "DescribeSavingsPlans": 1000,
              "DescribeSavingsPlanRates": 1000}
+#: the Savings Plan field holding its commitment in $/hour (SavingsPlan.commitment, an Amount
+#: string; the API's name, not a purchase model).
+SP_HOURLY = "commitment"
 #: seconds in a month of a 365-day year (a 1-year term is 31,536,000 s = 12 months).
 MONTH_S = 365 * 86400 / 12
 #: the IAM action behind each operation (named when AWS refuses it).
@@ -321,8 +324,9 @@ def savings_plans(clients: Clients, regions: Iterable[str], account: str, now: d
         if state == "retired" and not _recent(end, now):
             continue
         usd = (plan.get("currency") or "USD") == "USD"
-        if plan.get("commitment") in (None, ""):
-            raise CloudError(CLOUD, op, f"{at}: no commitment in the answer")
+        hourly = plan.get(SP_HOURLY)
+        if hourly in (None, ""):
+            raise CloudError(CLOUD, op, f"{at}: no {SP_HOURLY} in the answer")
         detail = {k: str(plan[src]) for k, src in (
             ("savings_plan_type", "savingsPlanType"), ("payment_option", "paymentOption"),
             ("offering_id", "offeringId"), ("currency", "currency"))
@@ -337,7 +341,7 @@ def savings_plans(clients: Clients, regions: Iterable[str], account: str, now: d
             id=pid, kind=SP, scope=account, region=region,
             instance_family=plan.get("ec2InstanceFamily") or None, start=_time(plan.get("start")),
             end=end, state=state,
-            usd_per_hour=_usd(plan["commitment"], at, op) if usd else None,
+            usd_per_hour=_usd(hourly, at, op) if usd else None,
             upfront_usd=_usd(plan.get("upfrontPaymentAmount") or 0, at, op) if usd else None,
             term_months=_months(plan.get("termDurationInSeconds")), rates=rates,
             detail=detail))

@@ -268,7 +268,7 @@ def reservations(clients: Clients, project: str, now: dt.datetime) -> list[Holdi
         acc_type, per_vm = _accelerators(props)
         detail = {}
         if r.commitment:
-            detail["commitment"] = _tail(r.commitment)
+            detail["commitment_name"] = _tail(r.commitment)
         if r.specific_reservation_required:
             detail["specific_reservation_required"] = "true"
         if sku and sku.source_instance_template:
