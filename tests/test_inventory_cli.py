@@ -44,10 +44,11 @@ def clouds(moto_url, sp_server, monkeypatch, tmp_path):
     fake.reset()
 
 
-def test_both_clouds_written_to_the_cache_and_summarised(clouds, tmp_path, capsys):
+@pytest.mark.parametrize("flag", [["--json"], ["--format", "json"]])
+def test_both_clouds_written_to_the_cache_and_summarised(clouds, tmp_path, capsys, flag):
     _account()
     _project(clouds)
-    assert main(["inventory", "--stack", "staging", "--json"]) == 0
+    assert main(["inventory", "--stack", "staging", *flag]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
     cache = tmp_path / "cache" / "inventory.json"

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from gpulease.cli import COMMANDS, ui
-from gpulease.cli.common import add_stack_args, print_json, progress
+from gpulease.cli.common import add_output_args, add_stack_args, print_json, progress
 from gpulease.errors import EXIT_FAILED, EXIT_OK, ConfigError, Finding
 
 DESCRIPTION = """\
@@ -30,7 +30,8 @@ EPILOG = """\
 examples:
   gpulease inventory --stack prod                  read the accounts, write the cache
   gpulease inventory --stack prod --out inv.json   write inv.json (then gpulease:inventory: inv.json)
-  gpulease inventory --stack prod --json           the summary as one JSON document
+  gpulease inventory --stack prod --json           the summary as one JSON document (the
+                                                   file is written either way)
 
 emulators: AWS_ENDPOINT_URL=http://127.0.0.1:5000 (AWS_ENDPOINT_URL_SAVINGSPLANS for Savings
            Plans alone); GPULEASE_GCP_ENDPOINT=http://127.0.0.1:8085 (Compute REST, no auth)
@@ -51,9 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", dest="inventory_out", metavar="FILE",
                    help="write the inventory here (default: the cache, "
                         "$GPULEASE_INVENTORY_CACHE or ~/.cache/gpulease/inventory.json)")
-    p.add_argument("--json", action="store_true",
-                   help="print the summary as one JSON document (the file is written either "
-                        "way)")
+    add_output_args(p, out=False)   # --out is the inventory file this command writes
     p.set_defaults(func=run)
 
 
