@@ -176,3 +176,22 @@ def test_the_fakes_refuse_what_aws_refuses(aws):
         with pytest.raises(botocore.exceptions.ClientError) as exc:
             call()
         assert exc.value.response["Error"]["Code"] == code
+
+
+def test_mocos_html_500_is_an_unparseable_answer_not_a_crash(moto_url, sp_server, monkeypatch):
+    """Without the fake, moto answers DescribeCapacityReservations with an HTML 500 page
+    (NOTES.md): retried like a gateway's page, then a CloudError naming the call."""
+    from moto.ec2.responses import EC2Response
+
+    moto_strict.point_boto_at(moto_url, monkeypatch)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAVINGSPLANS", sp_server.url)
+    fake.reset()
+    monkeypatch.setattr(EC2Response, "describe_reserved_instances",
+                        fake.describe_reserved_instances)
+    monkeypatch.delattr(EC2Response, "describe_capacity_reservations", raising=False)
+    clients = reader.make_clients(moto_strict.test_session(), sleep=lambda s: None)
+    with pytest.raises(CloudError) as exc:
+        reader.collect("", ["us-east-1"], clients=clients, now=NOW)
+    assert exc.value.operation == "DescribeCapacityReservations" and exc.value.retryable
+    assert "unparseable answer after 5 attempts" in str(exc.value)
+    assert clients.backoff.retries == 4
