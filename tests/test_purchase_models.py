@@ -97,6 +97,8 @@ NOT_MODELS = {
     ("reaper/engine.py", "reservation"): (1, "an English word: plural(n, 'reservation')"),
     ("policy/failures.py", "window"): (1, "a word the fix hint looks for in a rejection's text"),
     ("clouds/aws/cluster.py", "reservation"): (1, "the component's output key, a resource"),
+    ("inventory/aws.py", "commitment"): (1, "the Savings Plans API's field name "
+                                            "(SavingsPlan.commitment, $/hour)"),
 }
 
 

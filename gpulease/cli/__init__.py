@@ -27,6 +27,7 @@ COMMANDS = {
     "render": "write the files a cluster's nodes boot with",
     "reap": "scale idle clusters to zero (dry run by default)",
     "recommend": "demand profiles (baseline + burst) sized from observed GPU use",
+    "inventory": "read what the accounts already paid for (commitments, reservations)",
     "comment": "post a plan as a pull-request comment (GitHub, GitLab)",
 }
 
@@ -40,6 +41,7 @@ examples:
   gpulease catalog refresh --cloud aws       new price file from the AWS pricing APIs
   gpulease render --stack dev --cluster sandbox --out boot/    what a node boots with
   gpulease reap --all                        dry-run: which clusters are idle
+  gpulease inventory --stack prod            what prod's accounts already paid for
 
 `gpulease COMMAND --help` explains each command, with examples and its exit codes.
 

@@ -125,6 +125,11 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     step = steps.step if steps is not None else (lambda _m: None)
     step("reading the stack and the price catalog")
     loaded = load_stack(args, stack_arg=stack_arg, announce_warnings=False)
+    from gpulease.inventory.model import load_for
+
+    # what the accounts already paid for (gpulease:inventory, else the cache): exit 2 here
+    # when the key names no file or the file is not an inventory
+    inventory = load_for(loaded.spec)
     step("deciding placement (policy)")
     from gpulease.policy import decide
 
@@ -146,6 +151,7 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     step("costing every resource")
     plan = build_plan(prun, stack=loaded.spec.stack)
     plan["source"] = loaded.source
+    plan["inventory"] = _inventory_header(inventory, prun.now)
     plan["dynamic_providers"] = _check_dynamic(args, loaded, prun, step)
     step("checking guardrails")
     plan["violations"] = _violations(prun, loaded.spec)
@@ -153,6 +159,18 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     plan["conformance"] = _conformance(prun)
     plan["elapsed_s"] = round(time.perf_counter() - t0, 2)
     return plan, prun
+
+
+def _inventory_header(inventory, now: Optional[float]) -> Optional[dict]:
+    """The plan's ``inventory`` object (None: the plan used none), judged at the plan's
+    moment."""
+    import datetime as _dt
+
+    from gpulease.inventory.model import plan_header
+
+    at = _dt.datetime.now(_dt.timezone.utc) if not now else \
+        _dt.datetime.fromtimestamp(now, _dt.timezone.utc)
+    return plan_header(inventory, at)
 
 
 def _check_dynamic(args: argparse.Namespace, loaded, prun, step) -> list[dict]:
@@ -459,6 +477,11 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
            f"catalog {cat['version']} (built {cat['as_of']})")
     if plan.get("prices"):
         o.line("Prices: ", prices_text(plan["prices"]))
+    if plan.get("inventory"):
+        from gpulease.inventory.model import header_text
+
+        text = header_text(plan["inventory"])
+        o.line("Inventory: ", (text, "yellow") if plan["inventory"].get("stale") else text)
     o.print()
     o.print("Clusters", style="bold")
     o.print(o.table(

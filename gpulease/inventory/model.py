@@ -94,6 +94,10 @@ class Holding(_Strict):
     used_instances: Optional[int] = Field(None, ge=0, le=1_000_000, description="Instances "
                                           "running in it now (ODCR: total - available).")
     term_months: Optional[int] = Field(None, ge=0, le=120)
+    rates: dict[str, Usd] = Field(default_factory=dict, description="A Savings Plan's rate per "
+                                  "instance-hour, keyed ``region/instance type`` "
+                                  "(DescribeSavingsPlanRates, Linux, shared tenancy), for the "
+                                  "GPU types the stack's catalog offers.")
     detail: dict[str, str] = Field(default_factory=dict, description="Other provider fields, "
                                    "as text (payment option, offering class, plan type...).")
 
@@ -160,6 +164,40 @@ class Inventory(_Strict):
 
     def as_json(self) -> dict:
         return self.model_dump(mode="json", exclude={"origin"}, exclude_none=True)
+
+
+#: an inventory older than this is called stale in the plan header (commitments and
+#: reservations are bought and expire between reads; docs/inventory.md "Freshness").
+STALE_DAYS = 7
+
+
+def plan_header(inv: Optional[Inventory], now: dt.datetime) -> Optional[dict]:
+    """The plan's ``inventory`` object: which file, read when, how many holdings (active at
+    ``now``), its age in days and whether it is stale; None when the plan uses none."""
+    if inv is None:
+        return None
+    age = (now - inv.generated).total_seconds() / 86400
+    return {"file": inv.origin, "generated_at": inv.generated_at,
+            "holdings": len(inv.holdings), "active": len(inv.active(now)),
+            "sources": [f"{s.cloud} {s.scope}".strip() for s in inv.sources],
+            "age_days": round(age, 1), "stale": age > STALE_DAYS}
+
+
+def header_text(doc: Optional[dict]) -> Optional[str]:
+    """"inventory.json read 2026-12-04T15:00:00Z, 12 holdings (9 active)" (+ stale advice),
+    the plan header's line; None when no inventory was used."""
+    if not doc:
+        return None
+    from gpulease.text import plural
+
+    text = (f"{doc['file']} read {doc['generated_at']}, {plural(doc['holdings'], 'holding')} "
+            f"({doc['active']} active)")
+    if doc.get("sources"):
+        text += " of " + ", ".join(doc["sources"])
+    if doc.get("stale"):
+        text += (f"; {doc['age_days']:g} days old: run `gpulease inventory` again before "
+                 "deciding on it")
+    return text
 
 
 def parse_time(text: str) -> dt.datetime:

@@ -364,6 +364,7 @@ def report_variables(plan: Mapping[str, Any]) -> dict[str, Any]:
         "source": plan.get("source"),
         "catalog_version": catalog.get("version"), "catalog_as_of": catalog.get("as_of"),
         "prices_text": _prices_text(plan.get("prices")),
+        "inventory_text": _inventory_text(plan.get("inventory")),
         "monthly": money(monthly), "hourly": money(totals.get("hourly_usd")),
         "budget": state, "budget_bar": budget_bar(state), "budget_money": money(state.budget),
         "headroom_money": money(abs(state.headroom)),
@@ -397,6 +398,15 @@ def by_cloud_of(resources: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             cloud = str(r.get("cloud") or str(r.get("type", "")).split(":", 1)[0] or "other")
             out[cloud] = float(_money.usd(out.get(cloud, 0.0)) + _money.usd(usd))
     return out
+
+
+def _inventory_text(inventory: Any) -> Optional[str]:
+    """The header's line on the inventory the plan used (None: none, or an older plan)."""
+    if not isinstance(inventory, Mapping) or "generated_at" not in inventory:
+        return None
+    from gpulease.inventory.model import header_text
+
+    return header_text(dict(inventory))
 
 
 def _prices_text(prices: Optional[Mapping[str, Any]]) -> Optional[str]:
