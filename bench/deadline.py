@@ -92,7 +92,9 @@ def run_case(job: dl.Job, trace: list[int], gap: float, spot: float) -> dict:
     return row
 
 
-def summarise(label: str, rows: list[dict]) -> None:
+def summarise(label: str, rows: list[dict], every: list | None = None) -> None:
+    if every is not None:
+        every.extend(rows)
     if not rows:
         return
     up = [r["uniform_progress"][0] for r in rows]
@@ -134,6 +136,8 @@ def main(argv=None) -> int:
     slacks = [float(x) for x in a.slack.split(",")]
     t0 = time.perf_counter()
     rnd = random.Random(a.seed)
+    gen_all: list[dict] = []
+    pub_all: list[dict] = []
     print("generated traces (5-minute ticks):")
     for level in LEVELS:
         for n in nodes:
@@ -142,7 +146,7 @@ def main(argv=None) -> int:
                 ticks = math.ceil((job.deadline_hours + a.work) / GEN_GAP_HOURS)
                 rows = [run_case(job, generated(level, ticks, n, rnd), GEN_GAP_HOURS, spot)
                         for _ in range(a.generated)]
-                summarise(f"{level[0]}, {n} node(s), slack {s:g} h", rows)
+                summarise(f"{level[0]}, {n} node(s), slack {s:g} h", rows, gen_all)
     if a.traces:
         print(f"\npublic traces ({a.traces}):")
         for name, gap, data in public(a.traces):
@@ -154,7 +158,10 @@ def main(argv=None) -> int:
                     stride = max(1, round(a.stride_hours / gap))
                     rows = [run_case(job, data[i:i + span * 2], gap, spot)
                             for i in range(0, max(1, len(data) - span), stride)]
-                    summarise(f"{name} {n}n slack {s:g}h", rows)
+                    summarise(f"{name} {n}n slack {s:g}h", rows, pub_all)
+    print()
+    summarise("ALL generated", gen_all)
+    summarise("ALL public", pub_all)
     print(f"\nelapsed {time.perf_counter() - t0:.1f} s")
     benchlib.footer()
     return 0
