@@ -142,12 +142,20 @@ def _merge_asg(existing: Any, extra: dict) -> Any:
     return combine(existing)
 
 
-def register(stack: StackSpec, catalog: Catalog) -> CostLedger:
-    """Register the transform for the running stack; returns the ledger it fills."""
+def register(stack: StackSpec, catalog: Catalog, *,
+             active: Optional[Any] = None) -> CostLedger:
+    """Register the transform for the running stack; returns the ledger it fills.
+
+    ``active``: a callable; while it answers False the transform leaves resources alone (a
+    program that declares gpulease's resources beside its own - ``gpulease.components`` -
+    prices and tags only those gpulease declares). Pulumi applies a stack transformation in
+    the resource's constructor, so a flag set around the declarations scopes it exactly."""
     ledger = CostLedger()
 
     def transform(args: pulumi.ResourceTransformationArgs):
         if isinstance(args.resource, pulumi.ComponentResource):
+            return None
+        if active is not None and not active():
             return None
         ctx = find_context(args.opts.parent if args.opts else None)
         cost = resource_monthly_usd(args.type_, args.name, ctx, catalog)
