@@ -44,12 +44,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import benchlib  # noqa: E402
 
-#: top-level packages reported separately in the import and profile tables
+#: the provider packages whose modules a plan loads (their import cost is measured apart)
 PROVIDERS = ("pulumi_gcp", "pulumi_aws")
 
 
 def child(argv: list[str]) -> int:
-    """In the child: run `gpulease plan ARGV --json`, print {steps: [[step, CPU s]], total}."""
+    """In the child: run `gpulease plan ARGV --json`; print {steps: [[step, CPU s]], total CPU s,
+    resources, modules: the provider modules loaded}."""
     t0 = time.process_time()
     marks: list[tuple[str, float]] = [("start (interpreter, CLI imports)", t0)]
     from gpulease.cli import ui
@@ -153,7 +154,7 @@ def print_steps(dev: dict, big: dict, n: int) -> None:
         print(f"   {k:<12} {d:>6.3f} {big['imports'][k]:>7.3f} {big['imports'][k] - d:>6.3f}")
 
 
-def warm_profile(n: int) -> None:
+def warm_profile(n: int):
     import plan as bench_plan
     from gpulease.planner.plan import run
 
