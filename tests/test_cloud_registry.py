@@ -154,6 +154,8 @@ def test_every_module_path_imports(path):
     mod = importlib.import_module(path)
     if path.endswith(".deploy"):
         assert callable(mod.deploy)
+    if path.endswith("_deploy"):
+        assert callable(mod.prepare)
     if path.startswith("gpulease.credentials."):
         assert callable(mod.missing) and callable(mod.reason)
 
@@ -168,12 +170,18 @@ def test_registry_imports_no_pulumi_pydantic_or_sdk():
 
 
 def test_the_reaper_bundles_carry_the_registry():
-    from gpulease.reaper import deploy
+    from gpulease.reaper import aws_deploy, bundle, gcp_deploy
 
-    for files in (deploy.LAMBDA_FILES, deploy.GCP_FUNCTION_FILES):
+    for files in (aws_deploy.LAMBDA_FILES, gcp_deploy.GCP_FUNCTION_FILES):
         for c in registry.CLOUDS:
             assert f"clouds/{c.name}/cloud.py" in files
         assert {"clouds/base.py", "clouds/registry.py"} <= set(files)
+        assert files[:len(bundle.SHARED_FILES)] == bundle.SHARED_FILES
+    # each bundle carries its own cloud's adaptor and no other's
+    assert "reaper/aws.py" in aws_deploy.LAMBDA_FILES
+    assert "reaper/gcp.py" not in aws_deploy.LAMBDA_FILES
+    assert "reaper/gcp.py" in gcp_deploy.GCP_FUNCTION_FILES
+    assert "reaper/aws.py" not in gcp_deploy.GCP_FUNCTION_FILES
 
 
 # ---- no cloud-name comparison outside the per-cloud files ------------------------------------
@@ -182,8 +190,8 @@ def per_cloud(rel: str) -> bool:
     for name in registry.NAMES:
         if rel.startswith((f"clouds/{name}/", f"credentials/{name}.py")):
             return True
-        if rel in (f"reaper/{name}.py", f"catalog/fetchers/{name}.py", f"quotes/{name}.py",
-                   f"inventory/{name}.py"):
+        if rel in (f"reaper/{name}.py", f"reaper/{name}_deploy.py", f"catalog/fetchers/{name}.py",
+                   f"quotes/{name}.py", f"inventory/{name}.py"):
             return True
     return rel in ("reaper/lambda_handler.py", "reaper/gcp_function.py", "clouds/registry.py")
 
@@ -197,8 +205,6 @@ ALLOWED = {
     "catalog/schema.py": "the catalog schema's Literals and the per-cloud storage classes a "
                          "catalog row may name",
     "quotes/store.py": "the quote file schema's Literals",
-    "reaper/deploy.py": "holds both clouds' scheduled-reaper components (Lambda, Cloud "
-                        "Function); they move to per-cloud files next",
     "catalog/refresh.py": "one fetch call per cloud with its own arguments; moves behind "
                           "Cloud.fetcher_module next",
     "catalog/validate.py": "per-cloud provenance texts of the price sources",

@@ -73,6 +73,9 @@ class Cloud(abc.ABC):
     deploy_module: str
     #: the reaper adaptor (discovery and actions; plain Python + the cloud SDK).
     reaper_module: str
+    #: the scheduled reaper's Pulumi component: ``prepare(env) -> () -> list[pulumi.Resource]``
+    #: (checks first, declares when called; see ``gpulease.reaper.deploy.deploy_reaper``).
+    reaper_deploy_module: str
     #: live window and spot-risk quotes (`gpulease catalog quotes --source live`).
     quotes_module: str
     #: the catalog's price and spec fetcher (`gpulease catalog refresh`).
@@ -91,6 +94,7 @@ class Cloud(abc.ABC):
     def module_paths(self) -> dict[str, str]:
         """Role -> module this cloud provides for it (every one importable)."""
         return {"deploy": self.deploy_module, "reaper": self.reaper_module,
+                "reaper_deploy": self.reaper_deploy_module,
                 "quotes": self.quotes_module, "fetcher": self.fetcher_module,
                 "credentials": self.credentials_module,
                 "inventory": self.inventory_module,

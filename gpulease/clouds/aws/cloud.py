@@ -102,6 +102,7 @@ AWS = AwsCloud(
                      "login` writes one), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
                      "AWS_SESSION_TOKEN for temporary keys)",
     deploy_module="gpulease.clouds.aws.deploy", reaper_module="gpulease.reaper.aws",
+    reaper_deploy_module="gpulease.reaper.aws_deploy",
     quotes_module="gpulease.quotes.aws", fetcher_module="gpulease.catalog.fetchers.aws",
     credentials_module="gpulease.credentials.aws",
     inventory_kinds=(("ec2-reserved-instances", COMMITMENT), ("savings-plan", COMMITMENT),

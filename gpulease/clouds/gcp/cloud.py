@@ -101,6 +101,7 @@ GCP = GcpCloud(
     credentials_hint="run `gcloud auth application-default login`, or set "
                      "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file",
     deploy_module="gpulease.clouds.gcp.deploy", reaper_module="gpulease.reaper.gcp",
+    reaper_deploy_module="gpulease.reaper.gcp_deploy",
     quotes_module="gpulease.quotes.gcp", fetcher_module="gpulease.catalog.fetchers.gcp",
     credentials_module="gpulease.credentials.gcp",
     inventory_kinds=(("gce-commitment", COMMITMENT), ("gce-reservation", RESERVATION),
