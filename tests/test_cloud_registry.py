@@ -156,8 +156,33 @@ def test_every_module_path_imports(path):
         assert callable(mod.deploy)
     if path.endswith("_deploy"):
         assert callable(mod.prepare)
+    if path.endswith(".fetchers." + path.rsplit(".", 1)[-1]):
+        assert callable(mod.fetch) and callable(mod.targets)
     if path.startswith("gpulease.credentials."):
         assert callable(mod.missing) and callable(mod.reason)
+
+
+#: what every cloud's command module (``Cloud.cli_module``) answers.
+CLI_FUNCTIONS = ("reap_arg_findings", "reap_by_default", "reap_adaptors", "recommend_adaptor",
+                 "refresh_clients", "collect_quotes")
+
+
+def test_every_cloud_answers_each_command():
+    from gpulease.cli.common import cloud_cli, cloud_needs
+
+    for c in registry.CLOUDS:
+        mod = cloud_cli(c.name)
+        assert mod.__name__ == c.cli_module
+        assert all(callable(getattr(mod, f)) for f in CLI_FUNCTIONS), c.name
+        assert set(mod.NEEDS) == {"reap", "recommend", "catalog refresh", "catalog quotes"}
+    # the texts the commands printed before they moved to the per-cloud modules
+    assert cloud_needs("reap") == {
+        "aws": "reap reads Auto Scaling groups, CloudWatch metrics and capacity reservations",
+        "gcp": "reap reads instance groups, Cloud Monitoring metrics and reservations"}
+    assert cloud_needs("catalog refresh")["gcp"] == ("refresh reads the Cloud Billing Catalog "
+                                                     "and Compute machine types")
+    with pytest.raises(KeyError, match="unknown cloud 'azure'"):
+        cloud_cli("azure")
 
 
 def test_registry_imports_no_pulumi_pydantic_or_sdk():
@@ -188,7 +213,7 @@ def test_the_reaper_bundles_carry_the_registry():
 #: files that are a cloud's own (they may name it).
 def per_cloud(rel: str) -> bool:
     for name in registry.NAMES:
-        if rel.startswith((f"clouds/{name}/", f"credentials/{name}.py")):
+        if rel.startswith((f"clouds/{name}/", f"credentials/{name}.py", f"cli/clouds/{name}.py")):
             return True
         if rel in (f"reaper/{name}.py", f"reaper/{name}_deploy.py", f"catalog/fetchers/{name}.py",
                    f"quotes/{name}.py", f"inventory/{name}.py"):
@@ -205,15 +230,9 @@ ALLOWED = {
     "catalog/schema.py": "the catalog schema's Literals and the per-cloud storage classes a "
                          "catalog row may name",
     "quotes/store.py": "the quote file schema's Literals",
-    "catalog/refresh.py": "one fetch call per cloud with its own arguments; moves behind "
-                          "Cloud.fetcher_module next",
     "catalog/validate.py": "per-cloud provenance texts of the price sources",
     "catalog/importers/skypilot.py": "the SkyPilot CSV layout per cloud (an importer per "
                                      "cloud's file)",
-    "cli/reap.py": "per-cloud client creation and the words of what each cloud's reap reads",
-    "cli/quotes.py": "per-cloud client creation and the words of what each cloud's quotes read",
-    "cli/recommend.py": "per-cloud client creation and the words of what recommend reads",
-    "cli/catalog.py": "per-cloud client creation and the words of what refresh reads",
 }
 
 

@@ -56,6 +56,10 @@ class Cloud(abc.ABC):
     #: a window quote names its zone and the cluster lands there (a zonal purchase answered by
     #: the quote), rather than in the zone the policy chose.
     quote_picks_zone: bool
+    #: (price column's purchase model, why): why the catalog keeps one source's figure over
+    #: another for that column (docs/catalog.md "Sources and precedence"); `explain` shows it
+    #: beside disagreeing figures.
+    price_precedence: tuple[tuple[str, str], ...]
     # ---- node bootstrap -------------------------------------------------------------------
     #: seconds between a spot interruption notice and the node's end.
     notice_window_seconds: int
@@ -83,6 +87,9 @@ class Cloud(abc.ABC):
     #: the credentials check: ``missing() -> Optional[str]`` (why the SDK's own chain finds
     #: nothing) and ``reason(exc) -> Optional[str]`` (for the SDK's "no credentials" error).
     credentials_module: str
+    #: the commands' part on this cloud: the clients `reap`, `recommend`, `catalog refresh` and
+    #: `catalog quotes` create from their flags, and ``NEEDS`` (command -> what it reads here).
+    cli_module: str
     # ---- what is already paid for (issue 32) ----------------------------------------------
     #: (kind, purchase model) of each product `gpulease inventory` reads on this cloud
     #: (``gpulease.inventory.model.KINDS``).
@@ -96,7 +103,7 @@ class Cloud(abc.ABC):
         return {"deploy": self.deploy_module, "reaper": self.reaper_module,
                 "reaper_deploy": self.reaper_deploy_module,
                 "quotes": self.quotes_module, "fetcher": self.fetcher_module,
-                "credentials": self.credentials_module,
+                "credentials": self.credentials_module, "cli": self.cli_module,
                 "inventory": self.inventory_module,
                 "cloud": f"gpulease.clouds.{self.name}.cloud"}
 

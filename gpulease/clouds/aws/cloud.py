@@ -8,7 +8,8 @@ from typing import Any, Mapping
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
-from gpulease.purchase import CAPACITY_BLOCK, COMMITMENT, MIXED, RESERVATION, SPOT
+from gpulease.purchase import (CAPACITY_BLOCK, COMMITMENT, MIXED, ON_DEMAND, RESERVATION,
+                               SPOT)
 
 #: AWS user data is limited to 16 KB before base64 (EC2 User Guide, "Run commands when you launch
 #: an EC2 instance with user data input"); a full cloud-config is ~20 KB, so on AWS it travels
@@ -93,6 +94,10 @@ AWS = AwsCloud(
     # S3 Glacier Flexible Retrieval and Deep Archive objects are restored before they are read
     restore_classes=("GLACIER", "DEEP_ARCHIVE"),
     window_models=frozenset({CAPACITY_BLOCK}), quote_picks_zone=False,
+    price_precedence=(
+        (ON_DEMAND, "the previous snapshot's cited AWS prices, then the vantage export (AWS "
+                    "Price List), then SkyPilot"),
+        (SPOT, "SkyPilot's per-zone spot prices (by zone ID) place a cluster in its zone")),
     # Spot notice: two minutes through `spot/instance-action` (EC2 User Guide, "Spot Instance
     # interruption notices"); poll often enough that the hook still has most of it left
     notice_window_seconds=120, poll_seconds=5, metadata_url="http://169.254.169.254",
@@ -104,7 +109,7 @@ AWS = AwsCloud(
     deploy_module="gpulease.clouds.aws.deploy", reaper_module="gpulease.reaper.aws",
     reaper_deploy_module="gpulease.reaper.aws_deploy",
     quotes_module="gpulease.quotes.aws", fetcher_module="gpulease.catalog.fetchers.aws",
-    credentials_module="gpulease.credentials.aws",
+    credentials_module="gpulease.credentials.aws", cli_module="gpulease.cli.clouds.aws",
     inventory_kinds=(("ec2-reserved-instances", COMMITMENT), ("savings-plan", COMMITMENT),
                      ("ec2-capacity-reservation", RESERVATION),
                      ("ec2-capacity-block", CAPACITY_BLOCK)),

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 from gpulease import tags
 from gpulease.clouds.base import Cloud
 from gpulease.purchase import (CALENDAR, COMMITMENT, FLEX_START, FUTURE_RESERVATION,
-                               RESERVATION)
+                               ON_DEMAND, RESERVATION, SPOT)
 
 #: accelerator-optimized series sold with flex-start (Dynamic Workload Scheduler) and as
 #: calendar-mode future reservations.
@@ -95,6 +95,11 @@ GCP = GcpCloud(
     # GCS Archive stays online: nothing to restore
     restore_classes=(),
     window_models=frozenset({FLEX_START, CALENDAR}), quote_picks_zone=True,
+    price_precedence=(
+        (ON_DEMAND, "the Cloud Billing Catalog export (Cyclenerd) is Google's SKU list itself; "
+                    "SkyPilot's GPU figures match no on-demand SKU in it"),
+        (SPOT, "SkyPilot's per-zone spot prices place a cluster in its zone; the export gives "
+               "one regional figure")),
     # Spot notice: about 30 s (Compute Engine, "Spot VMs", "Preemption process")
     notice_window_seconds=30, poll_seconds=2, metadata_url="http://metadata.google.internal",
     node_files=(("ops-agent.yaml.j2", "/etc/google-cloud-ops-agent/config.yaml"),),
@@ -103,7 +108,7 @@ GCP = GcpCloud(
     deploy_module="gpulease.clouds.gcp.deploy", reaper_module="gpulease.reaper.gcp",
     reaper_deploy_module="gpulease.reaper.gcp_deploy",
     quotes_module="gpulease.quotes.gcp", fetcher_module="gpulease.catalog.fetchers.gcp",
-    credentials_module="gpulease.credentials.gcp",
+    credentials_module="gpulease.credentials.gcp", cli_module="gpulease.cli.clouds.gcp",
     inventory_kinds=(("gce-commitment", COMMITMENT), ("gce-reservation", RESERVATION),
                      ("gce-future-reservation", FUTURE_RESERVATION)),
     inventory_module="gpulease.inventory.gcp",
