@@ -230,8 +230,6 @@ ALLOWED = {
     "catalog/schema.py": "the catalog schema's Literals and the per-cloud storage classes a "
                          "catalog row may name",
     "quotes/store.py": "the quote file schema's Literals",
-    "catalog/importers/skypilot.py": "the SkyPilot CSV layout per cloud (an importer per "
-                                     "cloud's file)",
 }
 
 

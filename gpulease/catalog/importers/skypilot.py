@@ -39,6 +39,7 @@ from gpulease.catalog import FORMAT_V2, Catalog
 from gpulease.catalog.families import facts_for, family_sources
 from gpulease.catalog.invariants import INVARIANTS, PLAUSIBLE_USD_PER_GPU_HOUR, enforce
 from gpulease.catalog.schema import AWS_ZONE_ID, GCP_ZONE
+from gpulease.clouds import registry
 from gpulease.errors import Finding, InputError
 from gpulease.purchase import COMMITMENT, ON_DEMAND, SPOT
 
@@ -73,14 +74,32 @@ N1_HOST_MAX = {"T4": {1: (48, 312), 2: (48, 312), 4: (96, 624)},
                "P4": {1: (24, 156), 2: (48, 312), 4: (96, 624)},
                "P100": {1: (16, 104), 2: (32, 208), 4: (96, 624)}}
 N1_HOST_FAMILIES = ("n1-standard-", "n1-highmem-", "n1-highcpu-")
-#: Region names the clouds use (AWS: us-east-1, us-gov-west-1; GCP: us-central1).
-REGION_PATTERNS = {"aws": re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d+$"),
-                   "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$")}
 AWS_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
                "Price", "SpotPrice", "Region", "AvailabilityZone")
 GCP_COLUMNS = ("InstanceType", "vCPUs", "MemoryGiB", "AcceleratorName", "AcceleratorCount",
                "Region", "AvailabilityZone", "Price", "SpotPrice")
 _INSTANCE_TYPE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Places:
+    """How a cloud's vms.csv spells places: region names (``Cloud.region_pattern``), an example
+    region for messages, and its zone column (AWS zone IDs, GCP zone names inside the row's
+    region)."""
+
+    region_example: str
+    zone: re.Pattern
+    #: what a zone should look like, for the message (``{region}``: the row's region).
+    zone_want: str
+    zone_in_region: bool
+
+
+#: AWS: us-east-1 (us-gov-west-1), zone IDs like use1-az1.
+AWS_PLACES = Places(region_example="us-east-1", zone=AWS_ZONE_ID,
+                    zone_want="an AWS zone ID like use1-az1", zone_in_region=False)
+#: GCP: us-central1, zones like us-central1-a.
+GCP_PLACES = Places(region_example="us-central1", zone=GCP_ZONE,
+                    zone_want="a GCP zone of {region} like {region}-a", zone_in_region=True)
 
 
 @dataclass
@@ -100,8 +119,8 @@ class ImportResult:
 class _Reader:
     """CSV rows with located errors: every problem names the file, the line and the column."""
 
-    def __init__(self, path: Path, columns: tuple[str, ...], cloud: str):
-        self.path, self.columns, self.cloud = path, columns, cloud
+    def __init__(self, path: Path, columns: tuple[str, ...], cloud: str, places: Places):
+        self.path, self.columns, self.cloud, self.places = path, columns, cloud, places
         self.findings: list[Finding] = []
 
     def bad(self, line: int, msg: str) -> None:
@@ -158,15 +177,13 @@ class _Reader:
     def place(self, line: int, region: str, zone: str) -> bool:
         """Region and zone names as the cloud spells them (AWS zone IDs, GCP zones)."""
         ok = True
-        if not REGION_PATTERNS[self.cloud].match(region):
+        if not re.match(registry.get(self.cloud).region_pattern, region):
             self.bad(line, f"column Region: {region!r} is not a {self.cloud.upper()} region name "
-                     + ("(like us-east-1)" if self.cloud == "aws" else "(like us-central1)"))
+                     f"(like {self.places.region_example})")
             ok = False
-        pattern = AWS_ZONE_ID if self.cloud == "aws" else GCP_ZONE
-        if not pattern.match(zone) or (self.cloud == "gcp" and ok
-                                       and not zone.startswith(region + "-")):
-            want = ("an AWS zone ID like use1-az1" if self.cloud == "aws"
-                    else f"a GCP zone of {region} like {region}-a")
+        if not self.places.zone.match(zone) or (self.places.zone_in_region and ok
+                                                and not zone.startswith(region + "-")):
+            want = self.places.zone_want.format(region=region)
             self.bad(line, f"column AvailabilityZone: {zone!r} is not {want}")
             ok = False
         return ok
@@ -224,7 +241,7 @@ def _nonzero(v: Optional[float]) -> Optional[float]:
 def read_aws(path: Path) -> tuple[dict, list[Finding], list[str]]:
     """(region, type) -> {"gpu", "count", "vcpus", "memory", "gpu_mem", "od", "zones": {az:
     spot}}; findings (exit 2) and warnings (rules applied)."""
-    r = _Reader(path, AWS_COLUMNS, "aws")
+    r = _Reader(path, AWS_COLUMNS, "aws", AWS_PLACES)
     specs = _Specs(r)
     out: dict = {}
     warnings: list[str] = []
@@ -282,7 +299,7 @@ def read_aws(path: Path) -> tuple[dict, list[Finding], list[str]]:
 def read_gcp(path: Path) -> tuple[dict, dict, list[Finding], list[str]]:
     """hosts: (region, type) -> {"vcpus", "memory", "zones": {zone: (od, spot)}};
     accelerators: (region, name, count) -> {zone: (od, spot)}; findings; warnings."""
-    r = _Reader(path, GCP_COLUMNS, "gcp")
+    r = _Reader(path, GCP_COLUMNS, "gcp", GCP_PLACES)
     specs = _Specs(r)
     hosts: dict = {}
     accs: dict = {}
