@@ -31,6 +31,15 @@ def test_names_order_and_lookup():
     assert set(registry.DEPLOY_ORDER) == set(registry.NAMES)
     # the schema's Literal spells the same names
     assert typing.get_args(model.Cloud) == registry.NAMES
+    # and the catalog and quote file schemas take theirs from the registry
+    from gpulease.catalog import schema
+    from gpulease.quotes import store
+
+    for row in (schema.OfferingRow, schema.StorageRow, schema.EgressRow, schema.InfraRow,
+                store.QuoteRow, store.RiskRow):
+        assert typing.get_args(row.model_fields["cloud"].annotation) == registry.NAMES, row
+    key = typing.get_args(schema.CatalogDoc.model_fields["spot_interruptions"].annotation)[0]
+    assert typing.get_args(key) == registry.NAMES
     assert all(isinstance(c, Cloud) for c in registry.CLOUDS)
     with pytest.raises(KeyError, match=r"unknown cloud 'gpc' \(known: aws, gcp\); did you mean "
                                        r"'gcp'\?"):
@@ -227,9 +236,9 @@ ALLOWED = {
     "config/parse.py": "the config schema is per cloud: the AWS network fields (subnet_ids "
                        "need vpc_id, local zones) and the Capacity Block pin, an AWS purchase "
                        "its config section names",
-    "catalog/schema.py": "the catalog schema's Literals and the per-cloud storage classes a "
-                         "catalog row may name",
-    "quotes/store.py": "the quote file schema's Literals",
+    "catalog/schema.py": "the per-cloud storage classes a catalog row may name and the zone "
+                         "spelling of a row's zones (AWS zone IDs, GCP zones); its cloud "
+                         "Literals are registry.NAMES (checked below)",
 }
 
 

@@ -86,7 +86,7 @@ class CrossCheck(_Strict):
 
 
 class OfferingRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     region: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     instance_type: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     gpu: Annotated[StrictStr, Field(min_length=1, max_length=32)]
@@ -177,7 +177,7 @@ class OfferingRow(_Strict):
 
 
 class StorageRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     region: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     storage_class: StrictStr
     usd_per_gb_month: Money
@@ -198,7 +198,7 @@ class StorageRow(_Strict):
 
 
 class EgressRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     kind: Literal["inter_region", "inter_continent", "inter_cloud", "internet"]
     usd_per_gb: Money
     region: Optional[Annotated[StrictStr, Field(min_length=1, max_length=64)]] = None
@@ -209,7 +209,7 @@ class EgressRow(_Strict):
 
 
 class InfraRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     item: Annotated[StrictStr, Field(min_length=1)]
     unit: Annotated[StrictStr, Field(min_length=1)]
     usd: Money
@@ -234,7 +234,7 @@ class CatalogDoc(_Strict):
     storage: list[Any] = []
     egress: list[Any] = []
     infra: list[Any] = []
-    spot_interruptions: dict[Literal["aws", "gcp"], SpotInterruption] = {}
+    spot_interruptions: dict[Literal[CLOUDS], SpotInterruption] = {}  # type: ignore[valid-type]
     #: format /2: the dates the data was published, per source kind (shown by `catalog
     #: versions` and `plan`).
     data_dates: dict[StrictStr, StrictStr] = {}
