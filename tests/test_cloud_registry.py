@@ -94,6 +94,21 @@ def test_family(cloud, instance_type, family):
     assert cloud.family_of(instance_type) == family
 
 
+@pytest.mark.parametrize("cloud,region,good,bad,text", [
+    (AWS, "us-east-1", ("use1-az1", "usw2-lax1-az1"), ("us-east-1a",),
+     "AWS zone IDs like use1-az1"),
+    (GCP, "us-central1", ("us-central1-a",), ("usc1-az1",),
+     "GCP zones of us-central1 like us-central1-a"),
+])
+def test_zone_spelling_and_storage_classes(cloud, region, good, bad, text):
+    assert re.match(cloud.region_pattern, cloud.region_example)
+    assert all(re.match(cloud.zone_pattern, z) for z in good)
+    assert not any(re.match(cloud.zone_pattern, z) for z in bad)
+    assert cloud.zones_text.format(region=region) == text
+    # every lifecycle tier class is a class the store accepts
+    assert set(cloud.tier_classes) <= set(cloud.storage_classes)
+
+
 def test_tags_and_labels():
     assert AWS.tag_value("Team A.1") == "Team A.1"
     assert GCP.tag_value("Team A.1") == tags.label_value("Team A.1") == "team-a-1"
@@ -236,9 +251,6 @@ ALLOWED = {
     "config/parse.py": "the config schema is per cloud: the AWS network fields (subnet_ids "
                        "need vpc_id, local zones) and the Capacity Block pin, an AWS purchase "
                        "its config section names",
-    "catalog/schema.py": "the per-cloud storage classes a catalog row may name and the zone "
-                         "spelling of a row's zones (AWS zone IDs, GCP zones); its cloud "
-                         "Literals are registry.NAMES (checked below)",
 }
 
 

@@ -44,6 +44,18 @@ class Cloud(abc.ABC):
     location_scope: LocationScope
     #: regular expression a region name of this cloud matches.
     region_pattern: str
+    #: a region name for messages ("like us-east-1").
+    region_example: str
+    #: regular expression of a zone as catalog rows and price files spell it.
+    zone_pattern: str
+    #: a zone's name starts with its region's and "-" (so a row's zones must).
+    zones_in_region: bool
+    #: what a zone should look like, for messages, one and many (``{region}``: the row's).
+    zone_text: str
+    zones_text: str
+    #: every storage class the object store's API accepts, in lifecycle order (what a catalog
+    #: storage row may name).
+    storage_classes: tuple[str, ...]
     #: storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order).
     tier_classes: tuple[str, str, str, str]
     #: (class, days): earliest age a lifecycle rule may move an object into a class (others:

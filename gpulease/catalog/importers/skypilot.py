@@ -38,7 +38,6 @@ from gpulease import inputs
 from gpulease.catalog import FORMAT_V2, Catalog
 from gpulease.catalog.families import facts_for, family_sources
 from gpulease.catalog.invariants import INVARIANTS, PLAUSIBLE_USD_PER_GPU_HOUR, enforce
-from gpulease.catalog.schema import AWS_ZONE_ID, GCP_ZONE
 from gpulease.clouds import registry
 from gpulease.errors import Finding, InputError
 from gpulease.purchase import COMMITMENT, ON_DEMAND, SPOT
@@ -81,27 +80,6 @@ GCP_COLUMNS = ("InstanceType", "vCPUs", "MemoryGiB", "AcceleratorName", "Acceler
 _INSTANCE_TYPE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}$")
 
 
-@dataclass(frozen=True)
-class Places:
-    """How a cloud's vms.csv spells places: region names (``Cloud.region_pattern``), an example
-    region for messages, and its zone column (AWS zone IDs, GCP zone names inside the row's
-    region)."""
-
-    region_example: str
-    zone: re.Pattern
-    #: what a zone should look like, for the message (``{region}``: the row's region).
-    zone_want: str
-    zone_in_region: bool
-
-
-#: AWS: us-east-1 (us-gov-west-1), zone IDs like use1-az1.
-AWS_PLACES = Places(region_example="us-east-1", zone=AWS_ZONE_ID,
-                    zone_want="an AWS zone ID like use1-az1", zone_in_region=False)
-#: GCP: us-central1, zones like us-central1-a.
-GCP_PLACES = Places(region_example="us-central1", zone=GCP_ZONE,
-                    zone_want="a GCP zone of {region} like {region}-a", zone_in_region=True)
-
-
 @dataclass
 class ImportResult:
     doc: dict
@@ -119,8 +97,8 @@ class ImportResult:
 class _Reader:
     """CSV rows with located errors: every problem names the file, the line and the column."""
 
-    def __init__(self, path: Path, columns: tuple[str, ...], cloud: str, places: Places):
-        self.path, self.columns, self.cloud, self.places = path, columns, cloud, places
+    def __init__(self, path: Path, columns: tuple[str, ...], cloud: str):
+        self.path, self.columns, self.cloud = path, columns, cloud
         self.findings: list[Finding] = []
 
     def bad(self, line: int, msg: str) -> None:
@@ -177,13 +155,14 @@ class _Reader:
     def place(self, line: int, region: str, zone: str) -> bool:
         """Region and zone names as the cloud spells them (AWS zone IDs, GCP zones)."""
         ok = True
-        if not re.match(registry.get(self.cloud).region_pattern, region):
+        cloud = registry.get(self.cloud)
+        if not re.match(cloud.region_pattern, region):
             self.bad(line, f"column Region: {region!r} is not a {self.cloud.upper()} region name "
-                     f"(like {self.places.region_example})")
+                     f"(like {cloud.region_example})")
             ok = False
-        if not self.places.zone.match(zone) or (self.places.zone_in_region and ok
-                                                and not zone.startswith(region + "-")):
-            want = self.places.zone_want.format(region=region)
+        if not re.match(cloud.zone_pattern, zone) or (cloud.zones_in_region and ok
+                                                      and not zone.startswith(region + "-")):
+            want = cloud.zone_text.format(region=region)
             self.bad(line, f"column AvailabilityZone: {zone!r} is not {want}")
             ok = False
         return ok
@@ -241,7 +220,7 @@ def _nonzero(v: Optional[float]) -> Optional[float]:
 def read_aws(path: Path) -> tuple[dict, list[Finding], list[str]]:
     """(region, type) -> {"gpu", "count", "vcpus", "memory", "gpu_mem", "od", "zones": {az:
     spot}}; findings (exit 2) and warnings (rules applied)."""
-    r = _Reader(path, AWS_COLUMNS, "aws", AWS_PLACES)
+    r = _Reader(path, AWS_COLUMNS, "aws")
     specs = _Specs(r)
     out: dict = {}
     warnings: list[str] = []
@@ -299,7 +278,7 @@ def read_aws(path: Path) -> tuple[dict, list[Finding], list[str]]:
 def read_gcp(path: Path) -> tuple[dict, dict, list[Finding], list[str]]:
     """hosts: (region, type) -> {"vcpus", "memory", "zones": {zone: (od, spot)}};
     accelerators: (region, name, count) -> {zone: (od, spot)}; findings; warnings."""
-    r = _Reader(path, GCP_COLUMNS, "gcp", GCP_PLACES)
+    r = _Reader(path, GCP_COLUMNS, "gcp")
     specs = _Specs(r)
     hosts: dict = {}
     accs: dict = {}

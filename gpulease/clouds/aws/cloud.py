@@ -87,6 +87,13 @@ AWS = AwsCloud(
     name="aws", title="AWS", provider="aws", sdk_package="pulumi_aws", tag_style="tags",
     node_group="Auto Scaling group", node_templates="launch templates", url_scheme="s3",
     location_scope="region", region_pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d+$",
+    region_example="us-east-1",
+    # zone IDs (the same in every account): use1-az1, usw2-lax1-az1 (Local Zone)
+    zone_pattern=r"^[a-z]{2,5}\d(-[a-z]+\d+)?-az\d+$", zones_in_region=False,
+    zone_text="an AWS zone ID like use1-az1", zones_text="AWS zone IDs like use1-az1",
+    # S3 PutBucketLifecycleConfiguration Transition.StorageClass
+    storage_classes=("STANDARD", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
+                     "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"),
     tier_classes=("STANDARD", "STANDARD_IA", "GLACIER_IR", "DEEP_ARCHIVE"),
     # S3 moves objects to STANDARD_IA / ONEZONE_IA no earlier than day 30 (S3 User Guide,
     # "Transitioning objects using Amazon S3 Lifecycle", constraints)

@@ -91,6 +91,12 @@ GCP = GcpCloud(
     name="gcp", title="Google Cloud", provider="gcp", sdk_package="pulumi_gcp",
     tag_style="labels", node_group="managed instance group", node_templates="instance templates",
     url_scheme="gs", location_scope="project", region_pattern=r"^[a-z]+-[a-z]+\d+$",
+    region_example="us-central1",
+    zone_pattern=r"^[a-z]+-[a-z]+\d+-[a-z]$", zones_in_region=True,
+    zone_text="a GCP zone of {region} like {region}-a",
+    zones_text="GCP zones of {region} like {region}-a",
+    # GCS storage classes
+    storage_classes=("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"),
     tier_classes=("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"), min_transition_days=(),
     # GCS Archive stays online: nothing to restore
     restore_classes=(),
