@@ -335,3 +335,17 @@ def test_each_cloud_config_section_checks_itself():
     assert {c: s.cloud for c, s in specs.items()} == {c: c for c in registry.NAMES}
     assert specs["aws"].subnets == ("subnet-0123456789abcdef0",)
     assert specs["gcp"].project == "acme-ml-dev" and specs["gcp"].subnets == ("s",)
+
+
+def test_injected_clients_are_keyed_by_cloud_name():
+    """refresh / the commands take clients per cloud (``aws=...``): a key naming no cloud is a
+    TypeError, not silently a cloud without clients."""
+    from gpulease.catalog import load_catalog
+    from gpulease.catalog.refresh import refresh
+    from gpulease.cli.common import check_cloud_clients
+
+    with pytest.raises(TypeError, match=r"unknown clouds \['azure'\]"):
+        refresh(load_catalog(None), scope={}, version="v", azure=object())
+    with pytest.raises(TypeError, match=r"unknown clouds \['gpc'\]"):
+        check_cloud_clients({"aws": None, "gpc": object()})
+    check_cloud_clients({c: None for c in registry.NAMES})
