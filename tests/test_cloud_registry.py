@@ -31,6 +31,15 @@ def test_names_order_and_lookup():
     assert set(registry.DEPLOY_ORDER) == set(registry.NAMES)
     # the schema's Literal spells the same names
     assert typing.get_args(model.Cloud) == registry.NAMES
+    # and the catalog and quote file schemas take theirs from the registry
+    from gpulease.catalog import schema
+    from gpulease.quotes import store
+
+    for row in (schema.OfferingRow, schema.StorageRow, schema.EgressRow, schema.InfraRow,
+                store.QuoteRow, store.RiskRow):
+        assert typing.get_args(row.model_fields["cloud"].annotation) == registry.NAMES, row
+    key = typing.get_args(schema.CatalogDoc.model_fields["spot_interruptions"].annotation)[0]
+    assert typing.get_args(key) == registry.NAMES
     assert all(isinstance(c, Cloud) for c in registry.CLOUDS)
     with pytest.raises(KeyError, match=r"unknown cloud 'gpc' \(known: aws, gcp\); did you mean "
                                        r"'gcp'\?"):
@@ -83,6 +92,21 @@ def test_zone_and_continent(cloud, region, zone, continent):
 ])
 def test_family(cloud, instance_type, family):
     assert cloud.family_of(instance_type) == family
+
+
+@pytest.mark.parametrize("cloud,region,good,bad,text", [
+    (AWS, "us-east-1", ("use1-az1", "usw2-lax1-az1"), ("us-east-1a",),
+     "AWS zone IDs like use1-az1"),
+    (GCP, "us-central1", ("us-central1-a",), ("usc1-az1",),
+     "GCP zones of us-central1 like us-central1-a"),
+])
+def test_zone_spelling_and_storage_classes(cloud, region, good, bad, text):
+    assert re.match(cloud.region_pattern, cloud.region_example)
+    assert all(re.match(cloud.zone_pattern, z) for z in good)
+    assert not any(re.match(cloud.zone_pattern, z) for z in bad)
+    assert cloud.zones_text.format(region=region) == text
+    # every lifecycle tier class is a class the store accepts
+    assert set(cloud.tier_classes) <= set(cloud.storage_classes)
 
 
 def test_tags_and_labels():
@@ -154,8 +178,35 @@ def test_every_module_path_imports(path):
     mod = importlib.import_module(path)
     if path.endswith(".deploy"):
         assert callable(mod.deploy)
+    if path.endswith("_deploy"):
+        assert callable(mod.prepare)
+    if path.endswith(".fetchers." + path.rsplit(".", 1)[-1]):
+        assert callable(mod.fetch) and callable(mod.targets)
     if path.startswith("gpulease.credentials."):
         assert callable(mod.missing) and callable(mod.reason)
+
+
+#: what every cloud's command module (``Cloud.cli_module``) answers.
+CLI_FUNCTIONS = ("reap_arg_findings", "reap_by_default", "reap_adaptors", "recommend_adaptor",
+                 "refresh_clients", "collect_quotes")
+
+
+def test_every_cloud_answers_each_command():
+    from gpulease.cli.common import cloud_cli, cloud_needs
+
+    for c in registry.CLOUDS:
+        mod = cloud_cli(c.name)
+        assert mod.__name__ == c.cli_module
+        assert all(callable(getattr(mod, f)) for f in CLI_FUNCTIONS), c.name
+        assert set(mod.NEEDS) == {"reap", "recommend", "catalog refresh", "catalog quotes"}
+    # the texts the commands printed before they moved to the per-cloud modules
+    assert cloud_needs("reap") == {
+        "aws": "reap reads Auto Scaling groups, CloudWatch metrics and capacity reservations",
+        "gcp": "reap reads instance groups, Cloud Monitoring metrics and reservations"}
+    assert cloud_needs("catalog refresh")["gcp"] == ("refresh reads the Cloud Billing Catalog "
+                                                     "and Compute machine types")
+    with pytest.raises(KeyError, match="unknown cloud 'azure'"):
+        cloud_cli("azure")
 
 
 def test_registry_imports_no_pulumi_pydantic_or_sdk():
@@ -168,22 +219,28 @@ def test_registry_imports_no_pulumi_pydantic_or_sdk():
 
 
 def test_the_reaper_bundles_carry_the_registry():
-    from gpulease.reaper import deploy
+    from gpulease.reaper import aws_deploy, bundle, gcp_deploy
 
-    for files in (deploy.LAMBDA_FILES, deploy.GCP_FUNCTION_FILES):
+    for files in (aws_deploy.LAMBDA_FILES, gcp_deploy.GCP_FUNCTION_FILES):
         for c in registry.CLOUDS:
             assert f"clouds/{c.name}/cloud.py" in files
         assert {"clouds/base.py", "clouds/registry.py"} <= set(files)
+        assert files[:len(bundle.SHARED_FILES)] == bundle.SHARED_FILES
+    # each bundle carries its own cloud's adaptor and no other's
+    assert "reaper/aws.py" in aws_deploy.LAMBDA_FILES
+    assert "reaper/gcp.py" not in aws_deploy.LAMBDA_FILES
+    assert "reaper/gcp.py" in gcp_deploy.GCP_FUNCTION_FILES
+    assert "reaper/aws.py" not in gcp_deploy.GCP_FUNCTION_FILES
 
 
 # ---- no cloud-name comparison outside the per-cloud files ------------------------------------
 #: files that are a cloud's own (they may name it).
 def per_cloud(rel: str) -> bool:
     for name in registry.NAMES:
-        if rel.startswith((f"clouds/{name}/", f"credentials/{name}.py")):
+        if rel.startswith((f"clouds/{name}/", f"credentials/{name}.py", f"cli/clouds/{name}.py")):
             return True
-        if rel in (f"reaper/{name}.py", f"catalog/fetchers/{name}.py", f"quotes/{name}.py",
-                   f"inventory/{name}.py"):
+        if rel in (f"reaper/{name}.py", f"reaper/{name}_deploy.py", f"catalog/fetchers/{name}.py",
+                   f"quotes/{name}.py", f"inventory/{name}.py"):
             return True
     return rel in ("reaper/lambda_handler.py", "reaper/gcp_function.py", "clouds/registry.py")
 
@@ -191,23 +248,6 @@ def per_cloud(rel: str) -> bool:
 #: what remains, with the reason; file -> reason. A file fixed leaves this list (checked below).
 ALLOWED = {
     "model.py": "the schema's Literal of cloud names (checked equal to registry.NAMES)",
-    "config/parse.py": "the config schema is per cloud: the AWS network fields (subnet_ids "
-                       "need vpc_id, local zones) and the Capacity Block pin, an AWS purchase "
-                       "its config section names",
-    "catalog/schema.py": "the catalog schema's Literals and the per-cloud storage classes a "
-                         "catalog row may name",
-    "quotes/store.py": "the quote file schema's Literals",
-    "reaper/deploy.py": "holds both clouds' scheduled-reaper components (Lambda, Cloud "
-                        "Function); they move to per-cloud files next",
-    "catalog/refresh.py": "one fetch call per cloud with its own arguments; moves behind "
-                          "Cloud.fetcher_module next",
-    "catalog/validate.py": "per-cloud provenance texts of the price sources",
-    "catalog/importers/skypilot.py": "the SkyPilot CSV layout per cloud (an importer per "
-                                     "cloud's file)",
-    "cli/reap.py": "per-cloud client creation and the words of what each cloud's reap reads",
-    "cli/quotes.py": "per-cloud client creation and the words of what each cloud's quotes read",
-    "cli/recommend.py": "per-cloud client creation and the words of what recommend reads",
-    "cli/catalog.py": "per-cloud client creation and the words of what refresh reads",
 }
 
 
@@ -274,3 +314,38 @@ def test_architecture_lists_the_files_a_new_cloud_adds():
             assert file in section, f"docs/architecture.md 'Adding a cloud' misses {file}"
     for shared in ("gpulease/clouds/registry.py", "gpulease/clouds/base.py"):
         assert shared in section
+
+
+# ---- the config's per-cloud sections build their own CloudSpec -----------------------------
+def test_each_cloud_config_section_checks_itself():
+    from gpulease.config.schema import CloudsConfig
+
+    found = []
+    cfg = CloudsConfig.model_validate({
+        "aws": {"regions": ["us-east-1"], "subnet_ids": ["subnet-0123456789abcdef0"],
+                "local_zones": ["us-west-2"]},
+        "gcp": {"project": "acme-ml-dev", "regions": ["us-central1"], "subnetwork": "s"}})
+    specs = {c: getattr(cfg, c).spec(lambda path, msg: found.append((path, msg)))
+             for c in registry.NAMES}
+    assert found == [
+        ("gpulease:clouds.aws.subnet_ids", "subnet_ids need vpc_id"),
+        ("gpulease:clouds.aws.local_zones[0]", '"us-west-2" is not in gpulease:clouds.aws.'
+         'regions (did you mean "us-east-1"?); list regions whose Local Zones may be used'),
+        ("gpulease:clouds.gcp.subnetwork", "subnetwork needs network")]
+    assert {c: s.cloud for c, s in specs.items()} == {c: c for c in registry.NAMES}
+    assert specs["aws"].subnets == ("subnet-0123456789abcdef0",)
+    assert specs["gcp"].project == "acme-ml-dev" and specs["gcp"].subnets == ("s",)
+
+
+def test_injected_clients_are_keyed_by_cloud_name():
+    """refresh / the commands take clients per cloud (``aws=...``): a key naming no cloud is a
+    TypeError, not silently a cloud without clients."""
+    from gpulease.catalog import load_catalog
+    from gpulease.catalog.refresh import refresh
+    from gpulease.cli.common import check_cloud_clients
+
+    with pytest.raises(TypeError, match=r"unknown clouds \['azure'\]"):
+        refresh(load_catalog(None), scope={}, version="v", azure=object())
+    with pytest.raises(TypeError, match=r"unknown clouds \['gpc'\]"):
+        check_cloud_clients({"aws": None, "gpc": object()})
+    check_cloud_clients({c: None for c in registry.NAMES})

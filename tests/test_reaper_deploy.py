@@ -20,7 +20,7 @@ from gpulease.costing.context import CostContext
 from gpulease.model import (ClusterDecision, ClusterSpec, CostBreakdown, EnvironmentDecision,
                             Offering, PurchaseMix, StackSpec)
 from gpulease.planner.mocks import run_program
-from gpulease.reaper import deploy
+from gpulease.reaper import aws_deploy, deploy
 from gpulease.reaper.settings import ReaperSettings
 from tests.fakes import moto_strict
 from tests.timeouts import HANG_S
@@ -121,7 +121,7 @@ BOOT = textwrap.dedent("""
 def test_lambda_bundle_runs_without_pydantic_or_pulumi(tmp_path):
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     bundle = tmp_path / "bundle"
-    for name, src in deploy.archive_files().items():
+    for name, src in aws_deploy.archive_files().items():
         (bundle / name).parent.mkdir(parents=True, exist_ok=True)
         (bundle / name).write_bytes(src.read_bytes())
     for pkg in ("gpulease", "gpulease/reaper"):

@@ -19,7 +19,7 @@ from gpulease.costing.context import CostContext
 from gpulease.errors import ConfigError
 from gpulease.model import CloudSpec
 from gpulease.planner.mocks import run_program
-from gpulease.reaper import deploy
+from gpulease.reaper import deploy, gcp_deploy
 from tests.conftest import ROOT, program_run
 from tests.fakes.gcp_compute_monitoring import FakeGcp
 from tests.test_reaper_deploy import env_decision
@@ -84,8 +84,8 @@ def test_function_runs_the_reaper_from_the_uploaded_zip(gcp_run):
     assert bucket.retain_on_delete and not bucket.protect          # dev: retained, unprotected
     obj = run.one("gcp:storage/bucketObject:BucketObject")
     assert obj.inputs["bucket"] == bucket.outputs["name"]
-    files = deploy.gcp_source_files()
-    assert obj.inputs["name"] == f"gpulease-reaper-dev-{deploy.source_digest(files)}.zip"
+    files = gcp_deploy.gcp_source_files()
+    assert obj.inputs["name"] == f"gpulease-reaper-dev-{gcp_deploy.source_digest(files)}.zip"
     assert set(obj.inputs["source"]["assets"]) == set(files)
     fn = run.one("gcp:cloudfunctionsv2/function:Function")
     assert fn.inputs["name"] == "gpulease-reaper-dev" and fn.inputs["location"] == "europe-west4"
@@ -190,7 +190,7 @@ def test_prod_stack_deploys_both_reapers_and_protects_the_source_bucket():
     ("cron(*/10 * * * ? *)", "*/10 * * * *"),
 ])
 def test_eventbridge_schedule_to_unix_cron(aws, unix):
-    assert deploy.unix_cron(aws) == unix
+    assert gcp_deploy.unix_cron(aws) == unix
 
 
 @pytest.mark.parametrize("bad,why", [
@@ -209,7 +209,7 @@ def test_eventbridge_schedule_to_unix_cron(aws, unix):
 ])
 def test_unconvertible_schedule_is_a_config_error(bad, why):
     with pytest.raises(ConfigError) as exc:
-        deploy.unix_cron(bad, source="stacks/Pulumi.dev.yaml")
+        gcp_deploy.unix_cron(bad, source="stacks/Pulumi.dev.yaml")
     assert exc.value.exit_code == 2
     msg = str(exc.value)
     assert msg.startswith(f"stacks/Pulumi.dev.yaml: gpulease:reaper.schedule: {bad!r} cannot "
@@ -237,7 +237,7 @@ BLOCKED = ("pydantic", "pulumi", "pulumi_gcp", "pulumi_aws", "pulumi_policy", "y
 
 
 def test_archive_imports_nothing_of_pydantic_or_pulumi():
-    files = deploy.gcp_source_files()
+    files = gcp_deploy.gcp_source_files()
     for name, body in files.items():
         if not name.endswith(".py"):
             continue
@@ -271,7 +271,7 @@ BOOT = textwrap.dedent("""
 
 def test_function_bundle_dry_run_against_the_gcp_fake(tmp_path):
     bundle = tmp_path / "bundle"
-    for name, body in deploy.gcp_source_files().items():
+    for name, body in gcp_deploy.gcp_source_files().items():
         (bundle / name).parent.mkdir(parents=True, exist_ok=True)
         (bundle / name).write_bytes(body)
     fake = FakeGcp(project="acme-ml")

@@ -13,7 +13,7 @@ import pytest
 
 from gpulease import tags
 from gpulease.reaper import decision as d
-from gpulease.reaper import deploy, engine
+from gpulease.reaper import engine, gcp_deploy
 from gpulease.reaper.audit import AuditLog
 from gpulease.reaper.gcp import GcpReaper
 from gpulease.retry import Backoff
@@ -220,4 +220,4 @@ def test_every_call_the_reaper_makes_is_granted_to_the_scheduled_function(site):
     assert needed >= {"compute.instances.list", "compute.instanceGroupManagers.list",
                       "compute.instances.setLabels", "compute.instanceGroupManagers.update",
                       "monitoring.timeSeries.list"}
-    assert needed <= set(deploy.GCP_READ_PERMISSIONS) | set(deploy.GCP_ACT_PERMISSIONS)
+    assert needed <= set(gcp_deploy.GCP_READ_PERMISSIONS) | set(gcp_deploy.GCP_ACT_PERMISSIONS)

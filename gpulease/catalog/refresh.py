@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gpulease import inputs
+from gpulease.clouds import registry
 from gpulease.catalog import FORMAT_V2, Catalog, parse_catalog
 from gpulease.catalog.fetchers import API_SOURCES, PRICE_COLUMNS, CloudFetch, Failure, Progress
 from gpulease.errors import CatalogError, Finding, InputError, did_you_mean
@@ -36,8 +38,6 @@ CHECKSUM_SECTIONS = ("offerings", "storage", "egress", "infra", "spot_interrupti
 #: marketed figures (describe_instance_types reports an L4 as 22,888 MiB, not "24 GB").
 REFRESHED_SPECS = ("vcpus", "memory_gb", "network_cards", "efa_interfaces", "local_nvme_gb")
 _VERSION_RE = re.compile(r"^\d{4}\.\d{2}\.\d{2}(\.\d+)?$")
-REGION_PATTERNS = {"aws": re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d+$"),
-                   "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$")}
 
 
 # ---- where files go ----------------------------------------------------------------------------
@@ -174,7 +174,8 @@ def select_regions(base: Catalog, clouds: list[str], regions: list[str]) -> dict
     bad: list[Finding] = []
     known = sorted({r for rs in have.values() for r in rs})
     for r in regions:
-        owners = [c for c in clouds if r in have[c] or REGION_PATTERNS[c].match(r)]
+        owners = [c for c in clouds
+                  if r in have[c] or re.match(registry.get(c).region_pattern, r)]
         if not owners:
             bad.append(Finding("--region", f'"{r}" is not a region of '
                                f"{' or '.join(clouds)}{did_you_mean(r, known)}; catalog "
@@ -185,32 +186,6 @@ def select_regions(base: Catalog, clouds: list[str], regions: list[str]) -> dict
     if bad:
         raise InputError(bad)
     return {c: rs for c, rs in chosen.items() if rs}
-
-
-def aws_targets(base: Catalog, regions: list[str]) -> dict[str, list[str]]:
-    all_types = base.instance_types("aws")
-    out = {}
-    for r in regions:
-        here = [o.instance_type for o in base.offerings_for(cloud="aws", region=r)]
-        out[r] = here or all_types
-    return out
-
-
-def gcp_targets(base: Catalog, regions: list[str]):
-    from gpulease.catalog.fetchers.gcp import Target
-
-    def target(o) -> Target:
-        return Target(instance_type=o.instance_type, vcpus=o.vcpus, memory_gb=o.memory_gb,
-                      gpus=o.gpus_per_node, accelerator_type=o.accelerator_type)
-
-    by_type: dict = {}
-    for o in base.offerings_for(cloud="gcp"):
-        by_type.setdefault(o.instance_type, o)
-    out = {}
-    for r in regions:
-        here = base.offerings_for(cloud="gcp", region=r)
-        out[r] = [target(o) for o in (here or by_type.values())]
-    return out
 
 
 # ---- merge -------------------------------------------------------------------------------------
@@ -412,35 +387,34 @@ class RefreshResult:
     report: RefreshReport
 
 
-def refresh(base: Catalog, *, scope: dict[str, list[str]], aws: Any = None, gcp: Any = None,
-            client_errors: Optional[dict] = None, version: str, now: Optional[dt.datetime] = None,
-            progress: Progress = lambda _m: None) -> RefreshResult:
+def refresh(base: Catalog, *, scope: dict[str, list[str]], client_errors: Optional[dict] = None,
+            version: str, now: Optional[dt.datetime] = None,
+            progress: Progress = lambda _m: None, **clients: Any) -> RefreshResult:
     """Fetch every cloud in ``scope`` with the given clients and merge into a new document.
 
-    ``client_errors``: cloud -> CloudError raised while creating its clients (e.g. no
-    credentials); that cloud's regions are reported as failed and its rows kept.
+    ``clients``: cloud name -> its fetcher's clients (``aws=AwsClients(...)``); each cloud is
+    fetched by its ``Cloud.fetcher_module``'s ``fetch``. ``client_errors``: cloud -> CloudError
+    raised while creating its clients (e.g. no credentials); that cloud's regions are reported
+    as failed and its rows kept, as are those of a cloud given no clients.
     """
-    from gpulease.catalog.fetchers.aws import fetch_aws
-    from gpulease.catalog.fetchers.gcp import fetch_gcp
-
+    unknown = sorted(c for c in clients if not registry.is_cloud(c))
+    if unknown:
+        raise TypeError(f"refresh() got clients for unknown clouds {unknown} (known: "
+                        f"{', '.join(registry.NAMES)})")
     now = now or dt.datetime.now(dt.timezone.utc)
     client_errors = client_errors or {}
     fetches: dict[str, CloudFetch] = {}
     for cloud, regions in scope.items():
-        if cloud in client_errors or (cloud == "aws" and aws is None) or (
-                cloud == "gcp" and gcp is None):
+        given = clients.get(cloud)
+        if cloud in client_errors or given is None:
             err = client_errors.get(cloud, "no client")
             f = CloudFetch(cloud=cloud)
             f.failures = [Failure(cloud, r, "client", str(err)) for r in regions]
             progress(f"{cloud}: skipped ({err})")
             fetches[cloud] = f
-        elif cloud == "aws":
-            ref = {(o.region, o.instance_type): o.on_demand_usd
-                   for o in base.offerings_for(cloud="aws")}
-            fetches[cloud] = fetch_aws(aws, targets=aws_targets(base, regions),
-                                       reference_on_demand=ref, now=now, progress=progress)
         else:
-            fetches[cloud] = fetch_gcp(gcp, targets=gcp_targets(base, regions), progress=progress)
+            fetcher = importlib.import_module(registry.get(cloud).fetcher_module)
+            fetches[cloud] = fetcher.fetch(given, base, regions, now=now, progress=progress)
     doc, report = merge(base, fetches, scope, version=version, now=now)
     if not report.anything_refreshed:
         return RefreshResult(doc=None, catalog=None, report=report)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, model_validator)
 
+from gpulease.clouds import registry
 from gpulease.errors import Finding
 from gpulease.catalog.invariants import price_problems
 from gpulease.model import CLOUDS, EGRESS_KINDS, RDMA_KINDS
@@ -24,16 +25,8 @@ FORMAT_V1 = "gpulease-catalog/1"
 FORMAT_V2 = "gpulease-catalog/2"
 FORMATS = (FORMAT_V1, FORMAT_V2)
 
-#: Storage classes each cloud's API accepts (S3 PutBucketLifecycleConfiguration
-#: Transition.StorageClass; GCS storage classes), in lifecycle order for the four tiers.
-STORAGE_CLASSES = {
-    "aws": ("STANDARD", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING", "GLACIER_IR",
-            "GLACIER", "DEEP_ARCHIVE"),
-    "gcp": ("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"),
-}
-#: AWS zone IDs (the same in every account): use1-az1, usw2-lax1-az1 (Local Zone).
-AWS_ZONE_ID = re.compile(r"^[a-z]{2,5}\d(-[a-z]+\d+)?-az\d+$")
-GCP_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+#: Storage classes each cloud's API accepts, in lifecycle order (``Cloud.storage_classes``).
+STORAGE_CLASSES = {c.name: c.storage_classes for c in registry.CLOUDS}
 VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -86,7 +79,7 @@ class CrossCheck(_Strict):
 
 
 class OfferingRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     region: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     instance_type: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     gpu: Annotated[StrictStr, Field(min_length=1, max_length=32)]
@@ -154,13 +147,11 @@ class OfferingRow(_Strict):
                 problems.append("zone_spot_usd is priced but purchase_options has no spot")
         if len(set(self.zones)) != len(self.zones):
             problems.append("zones lists a zone twice")
-        pattern = AWS_ZONE_ID if self.cloud == "aws" else GCP_ZONE
-        bad = [z for z in self.zones if not pattern.match(z)
-               or (self.cloud == "gcp" and not z.startswith(self.region + "-"))]
+        cloud = registry.get(self.cloud)
+        bad = [z for z in self.zones if not re.match(cloud.zone_pattern, z)
+               or (cloud.zones_in_region and not z.startswith(self.region + "-"))]
         if bad:
-            want = ("AWS zone IDs like use1-az1" if self.cloud == "aws"
-                    else f"GCP zones of {self.region} like {self.region}-a")
-            problems.append(f"zones {bad} are not {want}")
+            problems.append(f"zones {bad} are not {cloud.zones_text.format(region=self.region)}")
         stray = sorted(set(self.zone_spot_usd) - set(self.zones))
         if stray:
             problems.append(f"zone_spot_usd names zones not in zones: {stray}")
@@ -177,7 +168,7 @@ class OfferingRow(_Strict):
 
 
 class StorageRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     region: Annotated[StrictStr, Field(min_length=1, max_length=64)]
     storage_class: StrictStr
     usd_per_gb_month: Money
@@ -198,7 +189,7 @@ class StorageRow(_Strict):
 
 
 class EgressRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     kind: Literal["inter_region", "inter_continent", "inter_cloud", "internet"]
     usd_per_gb: Money
     region: Optional[Annotated[StrictStr, Field(min_length=1, max_length=64)]] = None
@@ -209,7 +200,7 @@ class EgressRow(_Strict):
 
 
 class InfraRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[CLOUDS]  # type: ignore[valid-type]
     item: Annotated[StrictStr, Field(min_length=1)]
     unit: Annotated[StrictStr, Field(min_length=1)]
     usd: Money
@@ -234,7 +225,7 @@ class CatalogDoc(_Strict):
     storage: list[Any] = []
     egress: list[Any] = []
     infra: list[Any] = []
-    spot_interruptions: dict[Literal["aws", "gcp"], SpotInterruption] = {}
+    spot_interruptions: dict[Literal[CLOUDS], SpotInterruption] = {}  # type: ignore[valid-type]
     #: format /2: the dates the data was published, per source kind (shown by `catalog
     #: versions` and `plan`).
     data_dates: dict[StrictStr, StrictStr] = {}

@@ -9,10 +9,10 @@ from pydantic import ValidationError
 from gpulease.catalog import TIER_CLASSES, Catalog
 from gpulease.catalog.schema import (FORMAT_V2, CatalogDoc, EgressRow, InfraRow,
                                      OfferingRow, StorageRow, findings_from, row_label)
+from gpulease.clouds import registry
 from gpulease.errors import CatalogError, Finding
 from gpulease.model import (EgressPrice, InfraPrice, Offering, PriceCheck, StoragePrice,
                             derived_purchase_options)
-from gpulease.purchase import ON_DEMAND, SPOT
 
 _PRICES = ("on_demand_usd", "spot_usd", "commit_1y_usd", "commit_3y_usd")
 #: how many rows a summary warning names before "and N more".
@@ -36,16 +36,9 @@ def _source_text(raw: dict, sid: Optional[str]) -> str:
 
 
 #: why the catalog keeps one source's figure over another (docs/catalog.md "Sources and
-#: precedence"), per (cloud, price column); shown by `explain` beside disagreeing figures.
-PRECEDENCE = {
-    ("gcp", ON_DEMAND): "the Cloud Billing Catalog export (Cyclenerd) is Google's SKU list "
-                          "itself; SkyPilot's GPU figures match no on-demand SKU in it",
-    ("gcp", SPOT): "SkyPilot's per-zone spot prices place a cluster in its zone; the export "
-                     "gives one regional figure",
-    ("aws", ON_DEMAND): "the previous snapshot's cited AWS prices, then the vantage export "
-                          "(AWS Price List), then SkyPilot",
-    ("aws", SPOT): "SkyPilot's per-zone spot prices (by zone ID) place a cluster in its zone",
-}
+#: precedence"), per (cloud, price column): each cloud's ``Cloud.price_precedence``; shown by
+#: `explain` beside disagreeing figures.
+PRECEDENCE = {(c.name, column): why for c in registry.CLOUDS for column, why in c.price_precedence}
 
 
 def _price_checks(raw: dict, r) -> tuple:

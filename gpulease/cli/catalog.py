@@ -9,7 +9,8 @@ from typing import Any, Optional
 
 from gpulease.clouds import registry
 from gpulease.cli import COMMANDS, ui
-from gpulease.cli.common import add_catalog_args, add_output_args, print_json
+from gpulease.cli.common import (add_catalog_args, add_output_args, check_cloud_clients,
+                                 cloud_cli, cloud_needs, print_json)
 from gpulease.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CloudError, Finding, InputError,
                              did_you_mean)
 from gpulease.purchase import ON_DEMAND, SPOT
@@ -214,19 +215,15 @@ def run_versions(args: argparse.Namespace) -> int:
 
 
 # ---- refresh -----------------------------------------------------------------------------------
-#: What `catalog refresh` reads, per cloud (docs/catalog.md).
-REFRESH_NEEDS = {"aws": "refresh reads the AWS Price List and EC2 instance types",
-                 "gcp": "refresh reads the Cloud Billing Catalog and Compute machine types"}
-
-
-def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
-                now: Optional[dt.datetime] = None) -> int:
-    """`catalog refresh`. Tests pass ``aws`` / ``gcp`` clients; otherwise real ones are made."""
+def run_refresh(args: argparse.Namespace, *, now: Optional[dt.datetime] = None,
+                **clients: Any) -> int:
+    """`catalog refresh`. Tests pass clients per cloud (``aws=...``, ``gcp=...``); otherwise
+    each cloud's are made by its ``refresh_clients`` (gpulease/cli/clouds/<cloud>.py)."""
     from gpulease.catalog import load_catalog
-    from gpulease.catalog.fetchers.clients import make_aws_clients, make_gcp_clients
     from gpulease.catalog.refresh import (check_writable, diff_catalogs, refresh, render_diff,
                                           resolve_out, select_regions, write_catalog)
 
+    check_cloud_clients(clients)
     now = now or dt.datetime.now(dt.timezone.utc)
     base = load_catalog(args.from_path)
     clouds = [args.cloud] if args.cloud else list(registry.NAMES)
@@ -239,25 +236,20 @@ def run_refresh(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
 
     from gpulease import credentials
 
-    credentials.preflight([c for c, given in (("aws", aws), ("gcp", gcp))
-                           if c in scope and given is None],
-                          command="catalog refresh", needs=REFRESH_NEEDS, only_flag="--cloud")
+    make = [c for c in registry.NAMES if c in scope and clients.get(c) is None]
+    credentials.preflight(make, command="catalog refresh", needs=cloud_needs("catalog refresh"),
+                          only_flag="--cloud")
     errors: dict = {}
-    if "aws" in scope and aws is None:
+    for c in make:
         try:
-            aws = make_aws_clients()
+            clients[c] = cloud_cli(c).refresh_clients(args)
         except CloudError as exc:
-            errors["aws"] = exc
-    if "gcp" in scope and gcp is None:
-        try:
-            gcp = make_gcp_clients(project=args.gcp_project)
-        except CloudError as exc:
-            errors["gcp"] = exc
+            errors[c] = exc
     with ui.steps(f"refreshing catalog {base.version}") as steps:
         steps.step("; ".join(f"{c} {', '.join(ui.natural_sorted(rs))}"
                              for c, rs in scope.items()))
-        result = refresh(base, scope=scope, aws=aws, gcp=gcp, client_errors=errors,
-                         version=version, now=now, progress=steps.step)
+        result = refresh(base, scope=scope, client_errors=errors, version=version, now=now,
+                         progress=steps.step, **clients)
     rep = result.report
     for f in rep.failures:
         ui.warning(str(f))

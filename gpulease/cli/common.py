@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from contextlib import contextmanager, redirect_stdout, suppress
@@ -9,11 +10,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
+from gpulease.clouds import registry
 from gpulease.errors import ConfigError, Finding
 
 if TYPE_CHECKING:  # imported where used: `--help` must not load pydantic, the catalog or Pulumi
     from gpulease.catalog import Catalog
     from gpulease.model import StackSpec
+
+
+def cloud_cli(cloud: str) -> Any:
+    """The commands' part on ``cloud`` (``Cloud.cli_module``: gpulease/cli/clouds/<cloud>.py):
+    its client factories and ``NEEDS``."""
+    return importlib.import_module(registry.get(cloud).cli_module)
+
+
+def check_cloud_clients(clients: dict) -> None:
+    """Injected clients are keyed by cloud name (``aws=...``): a TypeError for any other key."""
+    unknown = sorted(c for c in clients if not registry.is_cloud(c))
+    if unknown:
+        raise TypeError(f"clients for unknown clouds {unknown} (known: "
+                        f"{', '.join(registry.NAMES)})")
+
+
+def cloud_needs(command: str) -> dict[str, str]:
+    """Cloud -> what ``command`` reads there (its "no credentials" message says it)."""
+    return {c.name: cloud_cli(c.name).NEEDS[command] for c in registry.CLOUDS}
 
 
 def add_stack_args(parser: argparse.ArgumentParser, required: bool = True) -> None:

@@ -8,7 +8,8 @@ from typing import Any, Optional
 
 from gpulease.clouds import registry
 from gpulease.cli import ui
-from gpulease.cli.common import add_catalog_args, add_output_args, print_json, progress
+from gpulease.cli.common import (add_catalog_args, add_output_args, check_cloud_clients,
+                                 cloud_cli, cloud_needs, print_json, progress)
 from gpulease.errors import EXIT_FAILED, EXIT_OK, Finding, InputError, did_you_mean
 
 DESCRIPTION = """\
@@ -107,20 +108,18 @@ def _check(args: argparse.Namespace, catalog) -> None:
         raise InputError(bad)
 
 
-#: What `catalog quotes --source live` reads, per cloud.
-QUOTES_NEEDS = {"aws": "quotes read Capacity Block offerings and Spot placement scores",
-                "gcp": "quotes read Compute Engine calendar-mode and Spot capacity advice"}
-
-
-def run_quotes(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
-               advisor: Any = None, now: Optional[dt.datetime] = None) -> int:
-    """The command. Tests inject clients (``aws``: AwsClients, ``gcp``: QuoteClients)."""
+def run_quotes(args: argparse.Namespace, *, advisor: Any = None,
+               now: Optional[dt.datetime] = None, **clients: Any) -> int:
+    """The command. Tests inject clients per cloud (``aws``: AwsClients, ``gcp``:
+    QuoteClients); otherwise each cloud's ``collect_quotes`` (gpulease/cli/clouds/<cloud>.py)
+    makes real ones."""
     from gpulease.catalog import load_catalog
     from gpulease.errors import CloudError
     from gpulease.quotes import collect
     from gpulease.quotes.model import QuoteBook
     from gpulease.quotes.store import cache_path, load_book, write_cache
 
+    check_cloud_clients(clients)
     now = now or dt.datetime.now(dt.timezone.utc)
     catalog = load_catalog(args.catalog, args.catalog_version)
     _check(args, catalog)
@@ -136,10 +135,10 @@ def run_quotes(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
     if args.source != "offline":
         from gpulease import credentials
 
-        need = [c for c in req.clouds if (aws if c == "aws" else gcp) is None]
+        need = [c for c in req.clouds if clients.get(c) is None]
         if args.source == "live":   # asked for live answers: no credentials is bad input
             credentials.preflight(need, command="catalog quotes --source live",
-                                  needs=QUOTES_NEEDS, only_flag="--cloud")
+                                  needs=cloud_needs("catalog quotes"), only_flag="--cloud")
         live_clouds = [c for c in req.clouds
                        if c not in need or args.source == "live" or not credentials.missing(c)]
     got = collect.Collected()
@@ -154,19 +153,8 @@ def run_quotes(args: argparse.Namespace, *, aws: Any = None, gcp: Any = None,
             if not mine:
                 continue
             try:
-                if cloud == "aws":
-                    from gpulease.catalog.fetchers.clients import make_aws_clients
-
-                    collect.collect_aws(aws or make_aws_clients(), mine, req, now, steps.step,
-                                        got, advisor=advisor)
-                else:
-                    import os
-
-                    from gpulease.quotes.gcp import make_clients
-
-                    project = req.gcp_project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-                    collect.collect_gcp(gcp or make_clients(project), mine, req, now,
-                                        steps.step, got)
+                cloud_cli(cloud).collect_quotes(clients.get(cloud), mine, req, now, steps.step,
+                                                got, advisor=advisor)
             except CloudError as exc:
                 got.failures.append(collect.Failure(cloud, "clients", str(exc)))
     for f in got.failures:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Optional
 
 from gpulease.clouds import registry
 from gpulease.cli import COMMANDS, ui
-from gpulease.cli.common import add_catalog_args, add_output_args, print_json, progress
+from gpulease.cli.common import (add_catalog_args, add_output_args, cloud_cli, cloud_needs,
+                                 print_json, progress)
 from gpulease.errors import ConfigError, Finding
 from gpulease.limits import MAX_IDLE_MINUTES
 from gpulease.reaper import defaults
@@ -101,9 +102,8 @@ def _validate(args: argparse.Namespace) -> None:
                            f"(7 days) (got {args.grace_minutes})"))
     if args.max_actions < 1:
         bad.append(Finding("--max-actions", f"must be >= 1 (got {args.max_actions})"))
-    if args.cloud == "gcp" and not _project(args):
-        bad.append(Finding("--project", "GCP needs a project: pass --project P or set "
-                           "GOOGLE_CLOUD_PROJECT"))
+    if args.cloud:
+        bad += cloud_cli(args.cloud).reap_arg_findings(args)
     if args.audit_log and args.audit_log != "-":
         path = Path(os.path.expanduser(args.audit_log))
         parent = path.parent
@@ -145,17 +145,6 @@ def _stack_findings(args: argparse.Namespace) -> list:
     return out
 
 
-def _project(args: argparse.Namespace) -> Optional[str]:
-    return args.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
-
-
-def _regions(args: argparse.Namespace) -> list[str]:
-    if args.region:
-        return list(dict.fromkeys(args.region))
-    env = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return [env or "us-east-1"]
-
-
 def adaptors(args: argparse.Namespace) -> list:
     """The cloud adaptors for this run (clients are created here, once, and passed in).
 
@@ -167,39 +156,20 @@ def adaptors(args: argparse.Namespace) -> list:
     out: list = []
     bad: list = []
     clouds = []
-    if args.cloud in (None, "aws"):
-        from gpulease.reaper.aws import AwsReaper
-
-        for region in _regions(args):
-            try:
-                out.append(AwsReaper.for_region(region))
-            except Exception as exc:  # noqa: BLE001 - botocore raises ValueError and its own
-                bad.append(Finding("--region", f"cannot create AWS clients for {region!r}: "
-                                   f"{exc}; check --region, AWS_REGION and AWS_ENDPOINT_URL"))
-        clouds.append("aws")
-    project = _project(args)
-    if args.cloud == "gcp" or (args.cloud is None and project):
-        clouds.append("gcp")
-        from gpulease.reaper.gcp import ENDPOINT_ENV, GcpReaper
-
-        try:
-            out.append(GcpReaper.for_project(project))
-        except Exception as exc:  # noqa: BLE001 - google.auth raises its own hierarchy
-            if not credentials.missing("gcp"):   # else said below, with what to set
-                bad.append(Finding("--project", f"cannot create GCP clients for {project!r}: "
-                                   f"{type(exc).__name__}: {exc}; {credentials.FIX['gcp']}, "
-                                   f"or point {ENDPOINT_ENV} at an emulator"))
+    for cloud in registry.NAMES:
+        part = cloud_cli(cloud)
+        if args.cloud == cloud or (args.cloud is None and part.reap_by_default(args)):
+            clouds.append(cloud)
+            made, why = part.reap_adaptors(args)
+            out += made
+            bad += why
     if bad:
         bad += [Finding("credentials", m) for m in
-                credentials.problems(clouds, command="reap", needs=NEEDS)]
+                credentials.problems(clouds, command="reap", needs=cloud_needs("reap"))]
         raise ConfigError(bad, headline="gpulease reap: cannot reach the clouds:")
-    credentials.preflight(clouds, command="reap", needs=NEEDS, only_flag="--cloud")
+    credentials.preflight(clouds, command="reap", needs=cloud_needs("reap"),
+                          only_flag="--cloud")
     return out
-
-
-#: What the reaper calls, per cloud (docs/reaper.md lists the full policies).
-NEEDS = {"aws": "reap reads Auto Scaling groups, CloudWatch metrics and capacity reservations",
-         "gcp": "reap reads instance groups, Cloud Monitoring metrics and reservations"}
 
 
 def _pricer(args: argparse.Namespace):

@@ -6,7 +6,8 @@ import time
 from typing import Callable, Optional
 
 from gpulease.cli import COMMANDS, ui
-from gpulease.cli.common import add_output_args, add_stack_args, load_stack, print_json
+from gpulease.cli.common import (add_output_args, add_stack_args, cloud_cli, cloud_needs,
+                                 load_stack, print_json)
 from gpulease.errors import ConfigError, Finding
 from gpulease.recommend import profile as pf
 
@@ -78,32 +79,19 @@ def adaptors(spec, decision) -> dict:
     from gpulease.recommend.engine import location
 
     places = sorted({location(d, spec) for d in decision.clusters})
-    credentials.preflight([cloud for cloud, _ in places], command="recommend", needs=NEEDS)
+    credentials.preflight([cloud for cloud, _ in places], command="recommend",
+                          needs=cloud_needs("recommend"))
     out, bad = {}, []
     for place in places:
         cloud, where = place
         try:
-            if cloud == "aws":
-                from gpulease.reaper.aws import AwsReaper
-
-                out[place] = AwsReaper.for_region(where)
-            else:
-                from gpulease.reaper.gcp import GcpReaper
-
-                if not where:
-                    raise ValueError("the stack sets no gpulease:clouds.gcp.project")
-                out[place] = GcpReaper.for_project(where)
+            out[place] = cloud_cli(cloud).recommend_adaptor(where)
         except Exception as exc:  # noqa: BLE001 - botocore / google.auth raise their own types
             bad.append(Finding(f"gpulease:clouds.{cloud}", f"cannot create {cloud} clients for "
                                f"{where!r}: {type(exc).__name__}: {exc}"))
     if bad:
         raise ConfigError(bad, headline="gpulease recommend: cannot reach the clouds:")
     return out
-
-
-#: What recommend reads, per cloud.
-NEEDS = {"aws": "recommend reads the clusters' GPU metrics from CloudWatch",
-         "gcp": "recommend reads the clusters' GPU metrics from Cloud Monitoring"}
 
 
 #: "now" of the command: the window ends at the last full hour before it (tests that wrote a

@@ -44,6 +44,18 @@ class Cloud(abc.ABC):
     location_scope: LocationScope
     #: regular expression a region name of this cloud matches.
     region_pattern: str
+    #: a region name for messages ("like us-east-1").
+    region_example: str
+    #: regular expression of a zone as catalog rows and price files spell it.
+    zone_pattern: str
+    #: a zone's name starts with its region's and "-" (so a row's zones must).
+    zones_in_region: bool
+    #: what a zone should look like, for messages, one and many (``{region}``: the row's).
+    zone_text: str
+    zones_text: str
+    #: every storage class the object store's API accepts, in lifecycle order (what a catalog
+    #: storage row may name).
+    storage_classes: tuple[str, ...]
     #: storage classes per tier, hot -> warm -> cold -> archive (the lifecycle order).
     tier_classes: tuple[str, str, str, str]
     #: (class, days): earliest age a lifecycle rule may move an object into a class (others:
@@ -56,6 +68,10 @@ class Cloud(abc.ABC):
     #: a window quote names its zone and the cluster lands there (a zonal purchase answered by
     #: the quote), rather than in the zone the policy chose.
     quote_picks_zone: bool
+    #: (price column's purchase model, why): why the catalog keeps one source's figure over
+    #: another for that column (docs/catalog.md "Sources and precedence"); `explain` shows it
+    #: beside disagreeing figures.
+    price_precedence: tuple[tuple[str, str], ...]
     # ---- node bootstrap -------------------------------------------------------------------
     #: seconds between a spot interruption notice and the node's end.
     notice_window_seconds: int
@@ -73,6 +89,9 @@ class Cloud(abc.ABC):
     deploy_module: str
     #: the reaper adaptor (discovery and actions; plain Python + the cloud SDK).
     reaper_module: str
+    #: the scheduled reaper's Pulumi component: ``prepare(env) -> () -> list[pulumi.Resource]``
+    #: (checks first, declares when called; see ``gpulease.reaper.deploy.deploy_reaper``).
+    reaper_deploy_module: str
     #: live window and spot-risk quotes (`gpulease catalog quotes --source live`).
     quotes_module: str
     #: the catalog's price and spec fetcher (`gpulease catalog refresh`).
@@ -80,6 +99,9 @@ class Cloud(abc.ABC):
     #: the credentials check: ``missing() -> Optional[str]`` (why the SDK's own chain finds
     #: nothing) and ``reason(exc) -> Optional[str]`` (for the SDK's "no credentials" error).
     credentials_module: str
+    #: the commands' part on this cloud: the clients `reap`, `recommend`, `catalog refresh` and
+    #: `catalog quotes` create from their flags, and ``NEEDS`` (command -> what it reads here).
+    cli_module: str
     # ---- what is already paid for (issue 32) ----------------------------------------------
     #: (kind, purchase model) of each product `gpulease inventory` reads on this cloud
     #: (``gpulease.inventory.model.KINDS``).
@@ -91,8 +113,9 @@ class Cloud(abc.ABC):
     def module_paths(self) -> dict[str, str]:
         """Role -> module this cloud provides for it (every one importable)."""
         return {"deploy": self.deploy_module, "reaper": self.reaper_module,
+                "reaper_deploy": self.reaper_deploy_module,
                 "quotes": self.quotes_module, "fetcher": self.fetcher_module,
-                "credentials": self.credentials_module,
+                "credentials": self.credentials_module, "cli": self.cli_module,
                 "inventory": self.inventory_module,
                 "cloud": f"gpulease.clouds.{self.name}.cloud"}
 

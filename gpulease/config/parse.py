@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from gpulease.catalog import Catalog
 from gpulease.clouds import registry
+from gpulease.clouds.aws.cloud import AWS
 from gpulease.config.checks import demand_findings, reference_findings
 from gpulease.config.messages import finding_order, findings_from_validation, headline
 from gpulease.config.schema import (ENVIRONMENT_PATTERN, ENVIRONMENT_RULE, NAMESPACE,
@@ -156,30 +157,7 @@ def _clouds(cfg: CloudsConfig, bad) -> dict[str, CloudSpec]:
                     f"{did_you_mean(r, ccfg.regions)}")
             if n < 0:
                 bad(f"gpulease:clouds.{cname}.quota_gpus.{r}", f"must be >= 0 (got {n})")
-        if cname == "aws":
-            if ccfg.subnet_ids and not ccfg.vpc_id:
-                bad("gpulease:clouds.aws.subnet_ids", "subnet_ids need vpc_id")
-            for k, r in enumerate(ccfg.local_zones):
-                if r not in ccfg.regions:
-                    bad(f"gpulease:clouds.aws.local_zones[{k}]",
-                        f'"{r}" is not in gpulease:clouds.aws.regions'
-                        f"{did_you_mean(r, ccfg.regions)}; list regions whose Local Zones may "
-                        "be used")
-            clouds["aws"] = CloudSpec(
-                cloud="aws", regions=tuple(ccfg.regions), quota_gpus=dict(ccfg.quota_gpus),
-                network=ccfg.vpc_id, subnets=tuple(ccfg.subnet_ids),
-                capacity_reservations=ccfg.capacity_reservations,
-                capacity_blocks=ccfg.capacity_blocks,
-                local_zone_regions=tuple(ccfg.local_zones))
-        else:
-            if ccfg.subnetwork and not ccfg.network:
-                bad("gpulease:clouds.gcp.subnetwork", "subnetwork needs network")
-            clouds["gcp"] = CloudSpec(
-                cloud="gcp", regions=tuple(ccfg.regions), quota_gpus=dict(ccfg.quota_gpus),
-                project=ccfg.project, network=ccfg.network,
-                subnets=(ccfg.subnetwork,) if ccfg.subnetwork else (),
-                spot_termination_action=ccfg.spot_termination_action,
-                ssh_via_iap=ccfg.ssh_via_iap)
+        clouds[cname] = ccfg.spec(bad)     # the cloud's own checks (its config section's)
     return clouds
 
 
@@ -362,7 +340,7 @@ def _capacity_block_pin(cfg: Optional[CapacityBlockConfig], path: str, clouds: d
     gpulease:clouds.aws.capacity_blocks (that switch is for monthly loads)."""
     if cfg is None:
         return None
-    aws_cloud = clouds.get("aws")
+    aws_cloud = clouds.get(AWS.name)       # Capacity Blocks are an AWS purchase
     if aws_cloud is None:
         bad(path, "a Capacity Block is an AWS purchase: configure gpulease:clouds.aws")
     elif not aws_cloud.capacity_blocks and not window:
@@ -374,7 +352,7 @@ def _capacity_block_pin(cfg: Optional[CapacityBlockConfig], path: str, clouds: d
     if not cfg.availability_zone.startswith(cfg.region):
         bad(f"{path}.availability_zone", f'"{cfg.availability_zone}" is not a zone of region '
             f'"{cfg.region}"')
-    types = {o.instance_type for o in catalog.offerings_for() if o.cloud == "aws"}
+    types = {o.instance_type for o in catalog.offerings_for(cloud=AWS.name)}
     if cfg.instance_type not in types:
         bad(f"{path}.instance_type", f'unknown AWS instance type "{cfg.instance_type}"'
             f"{did_you_mean(cfg.instance_type, sorted(types))}")

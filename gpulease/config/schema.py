@@ -11,9 +11,10 @@ from gpulease.bootstrap.settings import BootstrapSettings
 # GCP project ids: the pattern lives with the GCP cloud object (the GCE reservation provider
 # checks ids with it too)
 from gpulease.clouds.gcp.cloud import GCP_PROJECT_PATTERN
+from gpulease.errors import did_you_mean
 from gpulease.inputs import MAX_USD
 from gpulease.model import (HOURS_PER_MONTH, MAX_CHECKPOINT_MINUTES, MAX_CLUSTER_GPUS,
-                            MAX_IDLE_MINUTES)
+                            MAX_IDLE_MINUTES, CloudSpec)
 from gpulease.policy.rules import PolicyRules
 from gpulease.quotes import CB_MAX_INSTANCES
 from gpulease.reaper.settings import ReaperSettings
@@ -74,6 +75,24 @@ class AwsCloudConfig(_Strict):
                     "smaller service set and capacity, and must be opted into in the account "
                     "(ModifyAvailabilityZoneGroup) before use; docs/policy.md 'Zones'.")
 
+    def spec(self, bad) -> CloudSpec:
+        """The stack's AWS, after the checks across this section's fields (subnets need their
+        VPC; Local Zones only in listed regions); ``bad(path, message)`` records a finding."""
+        if self.subnet_ids and not self.vpc_id:
+            bad("gpulease:clouds.aws.subnet_ids", "subnet_ids need vpc_id")
+        for k, r in enumerate(self.local_zones):
+            if r not in self.regions:
+                bad(f"gpulease:clouds.aws.local_zones[{k}]",
+                    f'"{r}" is not in gpulease:clouds.aws.regions'
+                    f"{did_you_mean(r, self.regions)}; list regions whose Local Zones may "
+                    "be used")
+        return CloudSpec(
+            cloud="aws", regions=tuple(self.regions), quota_gpus=dict(self.quota_gpus),
+            network=self.vpc_id, subnets=tuple(self.subnet_ids),
+            capacity_reservations=self.capacity_reservations,
+            capacity_blocks=self.capacity_blocks,
+            local_zone_regions=tuple(self.local_zones))
+
 
 class GcpCloudConfig(_Strict):
     project: str = Field(..., pattern=GCP_PROJECT_PATTERN, description="GCP project id.")
@@ -86,6 +105,18 @@ class GcpCloudConfig(_Strict):
         "DELETE", description="What happens to a preempted Spot VM.")
     ssh_via_iap: bool = Field(False, description="Allow SSH from IAP's range only "
                                                  "(35.235.240.0/20).")
+
+    def spec(self, bad) -> CloudSpec:
+        """The stack's GCP, after the checks across this section's fields (a subnetwork needs
+        its network); ``bad(path, message)`` records a finding."""
+        if self.subnetwork and not self.network:
+            bad("gpulease:clouds.gcp.subnetwork", "subnetwork needs network")
+        return CloudSpec(
+            cloud="gcp", regions=tuple(self.regions), quota_gpus=dict(self.quota_gpus),
+            project=self.project, network=self.network,
+            subnets=(self.subnetwork,) if self.subnetwork else (),
+            spot_termination_action=self.spot_termination_action,
+            ssh_via_iap=self.ssh_via_iap)
 
 
 class CloudsConfig(_Strict):

@@ -22,6 +22,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 
 from gpulease import datafiles
 from gpulease.catalog.schema import findings_from
+from gpulease.clouds import registry
 from gpulease.errors import CatalogError, Finding
 from gpulease.purchase import CAPACITY_BLOCK
 from gpulease.quotes import CB_MAX_INSTANCES, QUOTE_KINDS
@@ -46,7 +47,7 @@ class _Strict(BaseModel):
 
 class QuoteRow(_Strict):
     kind: Literal[QUOTE_KINDS]  # type: ignore[valid-type]
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[registry.NAMES]  # type: ignore[valid-type]
     region: Name
     instance_type: Name
     quoted_at: Annotated[StrictStr, Field(min_length=10, max_length=40)]
@@ -105,7 +106,7 @@ class QuoteRow(_Strict):
 
 
 class RiskRow(_Strict):
-    cloud: Literal["aws", "gcp"]
+    cloud: Literal[registry.NAMES]  # type: ignore[valid-type]
     region: Name
     instance_type: Name
     as_of: Annotated[StrictStr, Field(min_length=10, max_length=40)]

@@ -10,7 +10,8 @@ from typing import Any, Sequence
 
 
 def settings_from_env(env: Any = None) -> dict:
-    """Settings every scheduled reaper reads (``gpulease.reaper.deploy`` sets these variables)."""
+    """Settings every scheduled reaper reads (each cloud's ``gpulease.reaper.<cloud>_deploy``
+    sets these variables)."""
     env = os.environ if env is None else env
     return {
         "environment": env["GPULEASE_ENVIRONMENT"],

@@ -4,7 +4,7 @@ Cloud Scheduler POSTs to the function with an OIDC token; :func:`handler` is the
 functions-framework HTTP handler (the archive's ``main.py`` re-exports it, because the Python
 runtime loads the entry point from ``main.py`` at the source root). Runs with only the standard
 library, google-cloud-compute + requests (the archive's requirements.txt) and the gpulease files
-listed in ``gpulease.reaper.deploy.GCP_FUNCTION_FILES`` — no pydantic, no Pulumi.
+listed in ``gpulease.reaper.gcp_deploy.GCP_FUNCTION_FILES`` — no pydantic, no Pulumi.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Entry point of the scheduled reaper (AWS Lambda): environment variables -> one reaper run.
 
 Runs with only the standard library, boto3 (in the Lambda runtime) and the gpulease files
-listed in ``gpulease.reaper.deploy.LAMBDA_FILES`` — no pydantic, no Pulumi.
+listed in ``gpulease.reaper.aws_deploy.LAMBDA_FILES`` — no pydantic, no Pulumi.
 """
 from __future__ import annotations
 

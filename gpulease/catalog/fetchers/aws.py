@@ -22,12 +22,15 @@ import datetime as dt
 import json
 import re
 import statistics
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from gpulease.catalog.fetchers import CloudFetch, Failure, Fetched, Progress
 from gpulease.catalog.fetchers.clients import AwsClients, aws_call
 from gpulease.errors import CloudError
 from gpulease.purchase import SPOT
+
+if TYPE_CHECKING:
+    from gpulease.catalog import Catalog
 
 PRICING_SOURCE = "aws-pricing-api"
 SPOT_SOURCE = "aws-ec2-spot-price-history"
@@ -265,3 +268,25 @@ def fetch_aws(clients: AwsClients, *, targets: dict[str, list[str]],
                     price_sources=r["sources"], specs=r["specs"], zones=r["zones"],
                     zone_spot=dict(r.get("zone_spot") or {}), notes=tuple(r["notes"]))
     return out
+
+
+# ---- the refresh's entry point (``Cloud.fetcher_module``) -----------------------------------------
+def targets(base: "Catalog", regions: list[str]) -> dict[str, list[str]]:
+    """Region -> the instance types to refresh there: the base catalog's AWS types in that
+    region, or all of its AWS types in a region it lacks."""
+    all_types = base.instance_types("aws")
+    out = {}
+    for r in regions:
+        here = [o.instance_type for o in base.offerings_for(cloud="aws", region=r)]
+        out[r] = here or all_types
+    return out
+
+
+def fetch(clients: AwsClients, base: "Catalog", regions: list[str], *, now: dt.datetime,
+          progress: Progress = lambda _m: None) -> CloudFetch:
+    """`gpulease catalog refresh` on AWS: ``regions`` of ``base``, spot prices checked against
+    its on-demand prices."""
+    ref = {(o.region, o.instance_type): o.on_demand_usd for o in base.offerings_for(cloud="aws")}
+    return fetch_aws(clients, targets=targets(base, regions), reference_on_demand=ref, now=now,
+                     progress=progress)
+

@@ -23,11 +23,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from gpulease.catalog.fetchers import CloudFetch, Failure, Fetched, Progress
 from gpulease.catalog.fetchers.clients import GCE_SERVICE, GcpClients, gcp_call
 from gpulease.errors import CloudError
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from gpulease.catalog import Catalog
 
 BILLING_SOURCE = "gcp-cloud-billing-catalog"
 COMPUTE_SOURCE = "gcp-compute-machine-types"
@@ -294,3 +299,28 @@ def fetch_gcp(clients: GcpClients, *, targets: dict[str, list[Target]],
                 zones=zones, notes=tuple(missing))
         tick(f"{region}: priced {priced} of {len(targets[region])} machine types")
     return out
+
+
+# ---- the refresh's entry point (``Cloud.fetcher_module``) -----------------------------------------
+def targets(base: "Catalog", regions: list[str]) -> dict[str, list[Target]]:
+    """Region -> the machine types to refresh there (with the specs the SKUs combine with): the
+    base catalog's GCP rows in that region, or one row per GCP type in a region it lacks."""
+    def target(o) -> Target:
+        return Target(instance_type=o.instance_type, vcpus=o.vcpus, memory_gb=o.memory_gb,
+                      gpus=o.gpus_per_node, accelerator_type=o.accelerator_type)
+
+    by_type: dict = {}
+    for o in base.offerings_for(cloud="gcp"):
+        by_type.setdefault(o.instance_type, o)
+    out = {}
+    for r in regions:
+        here = base.offerings_for(cloud="gcp", region=r)
+        out[r] = [target(o) for o in (here or by_type.values())]
+    return out
+
+
+def fetch(clients: GcpClients, base: "Catalog", regions: list[str], *, now: "dt.datetime",
+          progress: Progress = lambda _m: None) -> CloudFetch:
+    """`gpulease catalog refresh` on GCP: ``regions`` of ``base`` (one SKU listing for all)."""
+    return fetch_gcp(clients, targets=targets(base, regions), progress=progress)
+

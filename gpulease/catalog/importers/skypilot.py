@@ -38,7 +38,7 @@ from gpulease import inputs
 from gpulease.catalog import FORMAT_V2, Catalog
 from gpulease.catalog.families import facts_for, family_sources
 from gpulease.catalog.invariants import INVARIANTS, PLAUSIBLE_USD_PER_GPU_HOUR, enforce
-from gpulease.catalog.schema import AWS_ZONE_ID, GCP_ZONE
+from gpulease.clouds import registry
 from gpulease.errors import Finding, InputError
 from gpulease.purchase import COMMITMENT, ON_DEMAND, SPOT
 
@@ -73,9 +73,6 @@ N1_HOST_MAX = {"T4": {1: (48, 312), 2: (48, 312), 4: (96, 624)},
                "P4": {1: (24, 156), 2: (48, 312), 4: (96, 624)},
                "P100": {1: (16, 104), 2: (32, 208), 4: (96, 624)}}
 N1_HOST_FAMILIES = ("n1-standard-", "n1-highmem-", "n1-highcpu-")
-#: Region names the clouds use (AWS: us-east-1, us-gov-west-1; GCP: us-central1).
-REGION_PATTERNS = {"aws": re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d+$"),
-                   "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$")}
 AWS_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
                "Price", "SpotPrice", "Region", "AvailabilityZone")
 GCP_COLUMNS = ("InstanceType", "vCPUs", "MemoryGiB", "AcceleratorName", "AcceleratorCount",
@@ -158,15 +155,14 @@ class _Reader:
     def place(self, line: int, region: str, zone: str) -> bool:
         """Region and zone names as the cloud spells them (AWS zone IDs, GCP zones)."""
         ok = True
-        if not REGION_PATTERNS[self.cloud].match(region):
+        cloud = registry.get(self.cloud)
+        if not re.match(cloud.region_pattern, region):
             self.bad(line, f"column Region: {region!r} is not a {self.cloud.upper()} region name "
-                     + ("(like us-east-1)" if self.cloud == "aws" else "(like us-central1)"))
+                     f"(like {cloud.region_example})")
             ok = False
-        pattern = AWS_ZONE_ID if self.cloud == "aws" else GCP_ZONE
-        if not pattern.match(zone) or (self.cloud == "gcp" and ok
-                                       and not zone.startswith(region + "-")):
-            want = ("an AWS zone ID like use1-az1" if self.cloud == "aws"
-                    else f"a GCP zone of {region} like {region}-a")
+        if not re.match(cloud.zone_pattern, zone) or (cloud.zones_in_region and ok
+                                                      and not zone.startswith(region + "-")):
+            want = cloud.zone_text.format(region=region)
             self.bad(line, f"column AvailabilityZone: {zone!r} is not {want}")
             ok = False
         return ok

@@ -8,7 +8,8 @@ from typing import Any, Mapping
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
-from gpulease.purchase import CAPACITY_BLOCK, COMMITMENT, MIXED, RESERVATION, SPOT
+from gpulease.purchase import (CAPACITY_BLOCK, COMMITMENT, MIXED, ON_DEMAND, RESERVATION,
+                               SPOT)
 
 #: AWS user data is limited to 16 KB before base64 (EC2 User Guide, "Run commands when you launch
 #: an EC2 instance with user data input"); a full cloud-config is ~20 KB, so on AWS it travels
@@ -86,6 +87,13 @@ AWS = AwsCloud(
     name="aws", title="AWS", provider="aws", sdk_package="pulumi_aws", tag_style="tags",
     node_group="Auto Scaling group", node_templates="launch templates", url_scheme="s3",
     location_scope="region", region_pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d+$",
+    region_example="us-east-1",
+    # zone IDs (the same in every account): use1-az1, usw2-lax1-az1 (Local Zone)
+    zone_pattern=r"^[a-z]{2,5}\d(-[a-z]+\d+)?-az\d+$", zones_in_region=False,
+    zone_text="an AWS zone ID like use1-az1", zones_text="AWS zone IDs like use1-az1",
+    # S3 PutBucketLifecycleConfiguration Transition.StorageClass
+    storage_classes=("STANDARD", "STANDARD_IA", "ONEZONE_IA", "INTELLIGENT_TIERING",
+                     "GLACIER_IR", "GLACIER", "DEEP_ARCHIVE"),
     tier_classes=("STANDARD", "STANDARD_IA", "GLACIER_IR", "DEEP_ARCHIVE"),
     # S3 moves objects to STANDARD_IA / ONEZONE_IA no earlier than day 30 (S3 User Guide,
     # "Transitioning objects using Amazon S3 Lifecycle", constraints)
@@ -93,6 +101,10 @@ AWS = AwsCloud(
     # S3 Glacier Flexible Retrieval and Deep Archive objects are restored before they are read
     restore_classes=("GLACIER", "DEEP_ARCHIVE"),
     window_models=frozenset({CAPACITY_BLOCK}), quote_picks_zone=False,
+    price_precedence=(
+        (ON_DEMAND, "the previous snapshot's cited AWS prices, then the vantage export (AWS "
+                    "Price List), then SkyPilot"),
+        (SPOT, "SkyPilot's per-zone spot prices (by zone ID) place a cluster in its zone")),
     # Spot notice: two minutes through `spot/instance-action` (EC2 User Guide, "Spot Instance
     # interruption notices"); poll often enough that the hook still has most of it left
     notice_window_seconds=120, poll_seconds=5, metadata_url="http://169.254.169.254",
@@ -102,8 +114,9 @@ AWS = AwsCloud(
                      "login` writes one), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
                      "AWS_SESSION_TOKEN for temporary keys)",
     deploy_module="gpulease.clouds.aws.deploy", reaper_module="gpulease.reaper.aws",
+    reaper_deploy_module="gpulease.reaper.aws_deploy",
     quotes_module="gpulease.quotes.aws", fetcher_module="gpulease.catalog.fetchers.aws",
-    credentials_module="gpulease.credentials.aws",
+    credentials_module="gpulease.credentials.aws", cli_module="gpulease.cli.clouds.aws",
     inventory_kinds=(("ec2-reserved-instances", COMMITMENT), ("savings-plan", COMMITMENT),
                      ("ec2-capacity-reservation", RESERVATION),
                      ("ec2-capacity-block", CAPACITY_BLOCK)),

@@ -5,8 +5,8 @@ The bootstrap's autostop script (``templates/bootstrap/autostop.sh.j2``) runs
 which calls ``instanceGroupManagers.deleteInstances``: "Authorization requires the following IAM
 permission on the specified resource instanceGroupManager: compute.instanceGroupManagers.update"
 and nothing on the instance (Compute Engine REST reference, instanceGroupManagers.deleteInstances,
-read 2026-12-03: the MIG deletes the VM itself, as the reaper's grant in gpulease/reaper/deploy.py
-also relies on; this grant carried ``compute.instances.delete`` before); gcloud reads the MIG
+read 2026-12-03: the MIG deletes the VM itself, as the reaper's grant in
+gpulease/reaper/gcp_deploy.py also relies on; this grant carried ``compute.instances.delete`` before); gcloud reads the MIG
 (``.get``) and polls the zonal operation (``compute.zoneOperations.get``, already in the node's
 ``roles/compute.viewer``). Without this grant the call is denied and the
 script falls back to powering off, which the MIG then repairs by restarting the VM.

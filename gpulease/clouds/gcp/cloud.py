@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 from gpulease import tags
 from gpulease.clouds.base import Cloud
 from gpulease.purchase import (CALENDAR, COMMITMENT, FLEX_START, FUTURE_RESERVATION,
-                               RESERVATION)
+                               ON_DEMAND, RESERVATION, SPOT)
 
 #: accelerator-optimized series sold with flex-start (Dynamic Workload Scheduler) and as
 #: calendar-mode future reservations.
@@ -91,18 +91,30 @@ GCP = GcpCloud(
     name="gcp", title="Google Cloud", provider="gcp", sdk_package="pulumi_gcp",
     tag_style="labels", node_group="managed instance group", node_templates="instance templates",
     url_scheme="gs", location_scope="project", region_pattern=r"^[a-z]+-[a-z]+\d+$",
+    region_example="us-central1",
+    zone_pattern=r"^[a-z]+-[a-z]+\d+-[a-z]$", zones_in_region=True,
+    zone_text="a GCP zone of {region} like {region}-a",
+    zones_text="GCP zones of {region} like {region}-a",
+    # GCS storage classes
+    storage_classes=("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"),
     tier_classes=("STANDARD", "NEARLINE", "COLDLINE", "ARCHIVE"), min_transition_days=(),
     # GCS Archive stays online: nothing to restore
     restore_classes=(),
     window_models=frozenset({FLEX_START, CALENDAR}), quote_picks_zone=True,
+    price_precedence=(
+        (ON_DEMAND, "the Cloud Billing Catalog export (Cyclenerd) is Google's SKU list itself; "
+                    "SkyPilot's GPU figures match no on-demand SKU in it"),
+        (SPOT, "SkyPilot's per-zone spot prices place a cluster in its zone; the export gives "
+               "one regional figure")),
     # Spot notice: about 30 s (Compute Engine, "Spot VMs", "Preemption process")
     notice_window_seconds=30, poll_seconds=2, metadata_url="http://metadata.google.internal",
     node_files=(("ops-agent.yaml.j2", "/etc/google-cloud-ops-agent/config.yaml"),),
     credentials_hint="run `gcloud auth application-default login`, or set "
                      "GOOGLE_APPLICATION_CREDENTIALS to a service-account key file",
     deploy_module="gpulease.clouds.gcp.deploy", reaper_module="gpulease.reaper.gcp",
+    reaper_deploy_module="gpulease.reaper.gcp_deploy",
     quotes_module="gpulease.quotes.gcp", fetcher_module="gpulease.catalog.fetchers.gcp",
-    credentials_module="gpulease.credentials.gcp",
+    credentials_module="gpulease.credentials.gcp", cli_module="gpulease.cli.clouds.gcp",
     inventory_kinds=(("gce-commitment", COMMITMENT), ("gce-reservation", RESERVATION),
                      ("gce-future-reservation", FUTURE_RESERVATION)),
     inventory_module="gpulease.inventory.gcp",
