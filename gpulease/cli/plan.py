@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
+from gpulease import __version__, clock
 from gpulease.cli import COMMANDS, ui
 from gpulease.cli.common import FORMATS, add_output_args, add_stack_args, load_stack, print_json
 from gpulease.errors import EXIT_COST_INCREASE, EXIT_OK, EXIT_POLICY, ConfigError, Finding
@@ -86,6 +87,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="plan as of this RFC 3339 UTC time (e.g. 2026-12-10T09:00:00Z): what the "
                         "offline lookups answer then (Capacity Block quotes expire and change "
                         "daily) and where pinned blocks are in their window (default: now)")
+    p.add_argument("--run-meta", metavar="FILE",
+                   help="write the run's metadata (seconds the program took, the moment it was "
+                        "judged at, gpulease's version) to FILE as JSON; the plan itself holds "
+                        "none, so two runs of an unchanged stack print the same plan")
     p.add_argument("--show-inputs", action="store_true",
                    help="print each resource's declared inputs in the text output (lists "
                         "every resource)")
@@ -157,7 +162,11 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     plan["violations"] = _violations(prun, loaded.spec)
     step("checking conformance with the cloud APIs' specs")
     plan["conformance"] = _conformance(prun)
-    plan["elapsed_s"] = round(time.perf_counter() - t0, 2)
+    # run metadata stays out of the plan (two runs of an unchanged stack print the same
+    # document): `--run-meta FILE` writes it
+    args._run_meta = {"elapsed_s": round(time.perf_counter() - t0, 2),
+                      "judged_at": clock.format_utc(prun.now),
+                      "gpulease_version": __version__}
     return plan, prun
 
 
@@ -265,6 +274,9 @@ def run(args: argparse.Namespace) -> int:
             steps.step(f"reading {args.against}")
             previous = load_previous(args.against)
         plan, prun = make_plan(args, steps=steps)
+        if getattr(args, "run_meta", None):
+            _write_run_meta(args.run_meta, {"stack": plan["stack"], **args._run_meta})
+            steps.note(f"wrote {args.run_meta}")
         if previous is not None:
             from gpulease.planner.against import compare
 
@@ -400,6 +412,18 @@ def explain_hint(args: argparse.Namespace, plan: dict[str, Any]) -> str:
     names = [c["name"] for c in plan.get("clusters", ())]
     cluster = f" [--cluster {names[0]}]" if len(names) > 1 else ""
     return f"gpulease explain {target}{cluster}"
+
+
+def _write_run_meta(path: str, meta: dict) -> None:
+    """--run-meta FILE: the run's metadata as JSON (directories created; exit 2 if not
+    writable)."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([Finding("--run-meta", f"cannot write {path}: {exc.strerror or exc}; "
+                                   "give a writable file path")]) from None
 
 
 def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace,

@@ -70,7 +70,9 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
     by_model: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
     by_cluster: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
     cloud_of_cluster = {c.name: c.cloud for c in env.clusters}
-    for r in prun.resources:
+    # in URN order, not registration order: the SDK registers concurrently, so the order of
+    # `prun.resources` varies from run to run; a committed plan must diff cleanly (issue 36)
+    for r in sorted(prun.resources, key=lambda r: r.urn):
         if not r.custom:
             continue
         entry = ledger.get(r.type, r.name)
