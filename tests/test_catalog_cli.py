@@ -28,7 +28,8 @@ def test_list_json_rows_exact_shape(catalog_file, capsys):
     assert main(["catalog", "list", "--catalog", str(catalog_file), "--gpu", "L4", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["cloud"] for r in rows} == {"aws", "gcp"} and len(rows) == 2
-    assert all(list(r) == list(OFFERING_COLUMNS) for r in rows)
+    # the catalog's columns, then what `list` derives: the on-demand price per GPU-hour
+    assert all(list(r) == [*OFFERING_COLUMNS, "on_demand_usd_per_gpu"] for r in rows)
     g2 = next(r for r in rows if r["cloud"] == "gcp")
     assert g2["on_demand_usd"] == 0.85 and g2["commit_1y_usd"] is None
 

@@ -195,7 +195,8 @@ def test_catalog_list_snapshot_natural_order(tmp_path, capsys):
     assert head[0].startswith("catalog 2026.12.02 (prices as of ") and head[0].endswith(
         f"USD per node-hour · {ui.plural(len(types), 'offering')}")
     assert head[1].split() == ["cloud", "region", "instance", "gpu", "gpus", "gpu_gb", "vcpus",
-                               "mem_gb", "net_gbps", "rdma", "on_demand", "spot", "commit_1y",
+                               "mem_gb", "net_gbps", "rdma", "on_demand", "$/gpu-h", "spot",
+                               "commit_1y",
                                "commit_3y", "zones"]
     assert all(line == line.rstrip() for line in out.splitlines())
 

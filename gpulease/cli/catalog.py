@@ -59,9 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     lp = csub.add_parser("list", help="offerings and hourly prices per node",
                          description="GPU offerings of the catalog with their hourly USD price "
-                         "per node (on-demand, spot, 1-year and 3-year commitment), sorted by "
-                         "cloud, region and instance type in natural order.",
+                         "per node (on-demand, spot, 1-year and 3-year commitment) and the "
+                         "on-demand price per GPU-hour, sorted by cloud, region and instance "
+                         "type in natural order (--sort price: by the on-demand node price; "
+                         "--sort gpu-price: by the on-demand price per GPU-hour; offerings "
+                         "without an on-demand price last).",
                          epilog="examples:\n  gpulease catalog list --gpu H100\n"
+                                "  gpulease catalog list --gpu A100-80GB --sort gpu-price\n"
                                 "  gpulease catalog list --cloud gcp --region us-central1 --json"
                                 "\n\nexit codes: 0 ok · 2 unknown --gpu/--cloud/--region "
                                 "(with a did-you-mean)",
@@ -69,6 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     lp.add_argument("--gpu", help="only this GPU model (e.g. H100, A100-80GB, L4)")
     lp.add_argument("--cloud", help="only this cloud (aws | gcp)")
     lp.add_argument("--region", help="only this region")
+    lp.add_argument("--sort", choices=SORTS, default="natural",
+                    help="natural (cloud, region, instance; the default), price (on-demand $ "
+                         "per node-hour) or gpu-price (on-demand $ per GPU-hour), cheapest first")
     add_catalog_args(lp)
     add_output_args(lp)
     lp.set_defaults(func=run_list)
@@ -141,6 +148,10 @@ def _check_choice(flag: str, value: Optional[str], choices: list[str], what: str
                                   f"catalog {version} has: {', '.join(choices)}")])
 
 
+#: `catalog list --sort`
+SORTS = ("natural", "price", "gpu-price")
+
+
 def list_rows(args: argparse.Namespace) -> tuple[Any, list[dict]]:
     from gpulease.catalog import load_catalog
     from gpulease.model import CLOUDS
@@ -153,8 +164,15 @@ def list_rows(args: argparse.Namespace) -> tuple[Any, list[dict]]:
     rows = cat.rows(gpu=args.gpu, cloud=args.cloud)
     if args.region:
         rows = [r for r in rows if r["region"] == args.region]
-    return cat, ui.natural_sorted(rows, key=lambda r: (r["cloud"], r["region"],
-                                                       r["instance_type"]))
+    for r in rows:
+        od, gpus = r.get("on_demand_usd"), r.get("gpus_per_node") or 0
+        r["on_demand_usd_per_gpu"] = round(od / gpus, 4) if od is not None and gpus else None
+    rows = ui.natural_sorted(rows, key=lambda r: (r["cloud"], r["region"], r["instance_type"]))
+    key = {"price": "on_demand_usd", "gpu-price": "on_demand_usd_per_gpu"}.get(
+        getattr(args, "sort", "natural"))
+    if key:   # stable: equal prices keep the natural order
+        rows.sort(key=lambda r: (r[key] is None, r[key] or 0.0))
+    return cat, rows
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -169,13 +187,15 @@ def run_list(args: argparse.Namespace) -> int:
             ui.Col("gpus", right=True), ui.Col("gpu_gb", right=True),
             ui.Col("vcpus", right=True), ui.Col("mem_gb", right=True),
             ui.Col("net_gbps", right=True), ui.Col("rdma"),
-            ui.Col(ON_DEMAND, right=True, style="bold"), ui.Col(SPOT, right=True),
+            ui.Col(ON_DEMAND, right=True, style="bold"), ui.Col("$/gpu-h", right=True),
+            ui.Col(SPOT, right=True),
             ui.Col("commit_1y", right=True), ui.Col("commit_3y", right=True),
             ui.Col("zones", wrap=True)]
     o.print(o.table(cols, [
         [r["cloud"], r["region"], r["instance_type"], r["gpu"], str(r["gpus_per_node"]),
          f"{r['gpu_memory_gb']:g}", str(r["vcpus"]), f"{r['memory_gb']:g}",
-         f"{r['network_gbps']:g}", r["rdma"], _fmt(r["on_demand_usd"]), _fmt(r["spot_usd"]),
+         f"{r['network_gbps']:g}", r["rdma"], _fmt(r["on_demand_usd"]),
+         _fmt(r["on_demand_usd_per_gpu"]), _fmt(r["spot_usd"]),
          _fmt(r["commit_1y_usd"]), _fmt(r["commit_3y_usd"]),
          ",".join(ui.natural_sorted(r["zones"])) or "-"] for r in rows]))
     return EXIT_OK
