@@ -87,6 +87,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="plan as of this RFC 3339 UTC time (e.g. 2026-12-10T09:00:00Z): what the "
                         "offline lookups answer then (Capacity Block quotes expire and change "
                         "daily) and where pinned blocks are in their window (default: now)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--from-preview", metavar="FILE",
+                     help="cost the resources of a real `pulumi preview --json` document instead "
+                          "of the offline run's (gpulease's cost tags, else the offline plan by "
+                          "URN, else the catalog for EC2/GCE instances; others listed as "
+                          "unknown, never $0; docs/pipeline.md)")
+    src.add_argument("--from-state", metavar="FILE",
+                     help="the same for a `pulumi stack export` file")
     p.add_argument("--run-meta", metavar="FILE",
                    help="write the run's metadata (seconds the program took, the moment it was "
                         "judged at, gpulease's version) to FILE as JSON; the plan itself holds "
@@ -273,7 +281,22 @@ def run(args: argparse.Namespace) -> int:
 
             steps.step(f"reading {args.against}")
             previous = load_previous(args.against)
+        external = None
+        if getattr(args, "from_preview", None) or getattr(args, "from_state", None):
+            from gpulease.planner import external as ext_mod
+
+            steps.step(f"reading {args.from_preview or args.from_state}")
+            external = (ext_mod.load_preview(args.from_preview) if args.from_preview
+                        else ext_mod.load_state(args.from_state))
         plan, prun = make_plan(args, steps=steps)
+        if external is not None:
+            flag = "--from-preview" if args.from_preview else "--from-state"
+            if external["stack"] and external["stack"] != plan["stack"]:
+                raise ConfigError([Finding(flag, f"{external['source']} is of stack "
+                                           f"\"{external['stack']}\", this plan of stack "
+                                           f"\"{plan['stack']}\": cost a stack's own preview")])
+            steps.step("costing the document's resources")
+            plan = ext_mod.cost(external, plan, prun.result.catalog)
         if getattr(args, "run_meta", None):
             _write_run_meta(args.run_meta, {"stack": plan["stack"], **args._run_meta})
             steps.note(f"wrote {args.run_meta}")
@@ -506,6 +529,16 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
 
         text = header_text(plan["inventory"])
         o.line("Inventory: ", (text, "yellow") if plan["inventory"].get("stale") else text)
+    if plan.get("external"):
+        x = plan["external"]
+        by = ", ".join(f"{n} by {b}" for b, n in x["priced_by"].items() if n)
+        o.line("Costed from: ", f"{x['source']} ({x['kind']}; {by})")
+        if x["unknown"]:
+            o.line(("Unknown cost: ", "yellow"), f"{len(x['unknown'])} resource(s) gpulease "
+                   "cannot price: " + ", ".join(sorted({u['type'] for u in x['unknown']})))
+        if x["only_in_plan"] or x["only_in_document"]:
+            o.line("Drift: ", f"{len(x['only_in_plan'])} resource(s) of the offline plan not in "
+                   f"the document, {len(x['only_in_document'])} in the document not in the plan")
     o.print()
     o.print("Clusters", style="bold")
     o.print(o.table(
