@@ -6,11 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from tests.timeouts import HANG_S
 
 
 def _list(*args):
     r = subprocess.run([sys.executable, "-m", "gpulease", "catalog", "list", "--json", *args],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -37,5 +38,5 @@ def test_per_gpu_price_is_the_node_price_over_its_gpus():
 
 def test_unknown_sort_is_exit_2():
     r = subprocess.run([sys.executable, "-m", "gpulease", "catalog", "list", "--sort", "cost"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 2 and "gpu-price" in r.stderr

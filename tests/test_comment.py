@@ -13,6 +13,7 @@ from gpulease.errors import CloudError
 from gpulease.pipeline import comments, markdown
 from gpulease.retry import Backoff
 from tests.fakes.forges import FakeForges
+from tests.timeouts import HANG_S
 
 PLAN = {
     "stack": "prod", "catalog": {"version": "2026.12.03.2", "as_of": "2026-12-03"},
@@ -175,7 +176,7 @@ def _cli(args, env, tmp_path):
     plan.write_text(json.dumps(PLAN))
     return subprocess.run([sys.executable, "-m", "gpulease", "comment", *args,
                            "--plan", str(plan)], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=HANG_S)
 
 
 def test_cli_posts_with_the_token_from_the_environment(fake, tmp_path, monkeypatch):
@@ -219,7 +220,7 @@ def _script(env: dict, tmp_path) -> subprocess.CompletedProcess:
     full = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path),
             "GPULEASE_PLAN_OUT": str(tmp_path / "plan.json"), **env}
     return subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=full, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=HANG_S)
 
 
 def test_the_action_runs_the_script_with_the_variables_it_reads():

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from gpulease import tags
+from tests.timeouts import HANG_S
 
 PROGRAM = textwrap.dedent('''
     """A team's own Pulumi program (not gpulease's): its artifacts bucket, and GPU clusters
@@ -59,7 +60,7 @@ def planned(tmp_path_factory):
     (outside / "run.py").write_text(RUNNER)
     r = subprocess.run([sys.executable, str(outside / "run.py"),
                         str(outside / "infra" / "__main__.py")], cwd=outside,
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -11,6 +11,7 @@ from gpulease.errors import CloudError
 from gpulease.inventory import gcp as reader
 from gpulease.inventory import model
 from tests.fakes.gcp_compute_inventory import FakeGcpInventory
+from tests.timeouts import HANG_S
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
@@ -150,12 +151,12 @@ def test_the_fake_refuses_what_compute_refuses(gcp):
 
     fake, _ = gcp
     base = f"http://127.0.0.1:{fake.server.server_address[1]}/compute/v1/projects/{PROJECT}"
-    r = requests.get(f"{base}/aggregated/commitments", params={"maxResults": 501}, timeout=10)
+    r = requests.get(f"{base}/aggregated/commitments", params={"maxResults": 501}, timeout=HANG_S)
     assert r.status_code == 400 and "500" in r.json()["error"]["message"]
-    r = requests.get(f"{base}/aggregated/reservations", params={"pageSize": 5}, timeout=10)
+    r = requests.get(f"{base}/aggregated/reservations", params={"pageSize": 5}, timeout=HANG_S)
     assert r.status_code == 400 and "Unknown name" in r.json()["error"]["message"]
     r = requests.get(f"{base}/aggregated/futureReservations", params={"pageToken": "x"},
-                     timeout=10)
+                     timeout=HANG_S)
     assert r.status_code == 400
     with pytest.raises(ValueError, match="no commitment.status"):
         fake.add_commitment("us-central1", "x", status="RUNNING", plan="TWELVE_MONTH",

@@ -13,6 +13,7 @@ from gpulease import deadline as dl
 from gpulease.bootstrap import render as R
 from gpulease.catalog import load_catalog
 from tests.builders import one_cluster_stack
+from tests.timeouts import HANG_S
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def _run(script: str, tmp_path, *args):
     out = tmp_path / "progress.json"
     env = {"PATH": "/usr/bin:/bin", "GPULEASE_PROGRESS_FILE": str(out)}
     r = subprocess.run(["bash", str(path), *args], env=env, capture_output=True, text=True,
-                       timeout=30)
+                       timeout=HANG_S)
     return r, out
 
 

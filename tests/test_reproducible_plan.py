@@ -7,13 +7,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from tests.timeouts import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _plan(*args, tmp):
     r = subprocess.run([sys.executable, "-m", "gpulease", "plan", "--stack", "staging",
-                        "--json", *args], cwd=ROOT, capture_output=True, timeout=600,
+                        "--json", *args], cwd=ROOT, capture_output=True, timeout=HANG_S,
                        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp),
                             "GPULEASE_QUOTES_CACHE": str(tmp / "none.json"),
                             "GPULEASE_INVENTORY_CACHE": str(tmp / "none-inv.json")})
@@ -39,5 +40,5 @@ def test_an_unwritable_run_meta_is_exit_2(tmp_path):
     blocker.write_text("x")
     r = subprocess.run([sys.executable, "-m", "gpulease", "plan", "--stack", "dev", "--json",
                         "--run-meta", str(blocker / "meta.json")], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 2 and "--run-meta" in r.stderr and "Traceback" not in r.stderr
