@@ -116,7 +116,7 @@ what is wrong (did you mean ...)`, the others as `exit N (meaning): reason`.
 | 0 | ok | - |
 | 1 | failed at run time | `exit 1 (failed at run time): a cloud call failed for 1 cluster: dev/alpha (aws us-west-2); the other clusters were handled`; a bug: `error: internal error (KeyError: 'x'): this is a bug in gpulease, not in your input; the full report is in /tmp/gpulease-crash-1a2b.txt — please attach it to an issue` |
 | 2 | bad input, nothing was done | `error: --cluster: no cluster "trian" in stack x (did you mean "train"?); clusters: train, dev` |
-| 3 | cost increase over `--fail-on-increase` | `exit 3 (cost increase over --fail-on-increase): the total monthly cost rose +$250.00 from $1,000.00 (staging) to $1,250.00 (prod), +25.0%, which is 15.0 points over --fail-on-increase 10%` |
+| 3 | cost over a gate threshold (`--fail-on-increase`, `gpulease:gate.block`) not acknowledged | `exit 3 (cost over a gate threshold (--fail-on-increase, gpulease:gate.block)): the total monthly cost rose +$250.00 from $1,000.00 (staging) to $1,250.00 (prod), +25.0%, which is 15.0 points over --fail-on-increase 10%` |
 | 4 | a mandatory guardrail failed or a conformance error was found | `exit 4 (...): 1 mandatory guardrail violation (budget-cap) block the deploy; fix them and plan again` |
 
 When both 3 and 4 apply, both reasons are printed and the exit code is 4: a plan the clouds
