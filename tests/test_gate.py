@@ -383,3 +383,25 @@ def test_the_pack_fails_closed_on_a_bad_baseline_and_skips_without_thresholds(tm
     with pytest.raises(_NotApplicableError):
         by_name["cost-gate"].validate(StackValidationArgs(stack({"total_monthly_usd": 5.0}), {}),
                                       lambda m, u=None: None)
+
+
+def test_the_pull_request_comment_shows_the_gate():
+    from gpulease.pipeline.markdown import render
+
+    g = G.evaluate({"block": {"delta_usd": 10}, "warn": {"total_usd": 1},
+                    "acknowledged": ["ok-cost"]}, doc(100, 150), acks=["ok-cost"])
+    body = render({"stack": "prod", "totals": {"monthly_usd": 150.0}, "gate": g})
+    assert "Cost gate: **block acknowledged** (a recorded warning)" in body
+    assert "- `acknowledged` the monthly cost rose +$50.00 ($100.00 -&gt; $150.00, +50.00%): " \
+           "more than gpulease:gate.block.delta_usd $10.00; acknowledged by 'ok-cost'" in body
+    assert "- `warn` the monthly total is $150.00: more than gpulease:gate.warn.total_usd $1.00" \
+        in body
+    assert "Cost gate" not in render({"stack": "prod", "totals": {"monthly_usd": 1.0}})
+
+
+def test_ci_passes_the_pull_request_labels_in():
+    action = yaml.safe_load((ROOT / ".github/actions/gpulease-comment/action.yml").read_text())
+    (step,) = action["runs"]["steps"]
+    assert step["env"][G.ACK_ENV] == "${{ join(github.event.pull_request.labels.*.name, ',') }}"
+    script = (ROOT / "ci" / "gpulease-comment.sh").read_text()
+    assert 'export GPULEASE_GATE_ACK="$CI_MERGE_REQUEST_LABELS"' in script   # GitLab's labels
