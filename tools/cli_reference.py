@@ -74,6 +74,12 @@ stack's total monthly cost is more than 10 % above the baseline's. What it trust
   the field, before the plan runs. The gate then compares **sums of resources**, never a total
   a file states.
 - `--fail-on-increase` takes only a finite number >= 0 (`nan`, `inf` or `-5` are refused).
+- **Thresholds teams set**: `gpulease:gate` in the stack file (`warn` / `block` on the monthly
+  $ increase, % increase and total, and `acknowledged` labels) is judged on every `plan`; the
+  verdict is the plan JSON's `gate` object, a crossed block exits 3 unless a listed label is
+  passed in with `--ack LABEL` or `GPULEASE_GATE_ACK` (then it is a recorded warning, exit 0),
+  and `--fail-on-increase PCT` is its flag form (`block.delta_pct`). The CrossGuard pack
+  enforces the same thresholds (docs/guardrails.md "Thresholds").
 - `--json` is strict JSON: NaN or Infinity never reach a document (a test parses every
   command's output with a parser that rejects them).
 
