@@ -528,6 +528,9 @@ def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace,
     from gpulease.guardrails.gate import BLOCK, FLAG_RULE
 
     code = EXIT_OK
+    if thresholds is None and diff is not None and args.fail_on_increase is not None:
+        thresholds = judge_gate({"totals": plan.get("totals") or {}}, diff, None, acks=[],
+                                fail_on_increase=args.fail_on_increase)
     if thresholds is not None and thresholds["level"] == BLOCK:
         blocked = [r for r in thresholds["results"] if r["level"] == BLOCK]
         if [r["rule"] for r in blocked] == [FLAG_RULE] and diff is not None:
