@@ -405,3 +405,14 @@ def test_ci_passes_the_pull_request_labels_in():
     assert step["env"][G.ACK_ENV] == "${{ join(github.event.pull_request.labels.*.name, ',') }}"
     script = (ROOT / "ci" / "gpulease-comment.sh").read_text()
     assert 'export GPULEASE_GATE_ACK="$CI_MERGE_REQUEST_LABELS"' in script   # GitLab's labels
+
+
+def test_an_ack_with_nothing_to_acknowledge_is_a_warning(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv(G.ACK_ENV, raising=False)
+    assert main(["plan", "--stack", "dev", "--json", "--ack", "cost-increase-approved"]) == \
+        EXIT_OK
+    cap = capsys.readouterr()
+    assert "gate" not in json.loads(cap.out)
+    assert "warning: --ack: nothing to acknowledge: the stack sets no gpulease:gate " \
+           "thresholds" in cap.err

@@ -346,6 +346,9 @@ def run(args: argparse.Namespace) -> int:
     configured = is_configured(settings)   # else only --fail-on-increase: its own line
     thresholds = judge_gate(plan, diff, settings, acks=acks,
                             fail_on_increase=args.fail_on_increase)
+    if thresholds is None and args.ack:
+        ui.warning("--ack: nothing to acknowledge: the stack sets no gpulease:gate thresholds "
+                   "and --fail-on-increase is not given")
     if thresholds is not None:
         from gpulease.guardrails.gate import warnings as gate_warnings
 

@@ -112,7 +112,8 @@ def evaluate(settings: Optional[Mapping[str, Any]], plan: Mapping[str, Any], *,
     the flag form, a block on ``delta_pct`` (the stricter of it and the config's wins).
 
     Returns ``{"level", "results": [{"level", "rule", "value", "threshold", "message"}],
-    "not_judged": [{"rule", "reason"}], "thresholds", "acknowledged_by", "acks_passed"}``:
+    "not_judged": [{"rule", "reason"}], "thresholds", "fail_on_increase", "acknowledged_by",
+    "acks_passed"}``:
     one result per metric with a threshold, judged against the strictest threshold it crosses
     (a block before a warn), or, when it crosses none, against the lowest one set."""
     limits = thresholds(settings)
@@ -135,9 +136,9 @@ def evaluate(settings: Optional[Mapping[str, Any]], plan: Mapping[str, Any], *,
         if not candidates:
             continue
         judged, value, what = _measure(metric, plan)
-        first = candidates[0]
         if not judged:
-            not_judged.append({"rule": _rule_name(first[0], metric, first[2]), "reason": what})
+            not_judged += [{"rule": _rule_name(k, metric, f), "reason": what}
+                           for k, _, f in candidates]
             continue
         crossed = [c for c in candidates if _crosses(metric, value, c[1])]
         kind, limit, flag = (max(crossed, key=lambda c: KINDS.index(c[0])) if crossed
@@ -162,7 +163,8 @@ def evaluate(settings: Optional[Mapping[str, Any]], plan: Mapping[str, Any], *,
                         "threshold": limit, "message": message})
     level = max((r["level"] for r in results), key=LEVELS.index, default=OK)
     return {"level": level, "results": results, "not_judged": not_judged,
-            "thresholds": limits, "acknowledged_by": by if level == ACKNOWLEDGED else [],
+            "thresholds": limits, "fail_on_increase": flag_pct,
+            "acknowledged_by": by if level == ACKNOWLEDGED else [],
             "acks_passed": passed}
 
 
