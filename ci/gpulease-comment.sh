@@ -13,12 +13,18 @@
 #   GPULEASE_ONLY_IF_INCREASE   true: no comment unless the cost rises
 #   GPULEASE_PULL_REQUEST       GitHub pull request number (GitLab: CI_MERGE_REQUEST_IID)
 #   GPULEASE_PLAN_OUT           where the plan JSON goes (default gpulease-plan.json)
+#   GPULEASE_GATE_ACK           the pull request's labels, comma-separated: one listed in
+#                               gpulease:gate.acknowledged turns a block into a recorded
+#                               warning (gpulease plan reads it; GitLab: CI_MERGE_REQUEST_LABELS)
 #   GITHUB_TOKEN / GITLAB_TOKEN the forge token (never printed)
 # Exit: the plan's exit code (3 cost gate, 4 guardrail) after commenting, else the comment's.
 set -euo pipefail
 : "${GPULEASE_STACK:?set GPULEASE_STACK to the stack to plan}"
 : "${GPULEASE_FORGE:?set GPULEASE_FORGE to github or gitlab}"
 out=${GPULEASE_PLAN_OUT:-gpulease-plan.json}
+if [ -z "${GPULEASE_GATE_ACK:-}" ] && [ -n "${CI_MERGE_REQUEST_LABELS:-}" ]; then
+  export GPULEASE_GATE_ACK="$CI_MERGE_REQUEST_LABELS"
+fi
 plan=(plan --stack "$GPULEASE_STACK" --json --out "$out")
 if [ -n "${GPULEASE_BASE_PLAN:-}" ]; then
   plan+=(--diff "$GPULEASE_BASE_PLAN")

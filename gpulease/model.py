@@ -608,6 +608,8 @@ class StackSpec:
     owned: tuple[OwnedPool, ...] = ()
     #: ``gpulease:inventory`` as written (None: the default inventory cache, if any).
     inventory: Optional[str] = None
+    #: ``gpulease:gate`` as plain data (``gpulease.guardrails.gate``), None when not set.
+    gate: Optional[dict] = None
 
     @property
     def is_prod(self) -> bool:

@@ -143,3 +143,7 @@ def export_outputs(env: EnvironmentDecision, catalog: Catalog,
     pulumi.export("budget_headroom_usd", money.json_number(budget - total))
     pulumi.export("catalog_version", catalog.version)
     pulumi.export("catalog_as_of", catalog.as_of)
+    if env.stack.gate is not None:
+        # gpulease:gate as written: the CrossGuard pack's cost-gate policies read their
+        # thresholds here when their policy config gives none (policy-pack/__main__.py)
+        pulumi.export("gate", env.stack.gate)

@@ -15,6 +15,17 @@ Differences from `gpulease plan` (documented in README "Guardrails"):
   ``pulumi:pulumi:Stack`` resource included, whose outputs are the stack outputs (pulumi
   ``stepGenerator.AnalyzeResources``; ``stepExecutor.ExecuteRegisterResourceOutputs`` sets them in
   preview too). Only without that output do they fall back to the cost tags, and say so.
+- The cost gate (``gpulease:gate``, docs/guardrails.md "Thresholds") is two stack policies:
+  ``cost-gate`` (mandatory: a block threshold crossed and not acknowledged) and
+  ``cost-gate-warnings`` (advisory: warn thresholds crossed, acknowledged blocks). They judge
+  the same plan numbers `gpulease plan` judges, with the same function
+  (gpulease.guardrails.gate.evaluate): the ``total_monthly_usd`` stack output against the
+  baseline plan named by ``baseline_plan`` (the base branch's saved `gpulease plan --json`,
+  read through the same untrusted-input checks as `plan --diff`); thresholds from the ``gate``
+  stack output (the stack's ``gpulease:gate``) unless the policy config gives ``warn`` /
+  ``block`` / ``acknowledged``; acknowledgements passed in from the policy config's ``ack``
+  and the ``GPULEASE_GATE_ACK`` environment variable (Pulumi starts the pack with the CLI's
+  environment).
 - During preview a property that is still unknown makes CrossGuard skip a RESOURCE rule for that
   resource with an advisory note (pulumi_policy's UnknownValueError). Stack rules see unknowns as
   ``[unknown]``, as `gpulease plan` does, so one unknown id cannot switch off a whole stack rule.
@@ -33,6 +44,18 @@ from gpulease.guardrails.rules import (MANDATORY, RULES, GuardedResource, Rule, 
 
 PACK_NAME = "gpulease-guardrails"
 STACK_TYPE = "pulumi:pulumi:Stack"
+
+_THRESHOLDS_SCHEMA = {"type": "object", "additionalProperties": False,
+                      "properties": {m: {"type": "number", "minimum": 0}
+                                     for m in ("delta_usd", "delta_pct", "total_usd")}}
+_GATE_SCHEMA = PolicyConfigSchema(properties={
+    "baseline_plan": {"type": "string"},
+    "ack": {"type": "array", "items": {"type": "string"}},
+    "warn": _THRESHOLDS_SCHEMA, "block": _THRESHOLDS_SCHEMA,
+    "acknowledged": {"type": "array", "items": {"type": "string"}},
+})
+GATE_POLICY = "cost-gate"
+GATE_WARNINGS_POLICY = "cost-gate-warnings"
 
 _CONFIG_SCHEMAS = {
     "budget-cap": PolicyConfigSchema(properties={"budget_monthly_usd": {"type": "number",
@@ -130,6 +153,62 @@ def stack_validator(rule: Rule):
     return validate
 
 
+def gate_verdict(config: Any, resources: list) -> tuple[Optional[dict], str]:
+    """The cost gate over the stack (gpulease.guardrails.gate.evaluate on a plan-shaped
+    document: ``totals.monthly_usd`` from the ``total_monthly_usd`` stack output, ``diff.total``
+    against ``baseline_plan``): (the gate object, "") or (None, why it cannot be judged).
+    Raises ConfigError when the baseline plan is unusable."""
+    import os
+
+    from gpulease.guardrails import gate
+    from gpulease.planner.diff import plan_total, total_change
+
+    config = plain(config) if config is not None else {}
+    if any(k in config for k in ("warn", "block", "acknowledged")):
+        settings = {k: config.get(k) for k in ("warn", "block", "acknowledged")}
+    else:
+        settings = next((plain(r.props).get("gate") for r in resources
+                         if r.resource_type == STACK_TYPE), None)
+    if not isinstance(settings, dict) or not gate.is_configured(settings):
+        return None, "no gpulease:gate thresholds (stack output `gate` or policy config)"
+    total = _stack_output(resources, "total_monthly_usd")
+    if total is None:
+        return None, "no total_monthly_usd stack output (not a gpulease program?)"
+    plan: dict = {"totals": {"monthly_usd": total}, "diff": None}
+    if config.get("baseline_plan"):
+        from gpulease.planner.saved import load_saved_plan
+
+        baseline = load_saved_plan(str(config["baseline_plan"]),
+                                   flag=f"{GATE_POLICY}.baseline_plan")
+        plan["diff"] = {"total": total_change(plan_total(baseline), total)}
+    acks = [str(a) for a in config.get("ack") or ()] + gate.parse_labels(
+        os.environ.get(gate.ACK_ENV))
+    return gate.evaluate(settings, plan, acks=acks), ""
+
+
+def gate_validator(*, blocks: bool):
+    """``cost-gate`` (blocks=True: the unacknowledged blocks, and an unusable baseline) or
+    ``cost-gate-warnings`` (the crossed warn thresholds and the acknowledged blocks)."""
+    from gpulease.errors import ConfigError
+    from gpulease.guardrails import gate
+
+    def validate(args, report_violation) -> None:
+        try:
+            verdict, why = gate_verdict(args.get_config(), args.resources)
+        except ConfigError as exc:
+            if blocks:   # fail closed: a baseline that does not check out judges nothing
+                report_violation("the baseline plan is unusable: " + "; ".join(
+                    f"{f.path}: {f.message}" for f in exc.findings))
+                return
+            args.not_applicable("the baseline plan is unusable (cost-gate reports it)")
+        if verdict is None:
+            args.not_applicable(why)
+        for r in verdict["results"]:
+            if (r["level"] == gate.BLOCK) if blocks else (r in gate.warnings(verdict)):
+                report_violation(f"[{r['level']}] {r['message']}")
+    return validate
+
+
 def build_policies() -> list:
     policies: list = []
     for rule in RULES:
@@ -140,6 +219,17 @@ def build_policies() -> list:
             policies.append(StackValidationPolicy(validate=stack_validator(rule), **common))
         else:
             policies.append(ResourceValidationPolicy(validate=resource_validator(rule), **common))
+    policies.append(StackValidationPolicy(
+        name=GATE_POLICY, enforcement_level=EnforcementLevel.MANDATORY,
+        description="The monthly cost is within gpulease:gate's block thresholds ($ increase, "
+                    "% increase, total), or the block is acknowledged",
+        validate=gate_validator(blocks=True), config_schema=_GATE_SCHEMA,
+        remediation_steps="lower the cost, raise gpulease:gate.block, or acknowledge the change "
+                          "with a label listed in gpulease:gate.acknowledged (GPULEASE_GATE_ACK)"))
+    policies.append(StackValidationPolicy(
+        name=GATE_WARNINGS_POLICY, enforcement_level=EnforcementLevel.ADVISORY,
+        description="gpulease:gate's warn thresholds and acknowledged blocks, recorded",
+        validate=gate_validator(blocks=False), config_schema=_GATE_SCHEMA))
     return policies
 
 

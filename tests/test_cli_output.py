@@ -339,7 +339,8 @@ def test_exit_4_wins_and_both_reasons_are_printed(capsys):
     plan = _plan_doc(violations=[{"policy": "budget-cap", "level": "mandatory"}])
     assert _exit(plan, _diff(100.0, 200.0), args) == EXIT_POLICY
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("exit 3 (cost increase over --fail-on-increase): the total monthly")
+    assert err[0].startswith("exit 3 (cost over a gate threshold (--fail-on-increase, "
+                             "gpulease:gate.block)): the total monthly")
     assert err[1].startswith("exit 4 (a mandatory guardrail failed or a conformance error was "
                              "found): 1 mandatory guardrail violation (budget-cap)")
     assert err[1].endswith("(exit 4 wins over exit 3)")

@@ -246,7 +246,9 @@ def test_pack_builds_a_policy_pack_with_every_rule(monkeypatch):
 
     pack = _load_pack()
     policies = pack.build_policies()
-    assert [p.name for p in policies] == [r.name for r in R.RULES]
+    # every rule, then the cost gate's two policies (gpulease:gate; tests/test_gate.py)
+    assert [p.name for p in policies] == [r.name for r in R.RULES] + ["cost-gate",
+                                                                      "cost-gate-warnings"]
 
     # Construct the real PolicyPack, stopping where it would start serving.
     class Served(Exception):
@@ -280,6 +282,9 @@ def test_pack_builds_a_policy_pack_with_every_rule(monkeypatch):
     kinds = {p.name: p.policy_type for p in info.policies}
     assert kinds["budget-cap"] == proto.PolicyType.POLICY_TYPE_STACK
     assert kinds["imdsv2-required"] == proto.PolicyType.POLICY_TYPE_RESOURCE
+    assert levels["cost-gate"] == proto.MANDATORY and levels["cost-gate-warnings"] == \
+        proto.ADVISORY
+    assert kinds["cost-gate"] == proto.PolicyType.POLICY_TYPE_STACK
 
 
 class _Opts:

@@ -61,7 +61,8 @@ def test_diff_against_a_saved_plan_and_fail_on_increase(capsys, tmp_path):
     t = doc["diff"]["total"]
     # the reason, on stderr: which total rose, by how much, how far over the threshold
     assert cap.err == (
-        f"exit 3 (cost increase over --fail-on-increase): the total monthly cost rose "
+        f"exit 3 (cost over a gate threshold (--fail-on-increase, gpulease:gate.block)): "
+        f"the total monthly cost rose "
         f"+${t['delta_usd']:,.2f} from ${t['old_monthly_usd']:,.2f} (staging) to "
         f"${t['new_monthly_usd']:,.2f} (prod), {t['pct']:+.1f}%, which is "
         f"{t['pct'] - 10:.1f} points over --fail-on-increase 10%\n")

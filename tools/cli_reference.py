@@ -74,6 +74,12 @@ stack's total monthly cost is more than 10 % above the baseline's. What it trust
   the field, before the plan runs. The gate then compares **sums of resources**, never a total
   a file states.
 - `--fail-on-increase` takes only a finite number >= 0 (`nan`, `inf` or `-5` are refused).
+- **Thresholds teams set**: `gpulease:gate` in the stack file (`warn` / `block` on the monthly
+  $ increase, % increase and total, and `acknowledged` labels) is judged on every `plan`; the
+  verdict is the plan JSON's `gate` object, a crossed block exits 3 unless a listed label is
+  passed in with `--ack LABEL` or `GPULEASE_GATE_ACK` (then it is a recorded warning, exit 0),
+  and `--fail-on-increase PCT` is its flag form (`block.delta_pct`). The CrossGuard pack
+  enforces the same thresholds (docs/guardrails.md "Thresholds").
 - `--json` is strict JSON: NaN or Infinity never reach a document (a test parses every
   command's output with a parser that rejects them).
 
@@ -116,7 +122,7 @@ what is wrong (did you mean ...)`, the others as `exit N (meaning): reason`.
 | 0 | ok | - |
 | 1 | failed at run time | `exit 1 (failed at run time): a cloud call failed for 1 cluster: dev/alpha (aws us-west-2); the other clusters were handled`; a bug: `error: internal error (KeyError: 'x'): this is a bug in gpulease, not in your input; the full report is in /tmp/gpulease-crash-1a2b.txt — please attach it to an issue` |
 | 2 | bad input, nothing was done | `error: --cluster: no cluster "trian" in stack x (did you mean "train"?); clusters: train, dev` |
-| 3 | cost increase over `--fail-on-increase` | `exit 3 (cost increase over --fail-on-increase): the total monthly cost rose +$250.00 from $1,000.00 (staging) to $1,250.00 (prod), +25.0%, which is 15.0 points over --fail-on-increase 10%` |
+| 3 | cost over a gate threshold (`--fail-on-increase`, `gpulease:gate.block`) not acknowledged | `exit 3 (cost over a gate threshold (--fail-on-increase, gpulease:gate.block)): the total monthly cost rose +$250.00 from $1,000.00 (staging) to $1,250.00 (prod), +25.0%, which is 15.0 points over --fail-on-increase 10%` |
 | 4 | a mandatory guardrail failed or a conformance error was found | `exit 4 (...): 1 mandatory guardrail violation (budget-cap) block the deploy; fix them and plan again` |
 
 When both 3 and 4 apply, both reasons are printed and the exit code is 4: a plan the clouds

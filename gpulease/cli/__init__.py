@@ -50,8 +50,9 @@ unwrapped); plain, stable text when piped (NO_COLOR or --no-color turn colour of
 FORCE_COLOR turns it on); progress goes to stderr.
 
 exit codes: 0 ok · 1 failed at run time · 2 bad input (nothing done) ·
-            3 cost increase over --fail-on-increase · 4 mandatory guardrail failed or
-            conformance error; every non-zero exit prints its reason on stderr
+            3 cost over a gate threshold (--fail-on-increase, gpulease:gate.block) ·
+            4 mandatory guardrail failed or conformance error;
+            every non-zero exit prints its reason on stderr
 """
 
 

@@ -26,7 +26,10 @@ The text lists the resources that cost money and counts the free ones (--all-res
 every resource). With `--diff` the text is the cost diff, per resource and per cluster (before,
 after, change), a summary of the plan and, with --fail-on-increase, the gate's verdict with its
 reason; --show-plan prints the whole plan before it, --diff-all lists free additions and
-removals too. Progress goes to stderr; `--format json` (or `--json`) prints one document on
+removals too. With gpulease:gate set, the cost gate's thresholds (warn / block on the monthly $
+increase, % increase and total) are judged and printed, warnings on stderr too; --ack LABEL
+(or GPULEASE_GATE_ACK) passes in a pull-request label that acknowledges a block
+(docs/guardrails.md "Thresholds"). Progress goes to stderr; `--format json` (or `--json`) prints one document on
 stdout, `--format html` the HTML report; `--out FILE` writes either to FILE. `gpulease
 explain` tells why each cluster was placed where it is."""
 
@@ -36,6 +39,8 @@ examples:
   gpulease plan --stack prod --json > prod-plan.json   save it for a later --diff
   gpulease plan --stack prod --diff staging         what prod costs over staging
   gpulease plan --stack prod --diff prod-plan.json --fail-on-increase 10   CI cost gate
+  gpulease plan --stack prod --diff prod-plan.json --ack cost-increase-approved
+                                                    gpulease:gate, a block acknowledged
   gpulease plan --stack prod --against prod-plan.json   what the next `pulumi up` does to
                                                         each resource (or: a `pulumi stack
                                                         export` file)
@@ -45,10 +50,12 @@ examples:
   gpulease plan --config stacks/Pulumi.dev.yaml --catalog-version 2026.12.03
 
 exit codes (the reason is printed on stderr):
-  0 ok · 2 bad input (nothing planned) · 3 the total monthly cost rose more than
-  --fail-on-increase · 4 a mandatory guardrail failed or a conformance error was found, a
-  Capacity Block would be bought without a pinned, approved quote, or (--against) the next
-  `pulumi up` would replace or delete a prepaid or committed resource
+  0 ok (gate warnings and acknowledged blocks included) · 2 bad input (nothing planned) ·
+  3 the total monthly cost rose more than --fail-on-increase, or crossed a gpulease:gate
+  block threshold that no --ack acknowledged · 4 a mandatory guardrail failed or a
+  conformance error was found, a Capacity Block would be bought without a pinned, approved
+  quote, or (--against) the next `pulumi up` would replace or delete a prepaid or committed
+  resource
   (4 wins over 3: a plan the clouds would reject cannot be deployed at any cost)"""
 
 
@@ -70,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --diff: exit 3 when the total monthly cost rises more than PCT %% "
                         "(a finite number >= 0; docs/cli.md \"The cost gate\" says what the "
                         "gate trusts)")
+    p.add_argument("--ack", metavar="LABEL", action="append", default=[],
+                   help="an acknowledgement passed in, e.g. a pull-request label (repeatable; "
+                        "also GPULEASE_GATE_ACK=label1,label2): when gpulease:gate.acknowledged "
+                        "lists it, a block threshold crossed is a recorded warning, exit 0")
     p.add_argument("--against", metavar="PREVIOUS",
                    help="what the next `pulumi up` would do to each resource against a previous "
                         "`gpulease plan --json` file or a `pulumi stack export` file: create, "
@@ -269,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
     if args.show_plan and not args.diff:
         raise ConfigError([Finding("--show-plan", "needs --diff STACK|PLAN.json (without "
                                    "--diff the plan is what is shown)")])
+    acks = _acks(args)
     label = args.stack or args.config
     diff = None
     against = None
@@ -328,12 +340,28 @@ def run(args: argparse.Namespace) -> int:
                 steps.note(f"wrote {path}")
     if diff is not None and args.fail_on_increase is not None:
         diff["gate"] = gate(diff, args.fail_on_increase)
+    from gpulease.guardrails.gate import is_configured
+
+    settings = prun.result.decision.stack.gate
+    configured = is_configured(settings)   # else only --fail-on-increase: its own line
+    thresholds = judge_gate(plan, diff, settings, acks=acks,
+                            fail_on_increase=args.fail_on_increase)
+    if thresholds is None and args.ack:
+        ui.warning("--ack: nothing to acknowledge: the stack sets no gpulease:gate thresholds "
+                   "and --fail-on-increase is not given")
+    if thresholds is not None:
+        from gpulease.guardrails.gate import warnings as gate_warnings
+
+        for r in gate_warnings(thresholds):
+            ui.warning(f"cost gate [{r['level']}]: {r['message']}")
     if args.format == "json":
         doc = dict(plan)
         if diff is not None:
             doc["diff"] = diff
         if against is not None:
             doc["against"] = against
+        if thresholds is not None:
+            doc["gate"] = thresholds
         print_json(doc)
     elif args.format == "html":
         from gpulease.planner.html import render_html
@@ -347,6 +375,8 @@ def run(args: argparse.Namespace) -> int:
             doc["diff"] = diff
         if against is not None:
             doc["against"] = against
+        if thresholds is not None:
+            doc["gate"] = thresholds
         ui.out().stream.write(render_markdown(doc))
     else:
         o = ui.out()
@@ -359,15 +389,60 @@ def run(args: argparse.Namespace) -> int:
             if not args.show_plan:
                 o.print()
                 render_summary(plan, o)
-            if diff.get("gate"):
+            if diff.get("gate") and not configured:
                 o.print()
                 render_gate(diff["gate"], o)
+            o.print()
+        if thresholds is not None and configured:
+            render_thresholds(thresholds, o)
             o.print()
         if against is not None:
             render_against(against, o)
             o.print()
         o.line(("why:", "bold"), " " + explain_hint(args, plan))
-    return _exit(plan, diff, args, against)
+    return _exit(plan, diff, args, against, thresholds)
+
+
+def _acks(args: argparse.Namespace) -> list[str]:
+    """The acknowledgements passed in: every --ack, then GPULEASE_GATE_ACK's labels."""
+    import os
+
+    from gpulease.guardrails.gate import ACK_ENV, parse_labels
+
+    for value in args.ack or ():
+        if not value.strip():
+            raise ConfigError([Finding("--ack", "an empty label acknowledges nothing: pass the "
+                                       "label as gpulease:gate.acknowledged lists it, e.g. "
+                                       "--ack cost-increase-approved")])
+    return [v.strip() for v in args.ack or ()] + parse_labels(os.environ.get(ACK_ENV))
+
+
+def judge_gate(plan: dict, diff: Optional[dict], settings: Optional[dict], *,
+               acks: list[str], fail_on_increase: Optional[float]) -> Optional[dict]:
+    """The plan's ``gate`` object (gpulease.guardrails.gate), judged from the same numbers the
+    JSON carries (``totals``, ``diff.total``); None when neither gpulease:gate sets a
+    threshold nor --fail-on-increase is given (then --ack has nothing to acknowledge)."""
+    from gpulease.guardrails.gate import evaluate, is_configured
+
+    if not is_configured(settings) and fail_on_increase is None:
+        return None
+    doc = {"totals": plan["totals"], "diff": diff}
+    return evaluate(settings, doc, acks=acks, fail_on_increase=fail_on_increase)
+
+
+def render_thresholds(g: dict, o: ui.Out) -> None:
+    """The gate's verdict per threshold (gpulease:gate), the rules it could not judge."""
+    from gpulease.guardrails.gate import ACKNOWLEDGED, BLOCK, OK, WARN
+
+    head = {BLOCK: ("BLOCKED, exit 3", "bold red"), ACKNOWLEDGED:
+            ("acknowledged block, exit 0", "yellow"), WARN: ("warning", "yellow"),
+            OK: ("passed", "green")}[g["level"]]
+    o.line(("Cost gate (gpulease:gate): ", "bold"), head)
+    colors = {BLOCK: "red", ACKNOWLEDGED: "yellow", WARN: "yellow", OK: "green"}
+    for r in g["results"]:
+        o.line("  ", (f"[{r['level']}]", colors[r["level"]]), f" {r['message']}")
+    for n in g["not_judged"]:
+        o.line("  ", ("[not judged]", "dim"), f" {n['rule']}: {n['reason']}")
 
 
 def gate(diff: dict, pct: float) -> dict:
@@ -450,16 +525,22 @@ def _write_run_meta(path: str, meta: dict) -> None:
 
 
 def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace,
-          against: Optional[dict] = None) -> int:
+          against: Optional[dict] = None, thresholds: Optional[dict] = None) -> int:
     """The exit code, with its reason on stderr: 4 (guardrail / conformance / prepaid
-    replacement) wins over 3."""
-    code = EXIT_OK
-    if diff is not None and args.fail_on_increase is not None:
-        from gpulease.planner.diff import exceeds
+    replacement) wins over 3 (a gate block no acknowledgement turned into a warning)."""
+    from gpulease.guardrails.gate import BLOCK, FLAG_RULE
 
-        if exceeds(diff, args.fail_on_increase):
-            code = ui.exit_reason(EXIT_COST_INCREASE,
-                                  increase_reason(diff, args.fail_on_increase))
+    code = EXIT_OK
+    if thresholds is None and diff is not None and args.fail_on_increase is not None:
+        thresholds = judge_gate({"totals": plan.get("totals") or {}}, diff, None, acks=[],
+                                fail_on_increase=args.fail_on_increase)
+    if thresholds is not None and thresholds["level"] == BLOCK:
+        blocked = [r for r in thresholds["results"] if r["level"] == BLOCK]
+        if [r["rule"] for r in blocked] == [FLAG_RULE] and diff is not None:
+            why = increase_reason(diff, args.fail_on_increase)
+        else:
+            why = "; ".join(r["message"] for r in blocked)
+        code = ui.exit_reason(EXIT_COST_INCREASE, why)
     if blocks_deploy(plan):
         code = ui.exit_reason(EXIT_POLICY, blocking_reason(plan)
                               + ("" if code == EXIT_OK else " (exit 4 wins over exit 3)"))

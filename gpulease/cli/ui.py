@@ -429,7 +429,7 @@ def exit_meanings() -> dict[int, str]:
 
     return {EXIT_OK: "ok", EXIT_FAILED: "failed at run time",
             EXIT_BAD_INPUT: "bad input, nothing was done",
-            EXIT_COST_INCREASE: "cost increase over --fail-on-increase",
+            EXIT_COST_INCREASE: "cost over a gate threshold (--fail-on-increase, gpulease:gate.block)",
             EXIT_POLICY: "a mandatory guardrail failed or a conformance error was found"}
 
 

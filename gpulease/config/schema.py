@@ -357,6 +357,41 @@ class OwnedPoolConfig(_Strict):
                                           "across nodes may run here).")
 
 
+class GateThresholdsConfig(_Strict):
+    """Thresholds of one kind (``warn`` or ``block``); each optional, each crossed by a value
+    **more than** it (docs/guardrails.md "Thresholds")."""
+
+    delta_usd: Optional[float] = Field(None, ge=0, le=MAX_USD,
+                                       description="Monthly $ increase over the baseline "
+                                                   "(`plan --diff BASE`).")
+    delta_pct: Optional[float] = Field(None, ge=0, le=1_000_000,
+                                       description="Monthly % increase over the baseline (a "
+                                                   "rise from $0 crosses any).")
+    total_usd: Optional[float] = Field(None, ge=0, le=MAX_USD,
+                                       description="The plan's monthly total in USD (judged "
+                                                   "with or without a baseline).")
+
+
+class GateConfig(_Strict):
+    """The cost gate's thresholds: `gpulease plan` and the CrossGuard pack judge them from the
+    same plan numbers (gpulease/guardrails/gate.py; docs/guardrails.md "Thresholds")."""
+
+    warn: Optional[GateThresholdsConfig] = Field(
+        None, description="Thresholds that print a warning (stderr, the plan's `gate` object, "
+                          "an advisory policy in the pack); exit 0.")
+    block: Optional[GateThresholdsConfig] = Field(
+        None, description="Thresholds that block: `gpulease plan` exits 3 and the pack's "
+                          "mandatory `cost-gate` policy fails `pulumi preview`, unless "
+                          "acknowledged.")
+    acknowledged: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        default_factory=list, max_length=20,
+        description="Acknowledgement labels (e.g. the pull-request label "
+                    "`cost-increase-approved`): when one of them is passed in (`plan --ack "
+                    "LABEL`, env GPULEASE_GATE_ACK, the pack's `ack` config), a block becomes a "
+                    "recorded warning. Compared case-insensitively; labels passed in that are "
+                    "not listed are ignored. Empty: blocks cannot be acknowledged.")
+
+
 class StackConfigModel(_Strict):
     # Top-level scalars arrive as strings from `pulumi up` ("40000"), so this level converts
     # them; _decode turns YAML's true into "true", which no number parses from.
@@ -410,6 +445,10 @@ class StackConfigModel(_Strict):
                     "commitment, a reservation a node group uses) the next `pulumi up` may "
                     "replace or delete. Empty (the default): `gpulease plan --against` stops "
                     "with exit 4 before such a change, and Capacity Blocks are `protect`ed.")
+    gate: Optional[GateConfig] = Field(
+        None, description="Cost gate thresholds: `warn` / `block` on the monthly $ increase, % "
+                          "increase and total, and the labels that acknowledge a block "
+                          "(docs/guardrails.md \"Thresholds\").")
 
 
 TOP_LEVEL_KEYS = tuple(StackConfigModel.model_fields)

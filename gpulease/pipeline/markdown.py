@@ -65,6 +65,7 @@ def render(plan: dict, *, title: str = "gpulease cost estimate") -> str:
     lines.append("")
     lines += _clusters(plan, diff)
     lines += _budget(plan)
+    lines += _gate(plan)
     lines += _guardrails(plan)
     lines += _against(plan.get("against"))
     cat = plan.get("catalog") or {}
@@ -108,6 +109,22 @@ def _budget(plan: dict) -> list[str]:
     state = "**over budget**" if b.get("over") else "within budget"
     return [f"Budget: {money.fmt(b['monthly_usd'])}/month · plan {money.fmt(total)} · {state} "
             f"(headroom {money.fmt(b.get('headroom_usd'))})", ""]
+
+
+def _gate(plan: dict) -> list[str]:
+    """The cost gate's verdict (the plan's ``gate`` object, gpulease:gate): one line, then
+    each threshold judged and each one not judged."""
+    g = plan.get("gate")
+    if not isinstance(g, dict) or not (g.get("results") or g.get("not_judged")):
+        return []
+    head = {"block": "**blocked**", "acknowledged": "**block acknowledged** (a recorded "
+            "warning)", "warn": "warning", "ok": "passed"}.get(g.get("level"), "?")
+    out = [f"Cost gate: {head}", ""]
+    for r in g.get("results") or []:
+        out.append(f"- `{_esc(r.get('level'))}` {_esc(r.get('message', ''))}")
+    for n in g.get("not_judged") or []:
+        out.append(f"- `not judged` `{_esc(n.get('rule'))}`: {_esc(n.get('reason', ''))}")
+    return out + [""]
 
 
 def _guardrails(plan: dict) -> list[str]:

@@ -96,16 +96,31 @@ def diff_plans(old: dict, new: dict) -> dict:
                  "delta_usd": num(v[1] - v[0]), "pct": _pct(v[0], v[1] - v[0])}
                 for c, v in sorted(by_cluster.items(), key=lambda kv: (kv[0] == "shared", kv[0]))]
     old_total, new_total = _total(old), _total(new)
-    delta = new_total - old_total
     return {
         "format": "gpulease-plan-diff/1",
         "old": _label(old), "new": _label(new),
         "resources": rows, "counts": counts, "clusters": clusters,
         # added/removed resources that cost nothing: listed in "resources", hidden in the text
         "zero_cost_changes": sum(1 for r in rows if not moves_money(r)),
-        "total": {"old_monthly_usd": num(old_total), "new_monthly_usd": num(new_total),
-                  "delta_usd": num(delta), "pct": _pct(old_total, delta)},
+        "total": total_change(old_total, new_total),
     }
+
+
+def total_change(old_total: money.Amount, new_total: money.Amount) -> dict:
+    """A diff's ``total`` object from two monthly totals (the CrossGuard pack builds the same
+    object from a saved baseline and the stack's ``total_monthly_usd`` output)."""
+    old_total, new_total = money.usd(old_total), money.usd(new_total)
+    delta = new_total - old_total
+    num = money.json_number
+    return {"old_monthly_usd": num(old_total), "new_monthly_usd": num(new_total),
+            "delta_usd": num(delta), "pct": _pct(old_total, delta)}
+
+
+def plan_total(plan: dict) -> Decimal:
+    """A `plan --json` document's monthly total as the gate counts it (the sum of its
+    resources)."""
+    _check(plan, "baseline")
+    return _total(plan)
 
 
 def exceeds(diff: dict, pct: float) -> bool:
