@@ -548,11 +548,19 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
          ui.Col("$/month", right=True, style="bold")],
         [[c["name"], c["cloud"], c["region"], c.get("zone") or "-", c["instance_type"],
           ui.nodes_text(c["nodes"], c["gpus_per_node"], c["gpu"]), ui.purchase_mix(c["purchase"]),
-          c["template"], c["network"], ui.money(c["hourly_usd"]), ui.money(c["monthly_usd"])]
+          c["template"], c["network"], ui.money(c["hourly_usd"]),
+          ui.money(c["monthly_usd"]) if not c.get("one_time") else
+          f"one-time {ui.money(c['monthly_usd'])}"]
          for c in plan["clusters"]], indent=2))
     for c in plan["clusters"]:
         o.print()
         o.line((c["name"], "cyan"), f": {c['rationale']}", indent=2)
+        if c.get("one_time"):
+            t = c["one_time"]
+            o.line(("  " + c["name"], "cyan"),
+                   f": one-time {ui.money(t['usd'])} ({ui.model_word(t['model'])}), "
+                   f"{t['from']} to {t['until']}: counted whole in the total and the budget, "
+                   "never divided by month (docs/policy.md, \"Windows: one-time money\")")
         if c.get(CAPACITY_BLOCK):
             o.line(("  " + c["name"], "cyan"),
                    ": Capacity Block " + capacity_block_text(c[CAPACITY_BLOCK]))
@@ -579,8 +587,16 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
             f"{k} {ui.money(v)}" for k, v in tot["by_storage_tier"].items())])
     for label, value in rows:
         o.line(f"{label}: ", value)
-    o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
-           f" estimated · {ui.money(tot['hourly_usd'])}/hour with every node up")
+    once = tot.get("one_time_usd") or 0
+    if once:   # never inside a $/month figure (docs/policy.md, "Windows: one-time money")
+        o.line("Total: ", (f"{ui.money(tot['monthly_usd'] - once)}/month", "bold"),
+               " + ", (f"one-time {ui.money(once)}", "bold"),
+               f" (window purchases; the budget counts them whole in the month they are "
+               f"bought: {ui.money(tot['monthly_usd'])}) estimated · "
+               f"{ui.money(tot['hourly_usd'])}/hour with every node up")
+    else:
+        o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
+               f" estimated · {ui.money(tot['hourly_usd'])}/hour with every node up")
     o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
     o.print()
     render_findings(plan, o)

@@ -10,6 +10,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any, Collection, Optional
 
+from gpulease.clock import format_utc
 from gpulease.clouds import registry
 from gpulease import money
 from gpulease.catalog import provenance
@@ -142,6 +143,11 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             "by_cluster": {k: num(v) for k, v in sorted(by_cluster.items())},
             "by_purchase_model": {k: num(v) for k, v in by_model.items()},
             "by_storage_tier": {k: num(v) for k, v in by_tier.items()},
+            # the part of monthly_usd that is one-time window purchases, counted whole
+            # (docs/policy.md, "Windows: one-time money")
+            "one_time_usd": num(money.total(
+                money.usd(c.window.total_usd) for c in env.clusters
+                if one_time_json(c) is not None)),
             "resources": len(resources),
         },
         "budget": {"monthly_usd": num(budget), "headroom_usd": num(budget - monthly),
@@ -201,6 +207,16 @@ def capacity_block_json(pin, now: Optional[float]) -> Optional[dict[str, Any]]:
     return out
 
 
+def one_time_json(c) -> Optional[dict[str, Any]]:
+    """A window cluster's one-time purchase: its amount and dates (None: a monthly bill)."""
+    wd = c.window
+    if wd is None or wd.months != 1 or wd.lock_in_months:
+        return None
+    return {"usd": money.json_number(wd.total_usd), "model": wd.model,
+            "from": format_utc(wd.bought_from or wd.start),
+            "until": format_utc(wd.bought_until or wd.end)}
+
+
 def cluster_json(c, now: Optional[float] = None,
                  prices: Optional[list] = None) -> dict[str, Any]:
     return {
@@ -221,6 +237,9 @@ def cluster_json(c, now: Optional[float] = None,
         "lock_in_months": c.lock_in_months,
         "spot_risk": c.spot_risk,
         WINDOW: c.window.as_dict() if c.window is not None else None,
+        # a window's purchase is one-time money with its dates (docs/policy.md, "Windows:
+        # one-time money"); null for a monthly load and a commitment
+        "one_time": one_time_json(c),
         "rationale": c.rationale,
         CAPACITY_BLOCK: capacity_block_json(getattr(c.spec, "capacity_block", None), now),
         # prices whose sources disagree beyond PRICE_DISAGREEMENT_PCT (docs/catalog.md)

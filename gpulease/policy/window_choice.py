@@ -1,11 +1,15 @@
 """A cluster with a window, on one offering: every purchase model priced over the window
 (``gpulease.policy.windows``), the priority band's cheapest kept, as a policy candidate.
 
-The candidate's costs are the work item's price spread over the months its run spans (one month
-for a run up to 730 h: a block's fee is paid up front, at purchase), in the breakdown's columns:
-a reservation or commitment in ``reserved_usd``, on-demand in ``on_demand_usd``, spot in
-``spot_usd`` + ``spot_rework_usd``, a Capacity Block / flex-start / calendar-mode reservation in
-``window_usd``. A commitment bought for the work item is spread over its term.
+Options are compared by what the work item costs in all (``WindowOption.total_usd``), across
+models and across offerings and clouds: the candidate's objective is that total (plus its
+dataset moves), never a total divided by the months its run spans.
+
+The candidate's costs are the work item's price as **one-time money** (docs/policy.md, "Windows:
+one-time money"): the whole total, counted once, in the breakdown's columns: a reservation in
+``reserved_usd``, on-demand in ``on_demand_usd``, spot in ``spot_usd`` + ``spot_rework_usd``, a
+Capacity Block / flex-start / calendar-mode reservation in ``window_usd``. Only a commitment
+bought for the work item is a monthly bill (``reserved_usd``, its total over its term).
 """
 from __future__ import annotations
 
@@ -99,9 +103,23 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
 
 
 def monthly(opt: W.WindowOption) -> tuple[float, int]:
-    """(USD per month, months) the option's price is spread over in the monthly view."""
-    months = opt.lock_in_months if opt.model == COMMITMENT else W.months_spanned(opt)
-    return opt.total_usd / months, months
+    """(USD the plan counts, months it is spread over): a commitment bills every month of its
+    term (its total / its months); anything else is one-time money, counted whole (1): never
+    divided by the months its run spans."""
+    if opt.model == COMMITMENT:
+        return opt.total_usd / opt.lock_in_months, opt.lock_in_months
+    return opt.total_usd, 1
+
+
+def one_time(opt: Optional[W.WindowOption]) -> bool:
+    """True when the option's price is one-time money (everything but a commitment)."""
+    return opt is not None and opt.model != COMMITMENT
+
+
+def objective_of(opt: W.WindowOption, egress: float) -> float:
+    """What the environment solve compares a window candidate by: the work item's total (every
+    model, offering and cloud alike) plus its dataset moves, once per month its run spans."""
+    return opt.total_usd + egress * W.months_spanned(opt)
 
 
 def costs_of(opt: W.WindowOption, egress: float) -> CostBreakdown:
@@ -224,6 +242,8 @@ class WindowCandidate(NamedTuple):
     #: the commitment term of the option kept ("none" when it commits nothing; with no option
     #: kept, the candidate default "1y")
     term: str = "1y"
+    #: the total the work item costs (``objective_of``): what candidates are compared by
+    objective_usd: Optional[float] = None
 
 
 def window_candidate(spec, o, ctx, forced, *, nodes: int, distributed: bool, network: str,
@@ -263,4 +283,4 @@ def window_candidate(spec, o, ctx, forced, *, nodes: int, distributed: bool, net
             else "none")
     return WindowCandidate(template=tmpl.name, rejected=reason,
                            window=(best, tuple(opts), allowed), purchase=mix_of(best),
-                           costs=costs, term=term)
+                           costs=costs, term=term, objective_usd=objective_of(best, egress))
