@@ -173,7 +173,10 @@ def used_prices(env: EnvironmentDecision, catalog, types) -> dict[str, list]:
 
 def _block_warnings(env: EnvironmentDecision, now: float) -> list[str]:
     """A pinned Capacity Block whose window has ended: its nodes are gone for good."""
-    out = []
+    out = [f"{name}: Capacity Block {pin.offering_id} ended at {pin.end}: the window's work "
+           "item is over and the cluster is retired (nothing declared, charged or bought "
+           "again); remove the cluster (or its window and pin) from the stack config"
+           for name, pin in getattr(env, "retired", ())]
     for c in env.clusters:
         pin = c.spec.capacity_block
         if pin is not None and now and now >= pin.end_epoch:

@@ -25,6 +25,7 @@ from gpulease.policy.templates import Facts, choose_template
 from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START,
                                FUTURE_RESERVATION, LABELS, ON_DEMAND, RESERVATION, RESERVED, SPOT)
 from gpulease.quotes import sold_as
+from gpulease.quotes.model import Quote
 
 #: the purchase mix column each window model bills as (the node groups carry these).
 MIX_OF = {ON_DEMAND: ON_DEMAND, FLEX_START: ON_DEMAND, SPOT: SPOT,
@@ -38,6 +39,45 @@ WORDS = {ON_DEMAND: LABELS[ON_DEMAND], SPOT: LABELS[SPOT], FLEX_START: LABELS[FL
          RESERVATION: "a capacity reservation at the on-demand rate",
          COMMITMENT: "a commitment", CAPACITY_BLOCK: "a Capacity Block",
          CALENDAR: "a calendar-mode reservation"}
+
+
+#: the source a pinned block's quote names.
+PINNED_SOURCE = "capacity_block pinned in the stack config"
+
+
+def pin_of(spec, o):
+    """The Capacity Block pinned for the cluster when it is on offering ``o`` (None else)."""
+    pin = getattr(spec, "capacity_block", None)
+    if pin is None or spec.window is None or (pin.region, pin.instance_type) != (
+            o.region, o.instance_type) or CAPACITY_BLOCK not in OPTION_OF:
+        return None
+    return pin
+
+
+def pin_quote(pin, o):
+    """The pinned block as an offering (its fee is paid: it never expires)."""
+    from gpulease.quotes.model import parse_time
+
+    start, end = parse_time(pin.start), parse_time(pin.end)
+    return Quote(kind=CAPACITY_BLOCK, cloud=o.cloud, region=pin.region,
+                 instance_type=pin.instance_type,
+                 quoted_at=parse_time(pin.quoted_at) if pin.quoted_at else start,
+                 source=PINNED_SOURCE, start=start, end=end,
+                 instance_count=pin.instance_count, upfront_usd=pin.upfront_fee_usd,
+                 zone=pin.availability_zone, offering_id=pin.offering_id, live=True,
+                 pinned=True)
+
+
+def ended_pins(stack, now) -> tuple:
+    """(cluster name, pin) of every window cluster whose pinned Capacity Block has ended at
+    ``now``: its work item is over - the block is spent (and `pulumi refresh` drops it from
+    the state), so the cluster is retired: nothing declared, charged or bought again."""
+    from gpulease.quotes.model import utc
+
+    t = utc(now).timestamp()
+    return tuple((c.name, c.capacity_block) for c in stack.clusters
+                 if c.window is not None and c.capacity_block is not None
+                 and t >= c.capacity_block.end_epoch)
 
 
 def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.WorkItem:
@@ -58,12 +98,25 @@ def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.Work
     return W.WorkItem(
         checkpointed=spec.interruptible, remainder_rate=rest_rate, remainder_model=rest_model,
         nodes=nodes, duration_hours=w.duration_hours, earliest_start=w.earliest_start,
-        deadline=w.deadline, now=ctx.now, gang=gang, interruptions_per_hour=lam,
+        deadline=w.deadline, now=judged_at(spec, o, ctx.now), gang=gang,
+        interruptions_per_hour=lam,
         lost_hours=((spec.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes) / 60.0,
         communication_share=rules.tcp_communication_share if tcp_gang else 0.0,
         flex_start_queue_hours=rules.flex_start_queue_hours,
         quote_max_age_hours=rules.quote_max_age_hours, cloud=o.cloud, region=o.region,
         instance_type=o.instance_type)
+
+
+def judged_at(spec, o, now):
+    """When the window is judged: ``now``, or - once its pinned block has started - the block's
+    start (the block is bought and running: the plan continues it, the remainder of the work
+    included, instead of re-pricing a window that has shrunk)."""
+    from gpulease.quotes.model import parse_time, utc
+
+    pin = pin_of(spec, o)
+    if pin is None:
+        return now
+    return min(utc(now), parse_time(pin.start))
 
 
 def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
@@ -82,6 +135,9 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
         for kind, option in OPTION_OF.items():
             if sold_as(o, option):
                 quotes += ctx.quotes.for_offering(kind, o.cloud, o.region, o.instance_type)
+    pin = pin_of(spec, o)
+    if pin is not None:   # the block bought is the only Capacity Block of the window
+        quotes = [q for q in quotes if q.kind != CAPACITY_BLOCK] + [pin_quote(pin, o)]
     opts = W.price_window(item, rates, quotes, terms=terms or ("1y",))
     out = []
     for opt in opts:
@@ -256,6 +312,10 @@ def window_candidate(spec, o, ctx, forced, *, nodes: int, distributed: bool, net
     allowed = W.allowed_models(spec.priority, spec.interruptible,
                                reserved_above=rules.reserved_above_priority,
                                spot_below=rules.spot_below_priority)
+    pin = pin_of(spec, o)
+    if pin is not None and judged_at(spec, o, ctx.now) < ctx.now:
+        # the pinned block has started: it is bought and running, the plan continues it
+        allowed = frozenset({CAPACITY_BLOCK}) & allowed or frozenset({CAPACITY_BLOCK})
     best = W.cheapest(opts, allowed)
     reason = rejected
     if best is None and reason is None:

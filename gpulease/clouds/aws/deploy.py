@@ -186,6 +186,16 @@ def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec
     pin = c.spec.capacity_block
     path = f"{c.spec.config_path}.capacity_block"
     if pin is not None:
+        from gpulease import clock
+
+        if clock.now().timestamp() >= pin.end_epoch:
+            # the block is spent (`pulumi refresh` drops it): its pin is retired, never bought
+            # again; reserved nodes of a monthly load need another block (issue 34)
+            return ("guardrail", Finding(path, (
+                f"pinned Capacity Block {pin.offering_id} ended at {pin.end}: its nodes are "
+                "gone and nothing more is charged for it. The cluster's reserved nodes need "
+                "another block: remove the pin to quote a new one (a new prepaid purchase, "
+                "which needs its own pin and approval)"), source=stack.source))
         wrong = [(k, got, want) for k, got, want in (
             ("region", pin.region, c.region),
             ("instance_type", pin.instance_type, c.offering.instance_type),
