@@ -122,3 +122,67 @@ def test_an_ended_pin_of_a_monthly_cluster_is_not_bought_again(tmp_path, capsys)
     assert code == EXIT_POLICY, err
     assert ("pinned Capacity Block cb-0123456789abcdef0 ended at 2027-01-15T11:30:00Z" in err
             and "remove the pin" in err), err
+
+
+# ---- issue 34 item 5: every declared type in the replace table; prepaid kinds guarded ---------
+def _window_types() -> set:
+    """The resource types window clusters declare (AWS block, GCP flex-start and calendar)."""
+    from tests import test_windows_components as W
+    from gpulease.quotes.model import Quote, QuoteBook
+
+    pinned = {**W.JOB, "capacity_block": W.PIN}
+    types = {r.type for r in W.run(W.env_for(pinned)).resources}
+    flex = Quote(kind="flex_start", cloud="gcp", region="us-central1",
+                 instance_type="a3-highgpu-8g", quoted_at=W.NOW, source="gcp:cloudbilling.skus",
+                 hourly_usd=38.0, live=True)
+    types |= {r.type for r in W.run_gcp(W.gcp_env(W.GCP_JOB, QuoteBook(quotes=[flex]))).resources}
+    cal = Quote(kind="calendar", cloud="gcp", region="us-central1",
+                instance_type="a3-highgpu-8g", quoted_at=W.NOW, source="gcp:cloudbilling.skus",
+                hourly_usd=40.0, live=True)
+    types |= {r.type for r in W.run_gcp(W.gcp_env({**W.GCP_JOB, "priority": 9},
+                                                  QuoteBook(quotes=[cal]))).resources}
+    return types
+
+
+def test_the_replace_table_covers_every_type_windows_declare():
+    from gpulease.planner import against as A
+
+    types = _window_types()
+    for t in ("aws:autoscaling/schedule:Schedule", "gcp:compute/resizeRequest:ResizeRequest",
+              "gcp:compute/futureReservation:FutureReservation"):
+        assert t in types, sorted(types)   # the programs above do declare them
+    cloud = sorted(t for t in types if t.split(":")[0] in ("aws", "gcp"))
+    assert [t for t in cloud if t not in A.replace_data()["types"]] == []
+    deploy = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert [t for t in cloud if f"`{t}`" not in deploy] == []
+    data = A.replace_data()["types"]
+    # upstream: every settable field of a resize request forces a new one
+    assert {"resizeBy", "requestedRunDuration", "instanceGroupManager"} <= set(
+        data["gcp:compute/resizeRequest:ResizeRequest"]["replace"])
+    assert "scheduledActionName" in data["aws:autoscaling/schedule:Schedule"]["replace"]
+
+
+def _res(urn_name: str, type_: str, inputs: dict) -> dict:
+    return {"urn": f"urn:pulumi:s::gpulease::{type_}::{urn_name}", "type": type_,
+            "inputs": inputs, "outputs": None, "id": None, "protect": False,
+            "monthly_usd": 0.0, "cluster": "tune", "physical_name": None, "name": urn_name}
+
+
+@pytest.mark.parametrize("type_", ["gcp:compute/futureReservation:FutureReservation",
+                                   BLOCK, "gcp:compute/regionCommitment:RegionCommitment"])
+def test_every_prepaid_kind_is_guarded(type_):
+    """Replacing or deleting a future reservation (calendar mode), a block or a commitment is
+    blocked (exit 4) unless its cluster opts in."""
+    from gpulease.planner import against as A
+
+    assert type_ in A.PREPAID_TYPES
+    forced = A.replace_data()["types"][type_]["replace"][0]
+    old = _res("tune-reservation", type_, {forced: "a"})
+    prev = {"kind": "plan", "source": "p.json", "stack": "s", "resources": {old["urn"]: old}}
+    new = dict(old, inputs={forced: "b"})
+    for plan in ({"resources": [new], "clusters": []}, {"resources": [], "clusters": []}):
+        result = A.compare(prev, plan, stack="s")
+        (b,) = result["blocked"]
+        assert b["prepaid"] == A.PREPAID_TYPES[type_] and b["cluster"] == "tune"
+        assert "gpulease:allow_prepaid_replacement" in A.blocked_reason(result)
+        assert A.compare(prev, plan, stack="s", allow=("tune",))["blocked"] == []
