@@ -186,3 +186,18 @@ def test_every_prepaid_kind_is_guarded(type_):
         assert b["prepaid"] == A.PREPAID_TYPES[type_] and b["cluster"] == "tune"
         assert "gpulease:allow_prepaid_replacement" in A.blocked_reason(result)
         assert A.compare(prev, plan, stack="s", allow=("tune",))["blocked"] == []
+
+
+# ---- issue 34 item 2: the exit-4 message of an estimate -----------------------------------------
+def test_an_estimated_block_is_never_offered_to_pin_and_names_the_config_file(tmp_path, capsys):
+    stack = json.loads(json.dumps(STACK))
+    del stack["gpulease:clusters"][0]["capacity_block"]
+    f = tmp_path / "my-training.yaml"      # not stacks/Pulumi.<stack>.yaml
+    f.write_text(yaml.safe_dump({"config": stack}))
+    code = main(["plan", "--config", str(f), "--now", "2026-12-03T09:00:00Z"])
+    err = capsys.readouterr().err
+    assert code == EXIT_POLICY
+    assert "This is an ESTIMATE from the published rate $39.3300 per instance-hour" in err
+    assert "never pinned or approved" in err and "offering_id:" not in err
+    assert "gpulease catalog quotes --source live --cloud aws --region us-east-1" in err
+    assert f"under gpulease:clusters[0] in {f}" in err and "stacks/Pulumi." not in err

@@ -246,3 +246,38 @@ def test_the_plan_shows_a_window_as_one_time_money_with_its_dates(tmp_path):
     assert total.startswith("Total: $0.00/month + one-time"), total
     code, text = _cli(["explain", "--config", str(f), *now])
     assert f"One-time ${c['one_time']['usd']:,.2f}, {c['window']['start']}" in text
+
+
+# ---- issue 34 item 2: quotes over estimates ----------------------------------------------------
+def _us_east_1_offer(fee: float, **kw) -> Quote:
+    return Quote(kind="capacity_block", cloud="aws", region="us-east-1",
+                 instance_type="p5.48xlarge", quoted_at=NOW - dt.timedelta(hours=2),
+                 source="aws:DescribeCapacityBlockOfferings",
+                 start=dt.datetime(2027, 1, 4, 11, 30, tzinfo=UTC),
+                 end=dt.datetime(2027, 1, 15, 11, 30, tzinfo=UTC), instance_count=8,
+                 upfront_usd=fee, zone="us-east-1a", offering_id="cb-0fedcba9876543210",
+                 live=True, **kw)
+
+
+def test_a_dearer_live_offering_replaces_the_published_rate():
+    estimate = 39.33 * 8 * 264            # the published rate's 11-day block
+    book = shipped_book()
+    book.add([_us_east_1_offer(round(estimate * 1.10, 2))])
+    d = plan(pretrain(), aws=("us-east-1",), quotes=book).clusters[0]
+    w = d.window
+    assert w.model == "capacity_block" and not w.estimated
+    assert w.quote["offering_id"] == "cb-0fedcba9876543210" and w.quote["live"]
+    assert w.total_usd == pytest.approx(estimate * 1.10)      # the plan rose by 10 %
+    block = next(o for o in w.options if o["model"] == "capacity_block")
+    assert any("replaces the published rate" in p["why"] for p in block["passed_over"])
+
+
+def test_a_live_answer_with_no_fitting_block_leaves_no_estimated_block():
+    """A published rate never makes a block where the quoted offerings have none that fits."""
+    book = shipped_book()
+    book.add([dataclasses.replace(   # on sale, but after the deadline (2027-01-25)
+        _us_east_1_offer(80_000.0), start=dt.datetime(2027, 1, 20, 11, 30, tzinfo=UTC),
+        end=dt.datetime(2027, 1, 31, 11, 30, tzinfo=UTC))])
+    d = plan(pretrain(), aws=("us-east-1",), quotes=book).clusters[0]
+    block = next(o for o in d.window.options if o["model"] == "capacity_block")
+    assert not block["feasible"] and d.window.model != "capacity_block"

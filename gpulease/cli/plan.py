@@ -160,7 +160,7 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     prun = run_program(loaded.values, stack=loaded.spec.stack,
                        catalog_path=getattr(args, "catalog", None),
                        catalog_version=getattr(args, "catalog_version", None),
-                       now=getattr(args, "now", None))
+                       now=getattr(args, "now", None), source=loaded.source)
     step("costing every resource")
     plan = build_plan(prun, stack=loaded.spec.stack)
     plan["source"] = loaded.source
@@ -204,7 +204,7 @@ def _check_dynamic(args: argparse.Namespace, loaded, prun, step) -> list[dict]:
     preview = run_preview(prun, lambda clusters: run_program(
         loaded.values, stack=loaded.spec.stack, catalog_path=getattr(args, "catalog", None),
         catalog_version=getattr(args, "catalog_version", None), preview=True, now=prun.now,
-        clusters=clusters))
+        clusters=clusters, source=loaded.source))
     step("checking gpulease's dynamic providers through Pulumi's host code")
     return check_dynamic(prun, preview, stack=loaded.spec.stack)
 

@@ -25,7 +25,8 @@ PLAN_FORMAT = "gpulease-plan/1"
 def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         catalog_version: Optional[str] = None, preview: bool = False,
         now: Optional[float] = None, pause_gc: bool = True,
-        clusters: Optional[Collection[str]] = None) -> ProgramRun:
+        clusters: Optional[Collection[str]] = None,
+        source: Optional[str] = None) -> ProgramRun:
     """Run THE program (the program's main (infra/__main__.py)) under mocks with a stack file's config values.
 
     ``preview``: as `pulumi preview` sees it (provider-computed outputs unknown) instead of as
@@ -33,7 +34,8 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
     seconds) the offline lookups answer for (default: the current time). ``pause_gc=False``:
     with the cyclic collector running, as under the real engine. ``clusters``: declare only
     these clusters' components and what the program declares before them
-    (``the program's main (infra/__main__.py)``; the preview check's run, ``gpulease.planner.dynamic``)."""
+    (``the program's main (infra/__main__.py)``; the preview check's run, ``gpulease.planner.dynamic``).
+    ``source``: the stack file the values came from (`--config FILE`), named in findings."""
     from gpulease.planner.program import load
 
     main = load().main
@@ -46,7 +48,8 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         config["gpulease:catalog_version"] = catalog_version
         config.pop("gpulease:catalog", None)
     keys = [k for k in values if isinstance(k, str)]
-    return run_program(lambda: main(file_keys=keys, clusters=clusters), stack=stack,
+    kw = {"source": source} if source else {}   # the stack file named in findings
+    return run_program(lambda: main(file_keys=keys, clusters=clusters, **kw), stack=stack,
                        config=values_for_pulumi(config), preview=preview, now=now,
                        pause_gc=pause_gc)
 
