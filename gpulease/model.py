@@ -1083,6 +1083,10 @@ class EnvironmentDecision:
     storage: tuple[StorageDecision, ...]
     catalog_version: str
     catalog_as_of: str
+    #: (cluster name, CapacityBlockPin) of window clusters whose pinned block had ended when the
+    #: decision was made: retired - nothing declared, charged or bought (docs/policy.md,
+    #: "After the window")
+    retired: tuple = ()
 
     def cluster(self, name: str) -> ClusterDecision:
         for c in self.clusters:

@@ -26,7 +26,8 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 
 def main(file_keys: Optional[Iterable[str]] = None, *,
-         clusters: Optional[Collection[str]] = None) -> ProgramResult:
+         clusters: Optional[Collection[str]] = None,
+         source: Optional[str] = None) -> ProgramResult:
     """The program. ``file_keys``: the keys of the stack file the config came from (`gpulease
     plan` passes those of the file it read; `pulumi up` reads them beside the program).
 
@@ -35,7 +36,9 @@ def main(file_keys: Optional[Iterable[str]] = None, *,
     last of them exactly as always (``gpulease.program.deploy_clouds``)."""
     stack = pulumi.get_stack()
     values = config_values(stack, file_keys, project_dir=PROJECT_DIR)
-    source = stack_source(stack)
+    # the file the config came from: `gpulease plan --config FILE` passes it; `pulumi up`
+    # reads stacks/Pulumi.<stack>.yaml
+    source = source or stack_source(stack)
     with located(source, path=PROJECT_DIR / source):   # findings at the file's line:column
         catalog = load_stack_catalog(values, source=source)
         spec = parse_stack_config(values, stack=stack, source=source, catalog=catalog)

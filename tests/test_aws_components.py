@@ -270,8 +270,9 @@ def test_allow_prepaid_replacement_lifts_the_blocks_protection():
 
 
 def test_an_unpinned_block_is_quoted_and_never_bought():
-    """Without a pin the program quotes an offering and stops (exit 4): nothing is declared,
-    the message names the quote and the exact lines that pin and approve it."""
+    """Without a pin the program quotes an offering and stops (exit 4): nothing is declared.
+    Offline the offering is an estimate from the published rate (issue 34): the message says so,
+    names the rate's source and date and how to get a real quote, and offers no id to pin."""
     env = make_env([make_cluster(purchase=PurchaseMix(reserved=2, spot=2))], [make_storage()],
                    capacity_blocks=True)
     holder = {}
@@ -286,11 +287,12 @@ def test_an_unpinned_block_is_quoted_and_never_bought():
     quote = mocks.capacity_block_quote(
         {"capacityDurationHours": 216, "instanceCount": 2, "instanceType": "p5.48xlarge"},
         "us-east-1", mocks.load_lookups(), parse_utc("2026-12-03T13:00:00Z"))
-    assert (f'cluster "train" would buy Capacity Block {quote["capacityBlockOfferingId"]}: '
-            "2 x p5.48xlarge in us-east-1a, 2026-12-05T11:30:00Z -> 2026-12-14T11:30:00Z, "
-            "upfront $16,990.56 (prepaid, not refundable)") in text
-    assert f"offering_id: {quote['capacityBlockOfferingId']}" in text
-    assert 'start: "2026-12-05T11:30:00Z"' in text and "purchase_approved: true" in text
+    assert ('cluster "train" needs a Capacity Block: 2 x p5.48xlarge in us-east-1, '
+            "2026-12-05T11:30:00Z -> 2026-12-14T11:30:00Z, about $16,990.56 upfront. This is an "
+            "ESTIMATE from the published rate $39.3300 per instance-hour "
+            "(aws-capacity-blocks-pricing, published 2024-12-31)") in text
+    assert "never pinned or approved" in text and "gpulease catalog quotes --source live" in text
+    assert quote["capacityBlockOfferingId"] not in text and "offering_id:" not in text
 
 
 def test_an_unapproved_pin_stops_and_a_pin_that_no_longer_fits_too():

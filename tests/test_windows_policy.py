@@ -25,6 +25,9 @@ def values(*clusters, aws=("us-east-1", "us-east-2", "us-west-2"), gcp=("us-cent
          "gpulease:clouds": {"aws": {"regions": list(aws)},
                              "gcp": {"project": "acme-ml-dev", "regions": list(gcp)}},
          "gpulease:clusters": list(clusters)}
+    for cloud, regions in (("aws", aws), ("gcp", gcp)):   # () = the cloud is not used
+        if not regions:
+            del v["gpulease:clouds"][cloud]
     if policy:
         v["gpulease:policy"] = policy
     return v
@@ -166,3 +169,115 @@ def test_explain_shows_quotes_with_dates_and_start_times(capsys):
     assert doc["window"]["model"] == "capacity_block"
     assert doc["window"]["quote"]["quoted_at"] == "2024-12-31T00:00:00Z"
     assert doc["costs"]["window_usd"] == pytest.approx(83_064.96)
+
+
+# ---- issue 34 item 1: compared by the total the work item costs --------------------------------
+L4_MONTH = {"name": "l4job", "gpu": "L4", "gpus": 16, "priority": 3, "checkpoint_minutes": 30,
+            "distributed": False,
+            "window": {"earliest_start": "2027-01-04T00:00:00Z",
+                       "deadline": "2027-03-30T00:00:00Z", "duration_hours": 720}}
+
+
+def test_window_options_are_compared_by_their_total_across_clouds():
+    """A 30-day 16 x L4 job: GCP spot stretched past 730 h by its default spot risk spans two
+    months; per month of run it looked cheaper than AWS's one-month option, in all it is not."""
+    gcp = plan(dict(L4_MONTH), aws=()).clusters[0]
+    aws = plan(dict(L4_MONTH), gcp=()).clusters[0]
+    both = plan(dict(L4_MONTH)).clusters[0]
+    assert gcp.window.run_hours > 730 and gcp.window.total_usd > aws.window.total_usd
+    assert gcp.window.total_usd / 2 < aws.window.total_usd   # the per-month trap
+    # the choice across clouds equals the cheaper of the two single-cloud optima, in total
+    assert both.window.total_usd == pytest.approx(min(gcp.window.total_usd,
+                                                      aws.window.total_usd))
+    assert (both.cloud, both.offering.instance_type) == (aws.cloud, aws.offering.instance_type)
+    assert "for the work item" in both.rationale and "/month" not in both.rationale.split(
+        ". Window")[0]
+
+
+def test_a_window_is_one_time_money_counted_whole():
+    d = plan(dict(L4_MONTH), aws=()).clusters[0]
+    assert d.window.months == 1 and d.window.monthly_usd == pytest.approx(d.window.total_usd)
+    assert d.monthly_usd == pytest.approx(d.window.total_usd + d.costs.egress_usd)
+
+
+def test_the_budget_judges_a_window_whole_never_divided():
+    total = plan(dict(L4_MONTH), aws=()).clusters[0].window.total_usd
+    budget = total * 0.75   # above the total / 2 months the old view showed
+    v = values(dict(L4_MONTH), aws=())
+    v["gpulease:budget_monthly_usd"] = budget
+    cat = load_catalog()
+    spec = parse_stack_config(v, stack="t", source="stacks/Pulumi.t.yaml", catalog=cat)
+    with pytest.raises(PolicyError) as exc:
+        decide(spec, cat, quotes=shipped_book(), now=NOW)
+    assert "is short by" in str(exc.value) and "l4job" in str(exc.value)
+
+
+def _cli(argv) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from gpulease.cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+def test_the_plan_shows_a_window_as_one_time_money_with_its_dates(tmp_path):
+    import json
+
+    import yaml
+    v = values(dict(L4_MONTH), aws=())
+    v["gpulease:budget_monthly_usd"] = 100000
+    f = tmp_path / "Pulumi.l4.yaml"
+    f.write_text(yaml.safe_dump({"config": v}))
+    now = ["--now", "2026-12-03T09:00:00Z"]
+    code, out = _cli(["plan", "--config", str(f), "--json", *now])
+    assert code == 0, out
+    p = json.loads(out)
+    c = p["clusters"][0]
+    assert c["one_time"]["usd"] == c["window"]["total_usd"] == c["monthly_usd"]
+    assert (c["one_time"]["from"], c["one_time"]["until"]) == (c["window"]["start"],
+                                                               c["window"]["end"])
+    assert p["totals"]["one_time_usd"] == c["one_time"]["usd"]
+    code, text = _cli(["plan", "--config", str(f), *now])
+    total = next(line for line in text.splitlines() if line.startswith("Total: "))
+    assert f"one-time ${c['one_time']['usd']:,.2f}" in total
+    assert total.startswith("Total: $0.00/month + one-time"), total
+    code, text = _cli(["explain", "--config", str(f), *now])
+    assert f"One-time ${c['one_time']['usd']:,.2f}, {c['window']['start']}" in text
+
+
+# ---- issue 34 item 2: quotes over estimates ----------------------------------------------------
+def _us_east_1_offer(fee: float, **kw) -> Quote:
+    return Quote(kind="capacity_block", cloud="aws", region="us-east-1",
+                 instance_type="p5.48xlarge", quoted_at=NOW - dt.timedelta(hours=2),
+                 source="aws:DescribeCapacityBlockOfferings",
+                 start=dt.datetime(2027, 1, 4, 11, 30, tzinfo=UTC),
+                 end=dt.datetime(2027, 1, 15, 11, 30, tzinfo=UTC), instance_count=8,
+                 upfront_usd=fee, zone="us-east-1a", offering_id="cb-0fedcba9876543210",
+                 live=True, **kw)
+
+
+def test_a_dearer_live_offering_replaces_the_published_rate():
+    estimate = 39.33 * 8 * 264            # the published rate's 11-day block
+    book = shipped_book()
+    book.add([_us_east_1_offer(round(estimate * 1.10, 2))])
+    d = plan(pretrain(), aws=("us-east-1",), quotes=book).clusters[0]
+    w = d.window
+    assert w.model == "capacity_block" and not w.estimated
+    assert w.quote["offering_id"] == "cb-0fedcba9876543210" and w.quote["live"]
+    assert w.total_usd == pytest.approx(estimate * 1.10)      # the plan rose by 10 %
+    block = next(o for o in w.options if o["model"] == "capacity_block")
+    assert any("replaces the published rate" in p["why"] for p in block["passed_over"])
+
+
+def test_a_live_answer_with_no_fitting_block_leaves_no_estimated_block():
+    """A published rate never makes a block where the quoted offerings have none that fits."""
+    book = shipped_book()
+    book.add([dataclasses.replace(   # on sale, but after the deadline (2027-01-25)
+        _us_east_1_offer(80_000.0), start=dt.datetime(2027, 1, 20, 11, 30, tzinfo=UTC),
+        end=dt.datetime(2027, 1, 31, 11, 30, tzinfo=UTC))])
+    d = plan(pretrain(), aws=("us-east-1",), quotes=book).clusters[0]
+    block = next(o for o in d.window.options if o["model"] == "capacity_block")
+    assert not block["feasible"] and d.window.model != "capacity_block"

@@ -579,6 +579,7 @@ def gcp_resources(snap: Snapshot, tf_names: set[str]) -> dict[str, dict]:
 #: with the renames v7 made: ``aws.s3.Bucket`` is ``aws_s3_bucket``, the ``*V2`` names gone).
 AWS_TF = {
     "aws:autoscaling/group:Group": "aws_autoscaling_group",
+    "aws:autoscaling/schedule:Schedule": "aws_autoscaling_schedule",
     "aws:cloudwatch/eventRule:EventRule": "aws_cloudwatch_event_rule",
     "aws:cloudwatch/eventTarget:EventTarget": "aws_cloudwatch_event_target",
     "aws:cloudwatch/logGroup:LogGroup": "aws_cloudwatch_log_group",

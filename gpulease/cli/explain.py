@@ -282,9 +282,13 @@ def render_window(c: ClusterDecision, o: ui.Out) -> None:
     o.print(o.table([ui.Col("model"), ui.Col("allowed"), ui.Col("total", right=True),
                      ui.Col("run starts"), ui.Col("run ends"),
                      ui.Col("quote (date, start) / why not", wrap=True)], rows, indent=4))
-    if wd.months > 1:
+    if wd.months > 1:   # a commitment: a monthly bill over its term
         o.print(f"{_money(wd.total_usd)} over {wd.months} months: {_money(wd.monthly_usd)} a "
                 "month in the plan", indent=2)
+    else:   # one-time money (docs/policy.md, "Windows: one-time money")
+        o.print(f"One-time {_money(wd.total_usd)}, "
+                f"{format_utc(wd.bought_from or wd.start)} to {format_utc(wd.bought_until or wd.end)}"
+                ": counted whole in the plan, never divided by month", indent=2)
 
 
 def spot_risk_text(r: dict) -> str:

@@ -171,7 +171,7 @@ def make_plan(args: argparse.Namespace, stack_arg: str | None = None,
     prun = run_program(loaded.values, stack=loaded.spec.stack,
                        catalog_path=getattr(args, "catalog", None),
                        catalog_version=getattr(args, "catalog_version", None),
-                       now=getattr(args, "now", None))
+                       now=getattr(args, "now", None), source=loaded.source)
     step("costing every resource")
     plan = build_plan(prun, stack=loaded.spec.stack)
     plan["source"] = loaded.source
@@ -215,7 +215,7 @@ def _check_dynamic(args: argparse.Namespace, loaded, prun, step) -> list[dict]:
     preview = run_preview(prun, lambda clusters: run_program(
         loaded.values, stack=loaded.spec.stack, catalog_path=getattr(args, "catalog", None),
         catalog_version=getattr(args, "catalog_version", None), preview=True, now=prun.now,
-        clusters=clusters))
+        clusters=clusters, source=loaded.source))
     step("checking gpulease's dynamic providers through Pulumi's host code")
     return check_dynamic(prun, preview, stack=loaded.spec.stack)
 
@@ -629,11 +629,19 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
          ui.Col("$/month", right=True, style="bold")],
         [[c["name"], c["cloud"], c["region"], c.get("zone") or "-", c["instance_type"],
           ui.nodes_text(c["nodes"], c["gpus_per_node"], c["gpu"]), ui.purchase_mix(c["purchase"]),
-          c["template"], c["network"], ui.money(c["hourly_usd"]), ui.money(c["monthly_usd"])]
+          c["template"], c["network"], ui.money(c["hourly_usd"]),
+          ui.money(c["monthly_usd"]) if not c.get("one_time") else
+          f"one-time {ui.money(c['monthly_usd'])}"]
          for c in plan["clusters"]], indent=2))
     for c in plan["clusters"]:
         o.print()
         o.line((c["name"], "cyan"), f": {c['rationale']}", indent=2)
+        if c.get("one_time"):
+            t = c["one_time"]
+            o.line(("  " + c["name"], "cyan"),
+                   f": one-time {ui.money(t['usd'])} ({ui.model_word(t['model'])}), "
+                   f"{t['from']} to {t['until']}: counted whole in the total and the budget, "
+                   "never divided by month (docs/policy.md, \"Windows: one-time money\")")
         if c.get(CAPACITY_BLOCK):
             o.line(("  " + c["name"], "cyan"),
                    ": Capacity Block " + capacity_block_text(c[CAPACITY_BLOCK]))
@@ -660,8 +668,16 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
             f"{k} {ui.money(v)}" for k, v in tot["by_storage_tier"].items())])
     for label, value in rows:
         o.line(f"{label}: ", value)
-    o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
-           f" estimated · {ui.money(tot['hourly_usd'])}/hour with every node up")
+    once = tot.get("one_time_usd") or 0
+    if once:   # never inside a $/month figure (docs/policy.md, "Windows: one-time money")
+        o.line("Total: ", (f"{ui.money(tot['monthly_usd'] - once)}/month", "bold"),
+               " + ", (f"one-time {ui.money(once)}", "bold"),
+               f" (window purchases; the budget counts them whole in the month they are "
+               f"bought: {ui.money(tot['monthly_usd'])}) estimated · "
+               f"{ui.money(tot['hourly_usd'])}/hour with every node up")
+    else:
+        o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
+               f" estimated · {ui.money(tot['hourly_usd'])}/hour with every node up")
     o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
     o.print()
     render_findings(plan, o)

@@ -442,7 +442,8 @@ class StackConfigModel(_Strict):
     allow_prepaid_replacement: list[Annotated[str, Field(pattern=NAME_PATTERN)]] = Field(
         default_factory=list,
         description="Clusters whose prepaid or committed resources (a Capacity Block, a GCP "
-                    "commitment, a reservation a node group uses) the next `pulumi up` may "
+                    "commitment, a GCP future reservation, a reservation a node group uses) "
+                    "the next `pulumi up` may "
                     "replace or delete. Empty (the default): `gpulease plan --against` stops "
                     "with exit 4 before such a change, and Capacity Blocks are `protect`ed.")
     gate: Optional[GateConfig] = Field(

@@ -44,6 +44,9 @@ PREPAID_TYPES = {
         "a prepaid Capacity Block (not refundable; a replacement buys a second block)",
     "gcp:compute/regionCommitment:RegionCommitment":
         "a committed use contract (billed for its whole term)",
+    "gcp:compute/futureReservation:FutureReservation":
+        "a future reservation (capacity secured ahead of its window, e.g. calendar mode: a "
+        "replacement gives it up and requests it again, which may not be granted)",
 }
 #: reservations: committed capacity when a node group uses them
 RESERVATION_TYPES = {

@@ -10,6 +10,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any, Collection, Optional
 
+from gpulease.clock import format_utc
 from gpulease.clouds import registry
 from gpulease import money
 from gpulease.catalog import provenance
@@ -24,7 +25,8 @@ PLAN_FORMAT = "gpulease-plan/1"
 def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         catalog_version: Optional[str] = None, preview: bool = False,
         now: Optional[float] = None, pause_gc: bool = True,
-        clusters: Optional[Collection[str]] = None) -> ProgramRun:
+        clusters: Optional[Collection[str]] = None,
+        source: Optional[str] = None) -> ProgramRun:
     """Run THE program (the program's main (infra/__main__.py)) under mocks with a stack file's config values.
 
     ``preview``: as `pulumi preview` sees it (provider-computed outputs unknown) instead of as
@@ -32,7 +34,8 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
     seconds) the offline lookups answer for (default: the current time). ``pause_gc=False``:
     with the cyclic collector running, as under the real engine. ``clusters``: declare only
     these clusters' components and what the program declares before them
-    (``the program's main (infra/__main__.py)``; the preview check's run, ``gpulease.planner.dynamic``)."""
+    (``the program's main (infra/__main__.py)``; the preview check's run, ``gpulease.planner.dynamic``).
+    ``source``: the stack file the values came from (`--config FILE`), named in findings."""
     from gpulease.planner.program import load
 
     main = load().main
@@ -45,7 +48,8 @@ def run(values: dict, *, stack: str, catalog_path: Optional[str] = None,
         config["gpulease:catalog_version"] = catalog_version
         config.pop("gpulease:catalog", None)
     keys = [k for k in values if isinstance(k, str)]
-    return run_program(lambda: main(file_keys=keys, clusters=clusters), stack=stack,
+    kw = {"source": source} if source else {}   # the stack file named in findings
+    return run_program(lambda: main(file_keys=keys, clusters=clusters, **kw), stack=stack,
                        config=values_for_pulumi(config), preview=preview, now=now,
                        pause_gc=pause_gc)
 
@@ -142,6 +146,11 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             "by_cluster": {k: num(v) for k, v in sorted(by_cluster.items())},
             "by_purchase_model": {k: num(v) for k, v in by_model.items()},
             "by_storage_tier": {k: num(v) for k, v in by_tier.items()},
+            # the part of monthly_usd that is one-time window purchases, counted whole
+            # (docs/policy.md, "Windows: one-time money")
+            "one_time_usd": num(money.total(
+                money.usd(c.window.total_usd) for c in env.clusters
+                if one_time_json(c) is not None)),
             "resources": len(resources),
         },
         "budget": {"monthly_usd": num(budget), "headroom_usd": num(budget - monthly),
@@ -167,7 +176,10 @@ def used_prices(env: EnvironmentDecision, catalog, types) -> dict[str, list]:
 
 def _block_warnings(env: EnvironmentDecision, now: float) -> list[str]:
     """A pinned Capacity Block whose window has ended: its nodes are gone for good."""
-    out = []
+    out = [f"{name}: Capacity Block {pin.offering_id} ended at {pin.end}: the window's work "
+           "item is over and the cluster is retired (nothing declared, charged or bought "
+           "again); remove the cluster (or its window and pin) from the stack config"
+           for name, pin in getattr(env, "retired", ())]
     for c in env.clusters:
         pin = c.spec.capacity_block
         if pin is not None and now and now >= pin.end_epoch:
@@ -201,6 +213,16 @@ def capacity_block_json(pin, now: Optional[float]) -> Optional[dict[str, Any]]:
     return out
 
 
+def one_time_json(c) -> Optional[dict[str, Any]]:
+    """A window cluster's one-time purchase: its amount and dates (None: a monthly bill)."""
+    wd = c.window
+    if wd is None or wd.months != 1 or wd.lock_in_months:
+        return None
+    return {"usd": money.json_number(wd.total_usd), "model": wd.model,
+            "from": format_utc(wd.bought_from or wd.start),
+            "until": format_utc(wd.bought_until or wd.end)}
+
+
 def cluster_json(c, now: Optional[float] = None,
                  prices: Optional[list] = None) -> dict[str, Any]:
     return {
@@ -221,6 +243,9 @@ def cluster_json(c, now: Optional[float] = None,
         "lock_in_months": c.lock_in_months,
         "spot_risk": c.spot_risk,
         WINDOW: c.window.as_dict() if c.window is not None else None,
+        # a window's purchase is one-time money with its dates (docs/policy.md, "Windows:
+        # one-time money"); null for a monthly load and a commitment
+        "one_time": one_time_json(c),
         "rationale": c.rationale,
         CAPACITY_BLOCK: capacity_block_json(getattr(c.spec, "capacity_block", None), now),
         # prices whose sources disagree beyond PRICE_DISAGREEMENT_PCT (docs/catalog.md)

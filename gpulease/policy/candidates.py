@@ -512,7 +512,7 @@ def evaluate(spec: ClusterSpec, o: Offering, ctx: Context,
         return Candidate(offering=o, nodes=nodes, gpus=gpus, distributed=distributed,
                          network=network, purchase=w.purchase, costs=w.costs,
                          template=w.template, basis=WINDOW, rejected=w.rejected, term=w.term,
-                         window=w.window)
+                         window=w.window, objective_usd=w.objective_usd)
     shape = Shape(spec, o, steps, nodes, gang, tcp_gang, egress,
                   ctx.spot_risk(o)[0])
     best: Optional[Priced] = None

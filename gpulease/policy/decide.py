@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Optional
 
-from gpulease import gctuning
+from gpulease import clock, gctuning
 from gpulease.catalog import Catalog
 from gpulease.errors import Finding, PolicyError
 from gpulease.model import ClusterDecision, ClusterSpec, Deferred, EnvironmentDecision, StackSpec
@@ -48,6 +48,16 @@ def decide(stack: StackSpec, catalog: Catalog, *, quotes=None, now=None) -> Envi
 
 def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> EnvironmentDecision:
     rules = stack.policy if isinstance(stack.policy, PolicyRules) else PolicyRules()
+    retired = ()
+    if any(c.window is not None and c.capacity_block is not None for c in stack.clusters):
+        # a window whose pinned block has ended is over: retired, not re-planned (issue 34)
+        from dataclasses import replace as _replace
+
+        from gpulease.policy.window_choice import ended_pins
+
+        retired = ended_pins(stack, now if now is not None else clock.now())
+        gone = {name for name, _ in retired}
+        stack = _replace(stack, clusters=tuple(c for c in stack.clusters if c.name not in gone))
     storage, findings = _storage(stack, catalog)
 
     ctx = Context.build(stack, catalog, rules, quotes=book, now=now)   # defaults: Context.build
@@ -102,7 +112,8 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
         decisions.append(cluster_decision(spec, c, q, orders[i], col, len(ranked[i]), runner,
                                           rules, ctx, shared_users if i in displaced else None))
     return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
-                               catalog_version=catalog.version, catalog_as_of=catalog.as_of)
+                               catalog_version=catalog.version, catalog_as_of=catalog.as_of,
+                               retired=retired)
 
 
 def _storage(stack: StackSpec, catalog: Catalog) -> tuple[list, list[Finding]]:

@@ -88,9 +88,11 @@ def _rank_text(c: Candidate, n_ok: int, nxt, displaced: bool = False) -> str:
     if nxt is None:
         return "is the only feasible candidate"
     other, m = nxt
+    # a window's candidates are compared by what the work item costs in all, not per month
+    per = "/month" if c.window is None else " for the work item"
     return (f"is the cheapest of {n_ok} feasible candidates; next best "
             f"{other.cloud}:{other.region} {other.instance_type} "
-            f"costs +{_money(delta(m, c.objective))}/month")
+            f"costs +{_money(delta(m, c.objective))}{per}")
 
 
 def _unpriced_commitment(o) -> str:
@@ -272,7 +274,8 @@ def _other_candidates(spec: ClusterSpec, chosen: Candidate, q: Quotes, order, co
     """The other offerings of the cluster's GPU as (sort key, alternative). ``quota_users``:
     who holds each shared quota, when the quotas displaced the cluster (else None)."""
     base = chosen.objective
-    per = "/month over the horizon" if rules.commitment_term == "auto" else "/month"
+    per = (" for the work item" if chosen.window is not None
+           else "/month over the horizon" if rules.commitment_term == "auto" else "/month")
     alts: list[tuple[tuple, Alternative]] = []
     # Every other candidate, cheapest first (ties: cloud, region, type, then candidate order):
     # the first max_alternatives, and the first one rejected only on cost (the runner-up).

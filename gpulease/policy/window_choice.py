@@ -1,11 +1,15 @@
 """A cluster with a window, on one offering: every purchase model priced over the window
 (``gpulease.policy.windows``), the priority band's cheapest kept, as a policy candidate.
 
-The candidate's costs are the work item's price spread over the months its run spans (one month
-for a run up to 730 h: a block's fee is paid up front, at purchase), in the breakdown's columns:
-a reservation or commitment in ``reserved_usd``, on-demand in ``on_demand_usd``, spot in
-``spot_usd`` + ``spot_rework_usd``, a Capacity Block / flex-start / calendar-mode reservation in
-``window_usd``. A commitment bought for the work item is spread over its term.
+Options are compared by what the work item costs in all (``WindowOption.total_usd``), across
+models and across offerings and clouds: the candidate's objective is that total (plus its
+dataset moves), never a total divided by the months its run spans.
+
+The candidate's costs are the work item's price as **one-time money** (docs/policy.md, "Windows:
+one-time money"): the whole total, counted once, in the breakdown's columns: a reservation in
+``reserved_usd``, on-demand in ``on_demand_usd``, spot in ``spot_usd`` + ``spot_rework_usd``, a
+Capacity Block / flex-start / calendar-mode reservation in ``window_usd``. Only a commitment
+bought for the work item is a monthly bill (``reserved_usd``, its total over its term).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from gpulease.policy.templates import Facts, choose_template
 from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START,
                                FUTURE_RESERVATION, LABELS, ON_DEMAND, RESERVATION, RESERVED, SPOT)
 from gpulease.quotes import sold_as
+from gpulease.quotes.model import Quote
 
 #: the purchase mix column each window model bills as (the node groups carry these).
 MIX_OF = {ON_DEMAND: ON_DEMAND, FLEX_START: ON_DEMAND, SPOT: SPOT,
@@ -34,6 +39,45 @@ WORDS = {ON_DEMAND: LABELS[ON_DEMAND], SPOT: LABELS[SPOT], FLEX_START: LABELS[FL
          RESERVATION: "a capacity reservation at the on-demand rate",
          COMMITMENT: "a commitment", CAPACITY_BLOCK: "a Capacity Block",
          CALENDAR: "a calendar-mode reservation"}
+
+
+#: the source a pinned block's quote names.
+PINNED_SOURCE = "capacity_block pinned in the stack config"
+
+
+def pin_of(spec, o):
+    """The Capacity Block pinned for the cluster when it is on offering ``o`` (None else)."""
+    pin = getattr(spec, "capacity_block", None)
+    if pin is None or spec.window is None or (pin.region, pin.instance_type) != (
+            o.region, o.instance_type) or CAPACITY_BLOCK not in OPTION_OF:
+        return None
+    return pin
+
+
+def pin_quote(pin, o):
+    """The pinned block as an offering (its fee is paid: it never expires)."""
+    from gpulease.quotes.model import parse_time
+
+    start, end = parse_time(pin.start), parse_time(pin.end)
+    return Quote(kind=CAPACITY_BLOCK, cloud=o.cloud, region=pin.region,
+                 instance_type=pin.instance_type,
+                 quoted_at=parse_time(pin.quoted_at) if pin.quoted_at else start,
+                 source=PINNED_SOURCE, start=start, end=end,
+                 instance_count=pin.instance_count, upfront_usd=pin.upfront_fee_usd,
+                 zone=pin.availability_zone, offering_id=pin.offering_id, live=True,
+                 pinned=True)
+
+
+def ended_pins(stack, now) -> tuple:
+    """(cluster name, pin) of every window cluster whose pinned Capacity Block has ended at
+    ``now``: its work item is over - the block is spent (and `pulumi refresh` drops it from
+    the state), so the cluster is retired: nothing declared, charged or bought again."""
+    from gpulease.quotes.model import utc
+
+    t = utc(now).timestamp()
+    return tuple((c.name, c.capacity_block) for c in stack.clusters
+                 if c.window is not None and c.capacity_block is not None
+                 and t >= c.capacity_block.end_epoch)
 
 
 def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.WorkItem:
@@ -54,12 +98,25 @@ def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.Work
     return W.WorkItem(
         checkpointed=spec.interruptible, remainder_rate=rest_rate, remainder_model=rest_model,
         nodes=nodes, duration_hours=w.duration_hours, earliest_start=w.earliest_start,
-        deadline=w.deadline, now=ctx.now, gang=gang, interruptions_per_hour=lam,
+        deadline=w.deadline, now=judged_at(spec, o, ctx.now), gang=gang,
+        interruptions_per_hour=lam,
         lost_hours=((spec.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes) / 60.0,
         communication_share=rules.tcp_communication_share if tcp_gang else 0.0,
         flex_start_queue_hours=rules.flex_start_queue_hours,
         quote_max_age_hours=rules.quote_max_age_hours, cloud=o.cloud, region=o.region,
         instance_type=o.instance_type)
+
+
+def judged_at(spec, o, now):
+    """When the window is judged: ``now``, or - once its pinned block has started - the block's
+    start (the block is bought and running: the plan continues it, the remainder of the work
+    included, instead of re-pricing a window that has shrunk)."""
+    from gpulease.quotes.model import parse_time, utc
+
+    pin = pin_of(spec, o)
+    if pin is None:
+        return now
+    return min(utc(now), parse_time(pin.start))
 
 
 def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
@@ -78,6 +135,9 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
         for kind, option in OPTION_OF.items():
             if sold_as(o, option):
                 quotes += ctx.quotes.for_offering(kind, o.cloud, o.region, o.instance_type)
+    pin = pin_of(spec, o)
+    if pin is not None:   # the block bought is the only Capacity Block of the window
+        quotes = [q for q in quotes if q.kind != CAPACITY_BLOCK] + [pin_quote(pin, o)]
     opts = W.price_window(item, rates, quotes, terms=terms or ("1y",))
     out = []
     for opt in opts:
@@ -99,9 +159,23 @@ def price_options(spec, o, ctx, item: W.WorkItem) -> list[W.WindowOption]:
 
 
 def monthly(opt: W.WindowOption) -> tuple[float, int]:
-    """(USD per month, months) the option's price is spread over in the monthly view."""
-    months = opt.lock_in_months if opt.model == COMMITMENT else W.months_spanned(opt)
-    return opt.total_usd / months, months
+    """(USD the plan counts, months it is spread over): a commitment bills every month of its
+    term (its total / its months); anything else is one-time money, counted whole (1): never
+    divided by the months its run spans."""
+    if opt.model == COMMITMENT:
+        return opt.total_usd / opt.lock_in_months, opt.lock_in_months
+    return opt.total_usd, 1
+
+
+def one_time(opt: Optional[W.WindowOption]) -> bool:
+    """True when the option's price is one-time money (everything but a commitment)."""
+    return opt is not None and opt.model != COMMITMENT
+
+
+def objective_of(opt: W.WindowOption, egress: float) -> float:
+    """What the environment solve compares a window candidate by: the work item's total (every
+    model, offering and cloud alike) plus its dataset moves, once per month its run spans."""
+    return opt.total_usd + egress * W.months_spanned(opt)
 
 
 def costs_of(opt: W.WindowOption, egress: float) -> CostBreakdown:
@@ -224,6 +298,8 @@ class WindowCandidate(NamedTuple):
     #: the commitment term of the option kept ("none" when it commits nothing; with no option
     #: kept, the candidate default "1y")
     term: str = "1y"
+    #: the total the work item costs (``objective_of``): what candidates are compared by
+    objective_usd: Optional[float] = None
 
 
 def window_candidate(spec, o, ctx, forced, *, nodes: int, distributed: bool, network: str,
@@ -236,6 +312,10 @@ def window_candidate(spec, o, ctx, forced, *, nodes: int, distributed: bool, net
     allowed = W.allowed_models(spec.priority, spec.interruptible,
                                reserved_above=rules.reserved_above_priority,
                                spot_below=rules.spot_below_priority)
+    pin = pin_of(spec, o)
+    if pin is not None and judged_at(spec, o, ctx.now) < ctx.now:
+        # the pinned block has started: it is bought and running, the plan continues it
+        allowed = frozenset({CAPACITY_BLOCK}) & allowed or frozenset({CAPACITY_BLOCK})
     best = W.cheapest(opts, allowed)
     reason = rejected
     if best is None and reason is None:
@@ -263,4 +343,4 @@ def window_candidate(spec, o, ctx, forced, *, nodes: int, distributed: bool, net
             else "none")
     return WindowCandidate(template=tmpl.name, rejected=reason,
                            window=(best, tuple(opts), allowed), purchase=mix_of(best),
-                           costs=costs, term=term)
+                           costs=costs, term=term, objective_usd=objective_of(best, egress))

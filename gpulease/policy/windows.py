@@ -351,6 +351,11 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
                                         f"{CB_MAX_INSTANCES} instances")
     passed: list = []
     best: Optional[WindowOption] = None
+    # a live (or cached) offering replaces the published rates, dearer or cheaper: a
+    # published rate is only an estimate of what AWS would quote (docs/catalog.md, "Quotes")
+    live = [q for q in quotes if q.kind == CAPACITY_BLOCK and q.is_offering
+            and q.expired(w.now, w.quote_max_age_hours) is None
+            and (q.instance_count or 0) >= w.nodes]
 
     def consider(opt: WindowOption) -> None:
         nonlocal best
@@ -358,6 +363,9 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
             best = opt
     latest = utc(w.now) + dt.timedelta(days=CB_MAX_ADVANCE_DAYS)
     for q in quotes:
+        if q.kind == CAPACITY_BLOCK and not q.is_offering and live:
+            passed.append((q, "an estimate: a quoted offering replaces the published rate"))
+            continue
         if q.kind != CAPACITY_BLOCK:
             continue
         if q.is_offering:
@@ -476,8 +484,11 @@ def price_window(w: WorkItem, rates: WindowRates, quotes: Sequence[Quote] = (),
                  terms: Sequence[str] = ("1y", "3y")) -> list[WindowOption]:
     """Every model of ``WINDOW_MODELS`` priced for the work item (the cheapest commitment term
     stands for "commitment"); infeasible ones say why."""
-    flex_q = next((q for q in quotes if q.kind == FLEX_START and not q.is_offering), None)
-    cal_q = next((q for q in quotes if q.kind == CALENDAR and not q.is_offering), None)
+    # a rate read live (or cached) replaces a published one, dearer or cheaper; the newest first
+    def rate_of(kind):
+        rates = [q for q in quotes if q.kind == kind and not q.is_offering]
+        return max(rates, key=lambda q: (q.live, utc(q.quoted_at)), default=None)
+    flex_q, cal_q = rate_of(FLEX_START), rate_of(CALENDAR)
     opts = [on_demand(w, rates.on_demand),
             on_demand(w, rates.reservation, model=RESERVATION),
             spot(w, rates.spot),

@@ -51,3 +51,21 @@ def checkpoint_at(decision) -> int:
         return 0
     drain = dict((k, t) for k, t, _ in block_schedule(block))["drain"]
     return int(parse_time(drain).timestamp()) - 60 * BLOCK_CHECKPOINT_MINUTES
+
+
+def due_schedule(block: dict, now: float) -> tuple[list[tuple[str, str, int]], int, list[str]]:
+    """The scheduled actions still ahead at ``now`` (epoch seconds), the group's desired size now
+    and a note per action left out: the Auto Scaling API rejects a start time in the past
+    (PutScheduledUpdateGroupAction: "Given start time is in the past"), so a start that has
+    passed is left out and the group starts at the size that action set; a past drain leaves
+    the group at 0."""
+    ahead, size, notes = [], 0, []
+    for suffix, when, nodes in block_schedule(block):
+        if parse_time(when).timestamp() <= now:
+            size = nodes
+            notes.append(f"scheduled action {suffix} at {when} has passed: left out (the Auto "
+                         f"Scaling API rejects a start time in the past); the group is declared "
+                         f"at {nodes} node(s), the size it set")
+        else:
+            ahead.append((suffix, when, nodes))
+    return ahead, size, notes

@@ -72,6 +72,9 @@ class Quote:
     #: True = an API's answer; False = a published figure (an estimate for any window).
     live: bool = False
     note: str = ""
+    #: the block pinned (and bought) in the stack config (``capacity_block:``): its fee is
+    #: paid, so it never expires; the window is judged as when it was bought.
+    pinned: bool = False
 
     @property
     def is_offering(self) -> bool:
@@ -100,7 +103,7 @@ class Quote:
         has passed, or it is older than ``max_age_hours`` (offerings change by the hour).
         Rates (published or read from a price list) do not expire: they are labelled with
         their date instead."""
-        if not self.live or not self.is_offering:
+        if not self.live or not self.is_offering or self.pinned:
             return None
         if self.is_offering and utc(self.start) <= utc(now):
             return f"its start {format_utc(self.start)} has passed"
@@ -118,7 +121,7 @@ class Quote:
                 "hourly_usd": self.node_hour_usd, "currency": self.currency,
                 "offering_id": self.offering_id, "tenancy": self.tenancy,
                 "quoted_at": format_utc(self.quoted_at), "source": self.source, "live": self.live,
-                "note": self.note}
+                "note": self.note, **({"pinned": True} if self.pinned else {})}
 
 
 @dataclass(frozen=True)

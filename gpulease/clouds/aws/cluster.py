@@ -355,10 +355,20 @@ class GpuCluster(pulumi.ComponentResource):
             # the block bought (pinned): its own start and end
             window = dict(window, start=args.capacity_block.start,
                           end=args.capacity_block.end)
+        schedule, size = [], reserved
+        if window:
+            from gpulease import clock
+            from gpulease.quotes.blocks import due_schedule
+
+            # a window's block: empty until the block starts (the schedules below); actions
+            # whose time has passed are left out, the group at the size they set
+            schedule, size, notes = due_schedule(
+                dict(window, nodes=reserved), clock.now().timestamp())
+            for note in notes:
+                pulumi.log.warn(f"{d.name}: {note}")
         self.block_asg = aws.autoscaling.Group(
             f"{name}-block-asg", max_size=reserved,
-            # a window's block: empty until the block starts (the schedules below)
-            desired_capacity=0 if window else reserved,
+            desired_capacity=size,
             launch_template={"id": self.block_launch_template.id, "version": "$Latest"},
             capacity_reservation_specification={
                 "capacity_reservation_preference": "capacity-reservations-only",
@@ -375,7 +385,7 @@ class GpuCluster(pulumi.ComponentResource):
         if window:
             # Scale up when the block starts; drain before AWS begins to terminate its
             # instances (30 min before the end), leaving the nodes time to checkpoint.
-            for suffix, when, size in builders.block_schedule(window):
+            for suffix, when, size in schedule:
                 self.block_schedules.append(aws.autoscaling.Schedule(
                     f"{name}-block-{suffix}", autoscaling_group_name=self.block_asg.name,
                     scheduled_action_name=f"gpulease-{d.name}-block-{suffix}",

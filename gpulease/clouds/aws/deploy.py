@@ -19,6 +19,7 @@ from gpulease.clouds.staging import GcsHmac
 from gpulease.clouds.aws.storage import Storage, StorageArgs
 from gpulease.errors import ConfigError, Finding, GuardrailError
 from gpulease.model import CapacityBlockPin, ClusterDecision, EnvironmentDecision, StackSpec
+from gpulease.purchase import CAPACITY_BLOCK
 
 _RENDER = Path(__file__).resolve().parents[2] / "bootstrap" / "render.py"
 
@@ -109,7 +110,9 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
             elif isinstance(block, tuple):      # ("guardrail", Finding)
                 unapproved.append(block[1])
             elif not block.purchase_approved:
-                unapproved.append(_unapproved(c, block, stack))
+                unapproved.append(
+                    _estimate(c, block, stack) if c.spec.capacity_block is None
+                    and _answered_offline() else _unapproved(c, block, stack))
             else:
                 blocks[c.name] = block
     for c in clusters:
@@ -186,6 +189,16 @@ def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec
     pin = c.spec.capacity_block
     path = f"{c.spec.config_path}.capacity_block"
     if pin is not None:
+        from gpulease import clock
+
+        if clock.now().timestamp() >= pin.end_epoch:
+            # the block is spent (`pulumi refresh` drops it): its pin is retired, never bought
+            # again; reserved nodes of a monthly load need another block (issue 34)
+            return ("guardrail", Finding(path, (
+                f"pinned Capacity Block {pin.offering_id} ended at {pin.end}: its nodes are "
+                "gone and nothing more is charged for it. The cluster's reserved nodes need "
+                "another block: remove the pin to quote a new one (a new prepaid purchase, "
+                "which needs its own pin and approval)"), source=stack.source))
         wrong = [(k, got, want) for k, got, want in (
             ("region", pin.region, c.region),
             ("instance_type", pin.instance_type, c.offering.instance_type),
@@ -253,6 +266,38 @@ def _unapproved(c: ClusterDecision, pin: CapacityBlockPin, stack: StackSpec) -> 
         f"without approval: pin it under {c.spec.config_path} and approve it,\n    "
         f"capacity_block:\n{lines}\n    (quotes change by the hour: a later run quotes another "
         "offering until one is pinned)"), source=stack.source)
+
+
+def _answered_offline() -> bool:
+    """True when the data sources answer from `gpulease plan`'s offline lookups (Pulumi's mock
+    monitor), not from AWS: an offering found so is an estimate from a published rate, with an
+    id made up offline - it cannot be pinned or approved."""
+    from pulumi.runtime import mocks, settings
+
+    return isinstance(settings.get_monitor(), mocks.MockMonitor)
+
+
+def _estimate(c: ClusterDecision, pin: CapacityBlockPin, stack: StackSpec) -> Finding:
+    """Exit 4's reason offline: the block the plan needs, priced as an estimate from the
+    published rate (named with its source and date), and how to get a real quote to pin."""
+    from gpulease.quotes.store import shipped_book
+
+    path = f"{c.spec.config_path}.capacity_block"
+    rates = [q for q in shipped_book().for_offering(
+        CAPACITY_BLOCK, c.cloud, c.region, c.offering.instance_type) if q.node_hour_usd]
+    rate = (f"the published rate ${rates[0].node_hour_usd:,.4f} per instance-hour ({rates[0].source}, "
+            f"published {rates[0].quoted_at:%Y-%m-%d})" if rates else "a published rate")
+    dates = f"{pin.start} -> {pin.end}" if pin.start and pin.end else "dates to be quoted"
+    return Finding(path, (
+        f"cluster \"{c.name}\" needs a Capacity Block: {pin.instance_count} x "
+        f"{pin.instance_type} in {c.region}, {dates}, about {money.fmt(pin.upfront_fee_usd)} "
+        f"upfront. This is an ESTIMATE from {rate}, answered offline: it is not an offering, "
+        "so it can be planned and shown but never pinned or approved. Get a real quote: "
+        f"`gpulease catalog quotes --source live --cloud aws --region {c.region} "
+        f"--instance-type {pin.instance_type} --count {pin.instance_count}` with AWS "
+        "credentials (DescribeCapacityBlockOfferings), or `pulumi preview` with them; it "
+        f"prints the offering to pin under {c.spec.config_path} in {stack.source} with "
+        "purchase_approved: true"), source=stack.source)
 
 
 def pin_yaml(pin: CapacityBlockPin, *, approve: bool = True) -> str:
