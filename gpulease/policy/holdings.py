@@ -45,6 +45,12 @@ DEFAULT = object()
 COUNTED = (COMMITMENT, RESERVATION, CAPACITY_BLOCK)
 
 
+def counted(h) -> bool:
+    """True for a holding of instances or accelerators; False for a $/hour commitment (a
+    Savings Plan holds dollars an hour, ``instances`` 0)."""
+    return h.model in COUNTED and bool(h.instances or h.accelerators)
+
+
 def load(stack):
     """The stack's inventory (``gpulease.inventory.model.load_for``), or None."""
     from gpulease.inventory.model import load_for
@@ -112,7 +118,7 @@ def cover(specs, chosen, inventory, when: dt.datetime) -> dict[str, tuple[Covera
     """Cluster name -> the holdings covering its reserved nodes (config order claims first)."""
     from gpulease.policy.decide import chosen_zone
 
-    held = [h for h in _active(inventory, when) if h.model in COUNTED]
+    held = [h for h in _active(inventory, when) if counted(h)]
     if not held:
         return {}
     left = {h.id: None for h in held}
@@ -175,7 +181,7 @@ def unused(inventory, coverage: dict, specs, chosen, catalog, when: dt.datetime
     for h in _active(inventory, when):
         if h.id in used:
             continue
-        if h.model not in COUNTED:
+        if not counted(h):
             # a $/hour commitment (Savings Plan): billing applies it to matching usage
             runs = [c for c in chosen if c.offering.cloud == h.cloud and
                     (not h.region or c.offering.region == h.region) and
@@ -194,11 +200,10 @@ def unused(inventory, coverage: dict, specs, chosen, catalog, when: dt.datetime
             if o.cloud != h.cloud or (h.region and o.region != h.region) or \
                     c.purchase is None or c.window is not None:
                 continue
-            if h.model in COUNTED and _capacity(h, o) <= 0:
+            if not counted(h) or _capacity(h, o) <= 0:
                 continue
-            rate = node_rate(h, o) if h.model in COUNTED else None
-            n = min(c.nodes, _capacity(h, o)) if h.model in COUNTED else 0
-            if rate is None or not n:
+            n = min(c.nodes, _capacity(h, o))
+            if not n:
                 continue
             # the cluster's nodes on the holding cost it nothing new: the saving is what they
             # cost now (per node, at the cluster's own monthly cost per node)
