@@ -112,7 +112,8 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None,
     chosen = [q.candidate(spec, j, ctx)
               for spec, q, j in zip(stack.clusters, quotes, chosen_cols)]
     # existing holdings cover reserved nodes before anything new is bought
-    cover = holdings.cover(stack.clusters, chosen, inventory, when)
+    cover = holdings.cover(stack.clusters, chosen, [chosen_zone(c) for c in chosen], inventory,
+                           when)
     pairs = [holdings.charged(c, cover.get(spec.name, ())) for c, spec in
              zip(chosen, stack.clusters)]
     chosen = [c for c, _ in pairs]

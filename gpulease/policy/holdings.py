@@ -114,20 +114,20 @@ def monthly_cost(h) -> Optional[float]:
     return out
 
 
-def cover(specs, chosen, inventory, when: dt.datetime) -> dict[str, tuple[Coverage, ...]]:
-    """Cluster name -> the holdings covering its reserved nodes (config order claims first)."""
-    from gpulease.policy.decide import chosen_zone
-
+def cover(specs, chosen, zones, inventory, when: dt.datetime
+          ) -> dict[str, tuple[Coverage, ...]]:
+    """Cluster name -> the holdings covering its reserved nodes (config order claims first);
+    ``zones``: the zone each chosen candidate lands in (``decide.chosen_zone``)."""
     held = [h for h in _active(inventory, when) if counted(h)]
     if not held:
         return {}
     left = {h.id: None for h in held}
     out: dict[str, tuple[Coverage, ...]] = {}
-    for spec, c in zip(specs, chosen):
+    for spec, c, zone in zip(specs, chosen, zones):
         want = c.purchase.reserved if c.purchase is not None and c.window is None else 0
         if not want:
             continue
-        o, zone, got = c.offering, chosen_zone(c), []
+        o, got = c.offering, []
         for h in held:
             if not want:
                 break
