@@ -1341,7 +1341,8 @@ class EnvironmentDecision:
 
     @property
     def monthly_money(self) -> Decimal:
-        """Clusters, storage and owned pools as money (shared infrastructure such as NAT gateways is priced
-        by the program's cost ledger only: `gpulease plan`'s total includes it)."""
+        """Clusters, storage and owned pools as money (shared infrastructure such as NAT
+        gateways is priced by the program's cost ledger only: `gpulease plan`'s total
+        includes it)."""
         return (sum((c.monthly_money for c in self.clusters), money.ZERO)
                 + sum((s.monthly_money for s in self.storage), money.ZERO) + self.owned_money)

@@ -277,3 +277,54 @@ def test_the_hybrid_example_stack_plans(tmp_path):
     assert shares == {"steady-train": "owned", "research": "burst"}
     assert [c["name"] for c in plan["clusters"]] == ["research"]
     assert not any(r["cluster"] == "steady-train" for r in plan["resources"])
+
+
+def test_a_gce_commitment_of_accelerators_covers_the_reserved_nodes_on_gcp(tmp_path):
+    """GCP: a committed-use discount holding accelerators (the A2 Ultra's bundled
+    nvidia-a100-80gb) covers whole nodes; no GCE reservation is declared for them."""
+    v = values([{**STEADY, "distributed": False}], owned=())
+    v["gpulease:clouds"] = {"gcp": {"project": "acme-ml", "regions": ["europe-west4"],
+                                    "quota_gpus": {"europe-west4": 64}}}
+    _, before = plan_of(v, stack="prod")
+    (c0,) = before["clusters"]
+    n = c0["purchase"]["reserved"]
+    assert c0["cloud"] == "gcp" and n == c0["nodes"] and n * c0["gpus_per_node"] == 16
+    reservations = {"gcp:compute/reservation:Reservation",
+                    "pulumi-python:dynamic/gpulease:GceReservation"}
+    assert sum(compute(before)[t] for t in reservations) == 1
+    cud = {"id": "cud-a2", "cloud": "gcp", "kind": "gce-commitment", "model": "commitment",
+           "scope": "acme-ml", "region": "europe-west4", "accelerator_type": "nvidia-a100-80gb",
+           "accelerators": 16, "start": "2026-01-01T00:00:00Z", "end": "2027-01-01T00:00:00Z",
+           "state": "active"}
+    path = _inventory(tmp_path, cud)
+    _, after = plan_of({**v, "gpulease:inventory": str(path)}, stack="prod")
+    (c,) = after["clusters"]
+    assert sum(compute(after)[t] for t in reservations) == 0
+    (cov,) = c["coverage"]
+    assert (cov["holding"], cov["nodes"], cov["usd_per_node_hour"]) == ("cud-a2", n, None)
+    # no rate in the inventory: the catalog's rate is kept, and said
+    assert money.usd(c["costs"]["reserved_usd"]) == money.usd(c0["costs"]["reserved_usd"])
+    assert "unknown in the inventory" in cov["why"] and c["committed_usd"] == 0
+
+
+def test_a_covering_gce_reservation_is_consumed_by_name(tmp_path):
+    v = values([{**STEADY, "gpus": 8, "distributed": False}], owned=())
+    v["gpulease:clouds"] = {"gcp": {"project": "acme-ml", "regions": ["europe-west4"],
+                                    "quota_gpus": {"europe-west4": 64}}}
+    env = decide(spec_of(v, stack="prod"), CATALOG, now=NOW, inventory=None)
+    (d,) = env.clusters
+    held = {"id": "team-a2-res", "cloud": "gcp", "kind": "gce-reservation",
+            "model": "reservation", "scope": "acme-ml", "region": "europe-west4",
+            "zone": d.zone, "instance_type": d.offering.instance_type,
+            "instances": d.purchase.reserved, "state": "ready"}
+    path = _inventory(tmp_path, held)
+    prun, plan = plan_of({**v, "gpulease:inventory": str(path)}, stack="prod")
+    (c,) = plan["clusters"]
+    assert c["coverage"][0]["holding"] == "team-a2-res"
+    assert not compute(plan)["gcp:compute/reservation:Reservation"]
+    assert not compute(plan)["pulumi-python:dynamic/gpulease:GceReservation"]
+    (tpl,) = [r for r in plan["resources"] if r["type"] ==
+              "gcp:compute/instanceTemplate:InstanceTemplate" and "reserved" in r["name"]]
+    aff = tpl["inputs"]["reservationAffinity"]
+    assert aff["type"] == "SPECIFIC_RESERVATION"
+    assert aff["specificReservation"]["values"] == ["team-a2-res"]

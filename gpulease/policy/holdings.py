@@ -75,10 +75,22 @@ def _capacity(h, o: Offering) -> int:
     if h.instance_type is None and h.instance_family is not None and h.instances and \
             h.instance_family == family(o.instance_type):
         return h.instances
-    if h.accelerator_type is not None and h.accelerator_type == o.accelerator_type and \
-            h.accelerators and (h.instance_type is None or h.instance_type == o.instance_type):
+    if h.accelerator_type is not None and h.accelerators and \
+            h.accelerator_type == accelerator_of(o) and \
+            (h.instance_type is None or h.instance_type == o.instance_type):
         return h.accelerators // o.gpus_per_node
     return 0
+
+
+def accelerator_of(o: Offering) -> Optional[str]:
+    """The GCE accelerator type an offering's nodes carry: attached (``accelerator_type``) or
+    bundled with an accelerator-optimized series (the catalog fetcher's table, from
+    https://cloud.google.com/compute/docs/gpus)."""
+    if o.accelerator_type is not None:
+        return o.accelerator_type
+    from gpulease.catalog.fetchers.gcp import BUNDLED_ACCELERATOR
+
+    return BUNDLED_ACCELERATOR.get(o.instance_type.rsplit("-", 1)[0])
 
 
 def _where(h, o: Offering, zone: Optional[str]) -> bool:

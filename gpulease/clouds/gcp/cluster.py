@@ -25,7 +25,7 @@ from gpulease.costing.context import CostContext
 from gpulease.clock import format_utc
 from gpulease.model import ClusterDecision, StackSpec, StorageSpec
 from gpulease.naming import StagingRoute
-from gpulease.purchase import CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVED
+from gpulease.purchase import CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVATION, RESERVED
 
 CLUSTER_TYPE = "gpulease:gcp:GpuCluster"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
