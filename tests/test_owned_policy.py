@@ -223,7 +223,7 @@ def test_a_baseline_covered_by_an_existing_commitment_buys_nothing_new(tmp_path)
     # charged at the holding's effective rate: 40 USD/h for 2 instances = 20 USD/node-hour
     assert cov["usd_per_node_hour"] == pytest.approx(20.0)
     assert money.usd(c["costs"]["reserved_usd"]) == money.usd(2 * 20.0 * 730)
-    assert after["inventory"]["unused"] == []
+    assert after["unused_holdings"] == []
     # explain names the holding that covers it
     from gpulease.cli import main
 
@@ -246,7 +246,7 @@ def test_an_unused_commitment_is_reported_with_its_monthly_waste(tmp_path):
     expired = {**RI, "id": "ri-old", "end": "2026-06-01T00:00:00Z", "state": "retired"}
     path = _inventory(tmp_path, unused, expired)
     _, plan = plan_of(values([cluster("od", 16, hours=200)], owned=(), inventory=path))
-    (u,) = plan["inventory"]["unused"]            # the expired one is not a finding
+    (u,) = plan["unused_holdings"]            # the expired one is not a finding
     assert u["holding"] == "ri-idle"
     # 30 USD/h x 730 h + 12,000 upfront over 12 months
     assert money.usd(u["monthly_waste_usd"]) == money.usd(30.0 * 730 + 12_000 / 12)
@@ -261,7 +261,7 @@ def test_an_unused_holding_names_the_cluster_that_could_use_it_and_the_saving(tm
     _, plan = plan_of(values([cluster("od", 16, hours=200)], owned=(), inventory=path))
     (c,) = plan["clusters"]
     assert c["purchase"]["reserved"] == 0        # on-demand at 200 h: nothing reserved
-    (u,) = plan["inventory"]["unused"]
+    (u,) = plan["unused_holdings"]
     assert u["cluster"] == "od"
     assert money.usd(u["saving_usd"]) == money.usd(c["monthly_usd"])   # both nodes fit in it
 
@@ -328,3 +328,22 @@ def test_a_covering_gce_reservation_is_consumed_by_name(tmp_path):
     aff = tpl["inputs"]["reservationAffinity"]
     assert aff["type"] == "SPECIFIC_RESERVATION"
     assert aff["specificReservation"]["values"] == ["team-a2-res"]
+
+
+@pytest.mark.parametrize("family,reported", [("p5", True), ("p4de", False)])
+def test_a_savings_plan_is_unused_only_when_no_cluster_runs_its_family(tmp_path, family,
+                                                                       reported):
+    sp = {"id": "sp-1", "cloud": "aws", "kind": "savings-plan", "model": "commitment",
+          "scope": "123456789012", "region": "eu-central-1", "instance_family": family,
+          "start": "2026-01-01T00:00:00Z", "end": "2027-01-01T00:00:00Z", "state": "active",
+          "usd_per_hour": 10.0, "term_months": 12}
+    path = _inventory(tmp_path, sp)
+    env = decide(spec_of(values([cluster("od", 16, hours=200)], owned=(), inventory=path)),
+                 CATALOG, now=NOW)
+    (c,) = env.clusters
+    assert c.offering.instance_type == "p4de.24xlarge" and not c.coverage
+    if reported:
+        (u,) = env.unused_holdings
+        assert u.holding == "sp-1" and u.monthly_waste_usd == pytest.approx(10.0 * 730)
+    else:
+        assert env.unused_holdings == ()

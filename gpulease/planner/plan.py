@@ -157,10 +157,9 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "owned": {**owned_json(env), "lines": [
             {"pool": x.pool, "cluster": x.cluster, "monthly_usd": num(x.monthly_usd)}
             for x in owned]},
-        # what the inventory holds that the plan does not use (docs/owned.md)
-        "inventory": None if env.inventory is None else {
-            "source": env.inventory[0], "generated_at": env.inventory[1],
-            "unused": [u.as_dict() for u in env.unused_holdings]},
+        # active holdings of the inventory nothing in the plan uses (docs/owned.md); the
+        # inventory read is the plan's "inventory" header (gpulease.cli.plan)
+        "unused_holdings": [u.as_dict() for u in env.unused_holdings],
         "warnings": list(prun.warnings) + _block_warnings(env, prun.now)
         + [u.text() for u in env.unused_holdings],
         "violations": [],

@@ -22,9 +22,11 @@ accelerator x ``gpus_per_node``); a holding without a rate keeps the catalog's r
 plan says so.
 
 Savings Plans hold dollars an hour, not instances: AWS billing applies them to matching usage
-by itself, so the policy does not re-price clusters with them; a Savings Plan whose family
-(EC2 Instance Savings Plans: ``instance_family``) and region no cloud cluster of the plan runs
-is reported unused, with its commitment as the monthly waste.
+by itself, so the policy does not re-price clusters with them (not yet: the rates the inventory
+records per ``region/instance type`` would allow it); a Savings Plan whose family (EC2 Instance
+Savings Plans: ``instance_family``), region and rated instance types (``rates``, when the
+inventory has them) no cloud cluster of the plan runs is reported unused, with its commitment
+as the monthly waste.
 
 Every active holding nothing in the plan uses is a finding (:func:`unused`): its monthly cost
 (``usd_per_hour x 730`` plus the upfront spread over the term) and, when a cluster of the plan
@@ -198,7 +200,9 @@ def unused(inventory, coverage: dict, specs, chosen, catalog, when: dt.datetime
             runs = [c for c in chosen if c.offering.cloud == h.cloud and
                     (not h.region or c.offering.region == h.region) and
                     (h.instance_family is None or family(c.offering.instance_type) ==
-                     h.instance_family)]
+                     h.instance_family) and
+                    (not h.rates or f"{c.offering.region}/{c.offering.instance_type}" in
+                     h.rates)]
             if runs:
                 continue
         what = h.instance_type or h.instance_family or (
