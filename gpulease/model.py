@@ -577,6 +577,206 @@ class OwnedPool:
 
 
 @dataclass(frozen=True)
+class OwnedShare:
+    """The part of a cluster's demand placed on an owned pool (``gpulease.policy.owned``;
+    docs/owned.md): whole nodes of the pool, charged the pool's amortised $/GPU-hour for the
+    GPU-hours of those nodes (never $0); the marginal figure (power only) is shown beside it."""
+
+    pool: str
+    site: str
+    #: kubernetes | slurm | ssh | none (how jobs reach the pool)
+    kind: str
+    gpu: str
+    gpus_per_node: int
+    nodes: int
+    #: the owned share of the demand: (GPUs, hours a month) per step, as configured
+    steps: tuple[DemandStep, ...]
+    #: GPU-hours a month of the share's whole nodes (nodes x gpus_per_node x hours per step)
+    gpu_hours_per_month: float
+    amortised_usd_per_gpu_hour: float
+    marginal_usd_per_gpu_hour: float
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def monthly_usd(self) -> float:
+        """What the plan charges the cluster for its owned share (amortised)."""
+        return self.gpu_hours_per_month * self.amortised_usd_per_gpu_hour
+
+    @property
+    def marginal_monthly_usd(self) -> float:
+        """What running the share adds to the organisation's bill (power only)."""
+        return self.gpu_hours_per_month * self.marginal_usd_per_gpu_hour
+
+    @property
+    def monthly_money(self) -> Decimal:
+        return money.usd(self.monthly_usd)
+
+    def as_dict(self) -> dict:
+        return {"pool": self.pool, "site": self.site, "kind": self.kind, "gpu": self.gpu,
+                "gpus_per_node": self.gpus_per_node, "nodes": self.nodes, "gpus": self.gpus,
+                "demand": [st.as_dict() for st in self.steps],
+                "gpu_hours_per_month": round(self.gpu_hours_per_month, 4),
+                "amortised_usd_per_gpu_hour": round(self.amortised_usd_per_gpu_hour, 6),
+                "marginal_usd_per_gpu_hour": round(self.marginal_usd_per_gpu_hour, 6),
+                "monthly_usd": money.json_number(self.monthly_money),
+                "marginal_monthly_usd": money.json_number(self.marginal_monthly_usd)}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one configured cluster runs (``gpulease.policy.owned``): its owned share (None:
+    none) and the GPUs left for the cloud policy (0: nothing on cloud), with why."""
+
+    #: the cluster as configured (its cloud decision, if any, carries the reduced spec)
+    spec: ClusterSpec
+    owned: Optional[OwnedShare]
+    cloud_gpus: int
+    #: one sentence per owned pool: why it took the cluster, part of it, or none of it
+    why: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def share(self) -> str:
+        """``owned`` (all on a pool), ``burst`` (part on a pool, the rest on cloud) or
+        ``cloud``."""
+        if self.owned is None:
+            return "cloud"
+        return "burst" if self.cloud_gpus else "owned"
+
+    @property
+    def owned_money(self) -> Decimal:
+        return self.owned.monthly_money if self.owned is not None else money.ZERO
+
+    def as_dict(self) -> dict:
+        return {"cluster": self.name, "share": self.share, "configured_gpus": self.spec.gpus,
+                "owned": self.owned.as_dict() if self.owned is not None else None,
+                "cloud_gpus": self.cloud_gpus, "why": list(self.why)}
+
+
+@dataclass(frozen=True)
+class OwnedPoolUse:
+    """One owned pool in the plan: its prices, what the clusters use and what sits idle.
+
+    The idle line (docs/owned.md, "Idle capacity"): the GPU-hours no cluster uses still carry
+    the pool's depreciation, colocation and operations, so the plan shows them as an "owned,
+    idle" cost of ``idle_gpu_hours x (amortised - marginal)`` $/GPU-hour (an idle GPU draws no
+    marginal power); clusters' shares plus the idle line add up to the pool's monthly cost at
+    the power its clusters draw."""
+
+    pool: str
+    site: str
+    kind: str
+    gpu: str
+    gpus: int
+    gpus_per_node: int
+    used_nodes: int
+    gpu_hours_per_month: float
+    used_gpu_hours: float
+    amortised_usd_per_gpu_hour: float
+    marginal_usd_per_gpu_hour: float
+    depreciation_usd_per_month: float
+    power_usd_per_month: float
+    fixed_usd_per_month: float
+    depreciated: bool
+    as_of: str
+
+    @property
+    def idle_gpu_hours(self) -> float:
+        return max(0.0, self.gpu_hours_per_month - self.used_gpu_hours)
+
+    @property
+    def idle_usd(self) -> float:
+        return self.idle_gpu_hours * max(0.0, self.amortised_usd_per_gpu_hour -
+                                         self.marginal_usd_per_gpu_hour)
+
+    @property
+    def idle_money(self) -> Decimal:
+        return money.usd(self.idle_usd)
+
+    def as_dict(self) -> dict:
+        return {"name": self.pool, "site": self.site, "kind": self.kind, "gpu": self.gpu,
+                "gpus": self.gpus, "gpus_per_node": self.gpus_per_node,
+                "used_nodes": self.used_nodes,
+                "gpu_hours_per_month": round(self.gpu_hours_per_month, 4),
+                "used_gpu_hours": round(self.used_gpu_hours, 4),
+                "idle_gpu_hours": round(self.idle_gpu_hours, 4),
+                "amortised_usd_per_gpu_hour": round(self.amortised_usd_per_gpu_hour, 6),
+                "marginal_usd_per_gpu_hour": round(self.marginal_usd_per_gpu_hour, 6),
+                "depreciation_usd_per_month": money.json_number(self.depreciation_usd_per_month),
+                "power_usd_per_month": money.json_number(self.power_usd_per_month),
+                "fixed_usd_per_month": money.json_number(self.fixed_usd_per_month),
+                "depreciated": self.depreciated, "as_of": self.as_of,
+                "idle_usd": money.json_number(self.idle_money)}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Reserved nodes of a cluster an existing holding (``gpulease:inventory``) already pays
+    for: no new commitment or reservation is bought for them; they are charged at the
+    holding's effective rate, which is sunk (paid whether they run or not)."""
+
+    holding: str
+    kind: str
+    #: the holding's purchase model (gpulease.purchase: commitment, reservation, ...)
+    model: str
+    nodes: int
+    #: $/node-hour the covered nodes are charged (the holding's rate; None: unknown, the
+    #: catalog's rate for the term is charged instead and the plan says so)
+    usd_per_node_hour: Optional[float]
+    end: Optional[str]
+    why: str = ""
+    #: what the covered nodes are charged a month (sunk)
+    monthly_usd: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"holding": self.holding, "kind": self.kind, "model": self.model,
+                "nodes": self.nodes, "usd_per_node_hour": self.usd_per_node_hour,
+                "monthly_usd": money.json_number(self.monthly_usd),
+                "end": self.end, "sunk": True, "why": self.why}
+
+
+@dataclass(frozen=True)
+class UnusedHolding:
+    """An active holding nothing in the plan uses: money paid for nothing (a finding)."""
+
+    holding: str
+    kind: str
+    model: str
+    region: str
+    what: str
+    #: what it costs a month unused (None: the inventory gives no rate)
+    monthly_waste_usd: Optional[float]
+    end: Optional[str]
+    #: what pointing a matching cluster at it would save a month, and which cluster
+    saving_usd: Optional[float] = None
+    cluster: Optional[str] = None
+
+    def text(self) -> str:
+        waste = ("of unknown cost (the inventory has no rate)" if self.monthly_waste_usd is None
+                 else f"wasting {money.usd(self.monthly_waste_usd)} USD/month")
+        out = (f"unused {self.kind} {self.holding} ({self.what}, {self.region or 'any region'}"
+               f"{', until ' + self.end if self.end else ''}): nothing in the plan uses it, "
+               f"{waste}")
+        if self.cluster is not None and self.saving_usd is not None:
+            out += (f"; pointing cluster {self.cluster} at it would save "
+                    f"{money.usd(self.saving_usd)} USD/month")
+        return out
+
+    def as_dict(self) -> dict:
+        return {"holding": self.holding, "kind": self.kind, "model": self.model,
+                "region": self.region, "what": self.what,
+                "monthly_waste_usd": money.json_number(self.monthly_waste_usd),
+                "end": self.end, "cluster": self.cluster,
+                "saving_usd": money.json_number(self.saving_usd), "text": self.text()}
+
+
+@dataclass(frozen=True)
 class StackSpec:
     """The whole validated stack configuration."""
 
@@ -924,6 +1124,11 @@ class ClusterDecision:
     #: instance types its node group may launch, the decided type first, then equivalents by
     #: on-demand price (``gpulease.policy.fallbacks``); empty = the decided type only.
     fallback_types: tuple[str, ...] = ()
+    #: where the cluster as configured runs when part of it is on an owned pool (its ``spec``
+    #: is then the burst: the GPUs left for the cloud); None = all on cloud.
+    placement: Optional[Placement] = None
+    #: reserved nodes existing holdings already pay for (no new commitment or reservation).
+    coverage: tuple[Coverage, ...] = ()
 
     def __getstate__(self) -> dict:
         return Lazy.state(self)
@@ -931,6 +1136,17 @@ class ClusterDecision:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def covered_nodes(self) -> int:
+        """Reserved nodes existing holdings cover (no new purchase for them)."""
+        return sum(c.nodes for c in self.coverage)
+
+    @property
+    def buys_reservation(self) -> bool:
+        """True when the decision needs a NEW commitment/reservation: reserved nodes that no
+        existing holding covers."""
+        return self.purchase.reserved > self.covered_nodes
 
     @property
     def price_disagreements(self) -> tuple["PriceCheck", ...]:
@@ -1087,6 +1303,32 @@ class EnvironmentDecision:
     #: decision was made: retired - nothing declared, charged or bought (docs/policy.md,
     #: "After the window")
     retired: tuple = ()
+    #: every configured cluster's placement when the stack has owned pools (config order)
+    placements: tuple[Placement, ...] = ()
+    #: the stack's owned pools: prices, use and the idle line
+    pools: tuple[OwnedPoolUse, ...] = ()
+    #: active holdings of the inventory nothing in the plan uses (findings)
+    unused_holdings: tuple[UnusedHolding, ...] = ()
+    #: the inventory the decision read: (where from, generated_at), None = none
+    inventory: Optional[tuple[str, str]] = None
+
+    def placement(self, name: str) -> Optional[Placement]:
+        for p in self.placements:
+            if p.name == name:
+                return p
+        return None
+
+    @property
+    def owned_usd(self) -> float:
+        """What the owned pools cost the plan a month: the clusters' shares (amortised) and
+        each pool's idle line."""
+        return sum(p.owned.monthly_usd for p in self.placements if p.owned is not None) + \
+            sum(u.idle_usd for u in self.pools)
+
+    @property
+    def owned_money(self) -> Decimal:
+        return (sum((p.owned_money for p in self.placements), money.ZERO)
+                + sum((u.idle_money for u in self.pools), money.ZERO))
 
     def cluster(self, name: str) -> ClusterDecision:
         for c in self.clusters:
@@ -1100,11 +1342,13 @@ class EnvironmentDecision:
 
     @property
     def monthly_usd(self) -> float:
-        return sum(c.monthly_usd for c in self.clusters) + sum(s.monthly_usd for s in self.storage)
+        return sum(c.monthly_usd for c in self.clusters) + \
+            sum(s.monthly_usd for s in self.storage) + self.owned_usd
 
     @property
     def monthly_money(self) -> Decimal:
-        """Clusters and storage as money (shared infrastructure such as NAT gateways is priced
-        by the program's cost ledger only: `gpulease plan`'s total includes it)."""
+        """Clusters, storage and owned pools as money (shared infrastructure such as NAT
+        gateways is priced by the program's cost ledger only: `gpulease plan`'s total
+        includes it)."""
         return (sum((c.monthly_money for c in self.clusters), money.ZERO)
-                + sum((s.monthly_money for s in self.storage), money.ZERO))
+                + sum((s.monthly_money for s in self.storage), money.ZERO) + self.owned_money)

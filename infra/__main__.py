@@ -49,6 +49,7 @@ def main(file_keys: Optional[Iterable[str]] = None, *,
 
     env = decide(spec, catalog, now=clock.now())
     ledger = cost_transform.register(spec, catalog)
+    ledger.record_owned(env)   # owned pools: charged without a cloud resource (docs/owned.md)
     deploy_clouds(env, catalog, spec, clusters=clusters)
     export_outputs(env, catalog, ledger)
     return ProgramResult(decision=env, catalog=catalog, ledger=ledger)

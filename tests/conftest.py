@@ -14,7 +14,7 @@ settings.register_profile("gpulease", deadline=None, suppress_health_check=[Heal
 settings.load_profile("gpulease")
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED_STACKS = ("dev", "staging", "prod")
+SHIPPED_STACKS = ("dev", "staging", "prod", "hybrid")
 
 
 @lru_cache(maxsize=None)

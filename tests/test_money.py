@@ -150,8 +150,10 @@ def test_every_view_shows_the_same_total(views, stack):
     v = views[stack]
     plan = v["plan"]
     total = money.usd(plan["totals"]["monthly_usd"])
-    # the resources add up to it, to the cent (what --diff and a saved plan count)
-    assert money.total(r["monthly_usd"] for r in plan["resources"]) == total
+    # the resources and the owned pools' lines add up to it, to the cent (what --diff and a
+    # saved plan count; docs/owned.md)
+    owned = money.total(x["monthly_usd"] for x in (plan.get("owned") or {}).get("lines", []))
+    assert money.total(r["monthly_usd"] for r in plan["resources"]) + owned == total
     assert money.total(plan["totals"]["by_cluster"].values()) == total
     # plan text
     o = ui.Out(io.StringIO())
@@ -197,10 +199,14 @@ def test_every_view_shows_the_same_cluster_totals(views, stack):
     diff = {c["cluster"]: money.usd(c["new_monthly_usd"])
             for c in diff_plans(json.loads(json.dumps(plan)), plan)["clusters"]}
     assert plan["clusters"]
+    # a cluster partly on an owned pool: its total is its cloud share plus its owned share
+    owned = {p["cluster"]: money.usd(p["owned"]["monthly_usd"])
+             for p in (plan.get("owned") or {}).get("placements", []) if p["owned"]}
     for c in plan["clusters"]:
         name, shown = c["name"], money.usd(c["monthly_usd"])
-        assert by_cluster[name] == shown, name          # its resources in the ledger
-        assert diff[name] == shown, name                # --diff's per-cluster rows
+        mine = owned.get(name, money.ZERO)
+        assert by_cluster[name] == shown + mine, name   # its resources in the ledger
+        assert diff[name] == shown + mine, name         # --diff's per-cluster rows
         assert money.usd(outputs[name]["monthly_usd"]) == shown, name   # stack output
         assert money.usd(explained[name]["monthly_usd"]) == shown, name
         costs = c["costs"]

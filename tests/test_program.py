@@ -77,9 +77,12 @@ def test_resource_costs_add_up_to_the_decision(shipped_run):
     stack, run = shipped_run
     env = run.result.decision
     by_cluster = run.result.ledger.by_cluster()
+    # a cluster partly on an owned pool also carries its owned share (docs/owned.md)
+    owned = {p.name: p.owned_money for p in env.placements}
     for c in env.clusters:
         # to the cent: each resource carries converted components (gpulease.money)
-        assert by_cluster.get(c.name, money.ZERO) == c.monthly_money, c.name
+        assert by_cluster.get(c.name, money.ZERO) == \
+            c.monthly_money + owned.get(c.name, money.ZERO), c.name
         assert abs(float(c.monthly_money) - c.monthly_usd) <= 0.005 * 7, c.name
     storage_total = sum(e.monthly_usd for e in run.result.ledger.entries.values()
                         if e.type.endswith(("s3/bucket:Bucket", "storage/bucket:Bucket"))
@@ -126,8 +129,10 @@ def test_plan_json_shape(shipped_run):
     assert sum(c["purchase"].values()) == c["nodes"]
     r = plan["resources"][0]
     assert set(r) >= {"urn", "type", "name", "cluster", "tags", "monthly_usd", "inputs"}
+    # the resources and the owned pools' lines (docs/owned.md; none without owned pools)
     assert plan["totals"]["monthly_usd"] == pytest.approx(
-        sum(x["monthly_usd"] for x in plan["resources"]), abs=0.01)
+        sum(x["monthly_usd"] for x in plan["resources"])
+        + sum(x["monthly_usd"] for x in plan["owned"]["lines"]), abs=0.01)
     assert plan["budget"]["over"] == (plan["totals"]["monthly_usd"] > plan["budget"]["monthly_usd"])
 
 

@@ -127,6 +127,10 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         CAPACITY_BLOCK: capacity_block_doc(c, stack),
         "price_disagreements": [d.as_dict() for d in c.price_disagreements],
         "prices": [u.as_dict() for u in (prices or [])],
+        # part of the cluster on an owned pool; reserved nodes existing holdings cover
+        # (docs/owned.md)
+        "placement": c.placement.as_dict() if c.placement is not None else None,
+        "coverage": [x.as_dict() for x in c.coverage],
         "alternatives": [{
             "rank": k, "cloud": a.cloud, "region": a.region, "zone": a.zone,
             "instance_type": a.instance_type, "purchase": a.purchase.as_dict(),
@@ -332,6 +336,11 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
         [[c.cloud, c.region, c.zone or "-", o_.instance_type,
           ui.nodes_text(c.nodes, o_.gpus_per_node, o_.gpu), _mix(c.purchase), c.network,
           c.template, _money(c.hourly_usd), _money(c.monthly_money)]], indent=2))
+    if c.placement is not None:   # the cloud share of a cluster partly on an owned pool
+        for why in c.placement.why:
+            o.line(f"Owned first: {why}", indent=2)
+    for x in c.coverage:          # reserved nodes existing holdings cover (docs/owned.md)
+        o.line(f"Covered: {x.why}", indent=2)
     o.print("Cost breakdown (per month)", indent=2, style="bold")
     costs = c.costs.as_dict()
     o.print(o.table([ui.Col("cost"), ui.Col("$/month", right=True)],
@@ -439,9 +448,12 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
             o.print()
             render_storage(st, o, prices=prices.get(("storage", st.name)))
         t = totals if totals is not None else totals_doc(env, None)
+        render_owned(env, o)
         o.print()
         shared = (f" + shared infrastructure {_money(t['shared_usd'])}"
                   if t["shared_usd"] else "")
+        if t.get("owned_usd"):
+            shared += f" + owned pools {_money(t['owned_usd'])}"
         o.line(("Environment: ", "bold"), f"clusters {_money(t['clusters_usd'])} + storage "
                f"{_money(t['storage_usd'])}{shared} = ",
                (f"{_money(t['monthly_usd'])}/month", "bold"),
@@ -450,6 +462,32 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
                ")")
         if t.get("shared_not_priced"):
             o.print(f"(shared infrastructure not included: {t['shared_not_priced']})", indent=2)
+
+
+def render_owned(env: EnvironmentDecision, o: ui.Out) -> None:
+    """Owned pools and holdings (docs/owned.md): where each cluster runs and why, each pool's
+    amortised and marginal $/GPU-hour and idle line, and holdings nothing uses."""
+    for u in env.pools:
+        o.print()
+        o.line(("Owned pool ", "bold"), (u.pool, "bold cyan"),
+               f"  ({u.site}, {u.gpus} x {u.gpu}, {u.kind}): amortised "
+               f"{u.amortised_usd_per_gpu_hour:.4f} USD/GPU-hour, marginal "
+               f"{u.marginal_usd_per_gpu_hour:.4f} (power only); {u.used_nodes} of "
+               f"{u.gpus // u.gpus_per_node} nodes used; owned, idle {_money(u.idle_money)}"
+               "/month")
+    for p in env.placements:
+        head = {"owned": "all on its owned pool", "burst": "owned pool, burst on cloud",
+                "cloud": "on cloud"}[p.share]
+        cost = (f", owned share {_money(p.owned_money)}/month amortised "
+                f"({_money(p.owned.marginal_monthly_usd)} marginal)" if p.owned else "")
+        o.line(f"{p.name}: {head}{cost}", indent=2)
+        for why in p.why:
+            o.line(f"- {why}", indent=4)
+    if env.unused_holdings:
+        o.print()
+        o.print("Holdings nothing in the plan uses", style="bold")
+        for h in env.unused_holdings:
+            o.line(f"- {h.text()}", indent=2)
 
 
 def program_ledger(loaded, args: argparse.Namespace):
@@ -497,10 +535,12 @@ def totals_doc(env: EnvironmentDecision, ledger, why: Optional[str] = None) -> d
     storage = sum((s.monthly_money for s in env.storage), money.ZERO)
     shared = None if ledger is None else sum(
         (e.monthly_usd for e in ledger.entries.values() if e.type in HOURLY_INFRA), money.ZERO)
-    monthly = clusters + storage + (shared or money.ZERO)
+    owned = env.owned_money   # owned pools' shares and idle lines (docs/owned.md)
+    monthly = clusters + storage + (shared or money.ZERO) + owned
     budget = money.usd(env.stack.budget_monthly_usd)
     hourly = (money.usd(env.hourly_usd) if ledger is None else ledger.hourly_usd(env))
     return {"clusters_usd": clusters, "storage_usd": storage, "shared_usd": shared,
+            "owned_usd": owned,
             "monthly_usd": monthly, "hourly_usd": hourly, "budget_usd": budget,
             "headroom_usd": budget - monthly, "shared_not_priced": why}
 
@@ -512,6 +552,20 @@ def run(args: argparse.Namespace) -> int:
     now = getattr(args, "now", None)
     env = decide(loaded.spec, loaded.catalog, now=None if now is None else
                  dt.datetime.fromtimestamp(now, dt.timezone.utc))
+    p = env.placement(args.cluster) if args.cluster else None
+    if p is not None and p.share == "owned":   # all on an owned pool: no cloud decision
+        if args.json:
+            print_json({"stack": env.stack.stack, "source": loaded.source,
+                        "placement": p.as_dict()})
+        else:
+            o = ui.out()
+            o.line(("Cluster ", "bold"), (p.name, "bold cyan"),
+                   f"  (priority {p.spec.priority}): all on owned pool {p.owned.pool}, no cloud "
+                   f"compute; {_money(p.owned_money)}/month amortised "
+                   f"({_money(p.owned.marginal_monthly_usd)} marginal)")
+            for why in p.why:
+                o.line(f"- {why}", indent=2)
+        return 0
     clusters = select(env, args.cluster)
     # the environment's total and prices need the program's ledger (NAT gateways): the text
     # for one --cluster shows neither, so it does not run the program
@@ -536,9 +590,14 @@ def run(args: argparse.Namespace) -> int:
                                "clusters_usd": num(totals["clusters_usd"]),
                                "storage_usd": num(totals["storage_usd"]),
                                "shared_usd": num(totals["shared_usd"]),
+                               "owned_usd": num(totals["owned_usd"]),
                                "shared_not_priced": totals["shared_not_priced"]},
                     "budget": {"monthly_usd": num(totals["budget_usd"]),
-                               "headroom_usd": num(totals["headroom_usd"])}})
+                               "headroom_usd": num(totals["headroom_usd"])},
+                    # owned pools first, then holdings (docs/owned.md)
+                    "owned": {"pools": [u.as_dict() for u in env.pools],
+                              "placements": [p.as_dict() for p in env.placements]},
+                    "unused_holdings": [u.as_dict() for u in env.unused_holdings]})
     else:
         render_text(env, clusters, totals=totals, prices=prices)
     return 0

@@ -645,6 +645,9 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
         if c.get(CAPACITY_BLOCK):
             o.line(("  " + c["name"], "cyan"),
                    ": Capacity Block " + capacity_block_text(c[CAPACITY_BLOCK]))
+        for x in c.get("coverage") or ():
+            o.line(("  " + c["name"], "cyan"), f": {x['why']}")
+    _render_owned(plan, o)
     o.print()
     _render_resources(plan, o, all_resources=all_resources, show_inputs=show_inputs)
     if plan["storage"]:
@@ -681,6 +684,35 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
     o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
     o.print()
     render_findings(plan, o)
+
+
+def _render_owned(plan: dict[str, Any], o: ui.Out) -> None:
+    """Owned pools (docs/owned.md): each pool's amortised and marginal $/GPU-hour and idle
+    line, and where each cluster runs (owned, burst on cloud, or cloud) and why."""
+    owned = plan.get("owned") or {}
+    if not owned.get("pools"):
+        return
+    o.print()
+    o.print("Owned pools (charged at the amortised $/GPU-hour; marginal = power only)",
+            style="bold")
+    o.print(o.table(
+        [ui.Col("pool", style="cyan"), ui.Col("site", wrap=True), ui.Col("GPUs"),
+         ui.Col("used nodes", right=True), ui.Col("amortised $/GPU-h", right=True),
+         ui.Col("marginal $/GPU-h", right=True), ui.Col("owned, idle $/month", right=True)],
+        [[u["name"], u["site"], f"{u['gpus']} x {u['gpu']}",
+          f"{u['used_nodes']}/{u['gpus'] // u['gpus_per_node']}",
+          f"{u['amortised_usd_per_gpu_hour']:.4f}", f"{u['marginal_usd_per_gpu_hour']:.4f}",
+          ui.money(u["idle_usd"])] for u in owned["pools"]], indent=2))
+    for p in owned.get("placements") or ():
+        share = p.get("owned")
+        where = ("all on owned pool " + share["pool"] if p["share"] == "owned" else
+                 f"{share['gpus']} GPUs on owned pool {share['pool']}, {p['cloud_gpus']} GPUs "
+                 "(the burst) on cloud" if p["share"] == "burst" else "on cloud")
+        cost = (f" · owned share {ui.money(share['monthly_usd'])}/month amortised "
+                f"({ui.money(share['marginal_monthly_usd'])} marginal)" if share else "")
+        o.line((p["cluster"], "cyan"), f": {where}{cost}", indent=2)
+        for why in p.get("why") or ():
+            o.line(f"- {why}", indent=4)
 
 
 def prices_text(prices: dict) -> str:

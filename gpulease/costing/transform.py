@@ -39,9 +39,26 @@ class LedgerEntry:
     tags: dict
 
 
+@dataclass(frozen=True)
+class OwnedLine:
+    """A cost the stack carries without a cloud resource: a cluster's share of an owned pool
+    (charged at the pool's amortised $/GPU-hour), or a pool's idle line (``cluster`` is
+    :data:`OWNED_IDLE`; docs/owned.md)."""
+
+    pool: str
+    cluster: str
+    monthly_usd: Decimal
+
+
+#: the ``cluster`` of a pool's idle line in the ledger and the plan's totals.
+OWNED_IDLE = "owned, idle"
+
+
 @dataclass
 class CostLedger:
     entries: dict = field(default_factory=dict)  # (type, name) -> LedgerEntry
+    #: owned pools' lines (``record_owned``): no resource carries them
+    owned: list = field(default_factory=list)
 
     def add(self, e: LedgerEntry) -> None:
         self.entries[(e.type, e.name)] = e
@@ -49,10 +66,28 @@ class CostLedger:
     def get(self, type_: str, name: str) -> Optional[LedgerEntry]:
         return self.entries.get((type_, name))
 
+    def record_owned(self, decision) -> None:
+        """The decision's owned shares and idle lines (``EnvironmentDecision.placements`` /
+        ``pools``), each converted to money once."""
+        self.owned = [OwnedLine(p.owned.pool, p.name, p.owned_money)
+                      for p in decision.placements if p.owned is not None]
+        self.owned += [OwnedLine(u.pool, OWNED_IDLE, u.idle_money) for u in decision.pools
+                       if u.idle_money]
+
+    @property
+    def resources_usd(self) -> Decimal:
+        """What the declared resources carry."""
+        return sum((e.monthly_usd for e in self.entries.values()), money.ZERO)
+
+    @property
+    def owned_usd(self) -> Decimal:
+        return sum((x.monthly_usd for x in self.owned), money.ZERO)
+
     @property
     def monthly_usd(self) -> Decimal:
-        """The stack's monthly cost as money: THE total every view shows."""
-        return sum((e.monthly_usd for e in self.entries.values()), money.ZERO)
+        """The stack's monthly cost as money: THE total every view shows (the resources and
+        the owned pools' lines)."""
+        return self.resources_usd + self.owned_usd
 
     def hourly_usd(self, decision) -> Decimal:
         """$/hour with every node up: the decision's clusters plus the shared infrastructure
@@ -65,6 +100,8 @@ class CostLedger:
         out: dict[str, Decimal] = {}
         for e in self.entries.values():
             out[e.cluster] = out.get(e.cluster, money.ZERO) + e.monthly_usd
+        for x in self.owned:
+            out[x.cluster] = out.get(x.cluster, money.ZERO) + x.monthly_usd
         return out
 
 

@@ -52,7 +52,23 @@ def _total(plan: dict) -> Decimal:
     """The plan's monthly total as the gate counts it: the sum of its resources' amounts, never
     a total the document states (a saved plan is checked by gpulease.planner.saved, whose
     totals must agree with this sum to the cent)."""
-    return sum((_amount(r) for r in plan["resources"]), money.ZERO)
+    return sum((_amount(r) for r in _rows(plan)), money.ZERO)
+
+
+def owned_lines(plan: dict) -> list[dict]:
+    """The plan's owned-pool lines (docs/owned.md): costs without a cloud resource, counted
+    with the resources (absent in plans without owned pools)."""
+    owned = plan.get("owned")
+    lines = owned.get("lines") if isinstance(owned, dict) else None
+    return [x for x in lines if isinstance(x, dict)] if isinstance(lines, list) else []
+
+
+def _rows(plan: dict) -> list[dict]:
+    """The resources, then each owned line as a row keyed ``owned:POOL:CLUSTER``."""
+    return list(plan["resources"]) + [
+        {"urn": f"owned:{x.get('pool')}:{x.get('cluster')}", "type": "gpulease:owned",
+         "name": str(x.get("pool")), "cluster": x.get("cluster"),
+         "monthly_usd": x.get("monthly_usd")} for x in owned_lines(plan)]
 
 
 def _label(plan: dict) -> dict:
@@ -67,8 +83,8 @@ def diff_plans(old: dict, new: dict) -> dict:
     _check(old, "old")
     _check(new, "new")
     num = money.json_number
-    before = {resource_key(r["urn"]): r for r in old["resources"]}
-    after = {resource_key(r["urn"]): r for r in new["resources"]}
+    before = {resource_key(r["urn"]): r for r in _rows(old)}
+    after = {resource_key(r["urn"]): r for r in _rows(new)}
     rows: list[dict] = []
     counts = {"added": 0, "removed": 0, "changed": 0, "unchanged": 0}
     by_cluster: dict[str, list[Decimal]] = defaultdict(lambda: [money.ZERO, money.ZERO])

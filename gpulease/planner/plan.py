@@ -104,7 +104,11 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         for t in s.tiers:
             by_tier[t.storage_class] += money.usd(t.monthly_usd)
 
-    monthly = money.total(x["monthly_usd"] for x in resources)
+    owned = getattr(ledger, "owned", [])   # owned pools: lines without a resource
+    for x in owned:
+        by_cluster[x.cluster] += x.monthly_usd
+    owned_total = money.total(x.monthly_usd for x in owned)
+    monthly = money.total(x["monthly_usd"] for x in resources) + owned_total
     if monthly != ledger.monthly_usd:   # every priced resource is declared: one total
         raise AssertionError(f"plan resources total {monthly} != cost ledger "
                              f"{ledger.monthly_usd}")
@@ -152,15 +156,34 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
                 money.usd(c.window.total_usd) for c in env.clusters
                 if one_time_json(c) is not None)),
             "resources": len(resources),
+            # owned pools (docs/owned.md): clusters' shares at the amortised rate + idle lines
+            "owned_usd": num(owned_total),
         },
         "budget": {"monthly_usd": num(budget), "headroom_usd": num(budget - monthly),
                    "over": monthly > budget},
         "outputs": prun.outputs,
-        "warnings": list(prun.warnings) + _block_warnings(env, prun.now),
+        # owned pools and where each cluster runs (docs/owned.md, "Plan JSON")
+        "owned": {**owned_json(env), "lines": [
+            {"pool": x.pool, "cluster": x.cluster, "monthly_usd": num(x.monthly_usd)}
+            for x in owned]},
+        # active holdings of the inventory nothing in the plan uses (docs/owned.md); the
+        # inventory read is the plan's "inventory" header (gpulease.cli.plan)
+        "unused_holdings": [u.as_dict() for u in env.unused_holdings],
+        "warnings": list(prun.warnings) + _block_warnings(env, prun.now)
+        + [u.text() for u in env.unused_holdings],
         "violations": [],
         "conformance": [],
     }
     return plan
+
+
+def owned_json(env: EnvironmentDecision) -> dict[str, Any]:
+    """The plan's ``owned`` section: every pool (prices both ways, use, idle line), every
+    cluster's placement, and the total the pools add to the plan (``build_plan`` adds
+    ``lines``: the ledger's owned lines, which the plan's total counts with its resources)."""
+    return {"pools": [u.as_dict() for u in env.pools],
+            "placements": [p.as_dict() for p in env.placements],
+            "monthly_usd": money.json_number(env.owned_money)}
 
 
 def used_prices(env: EnvironmentDecision, catalog, types) -> dict[str, list]:
@@ -252,6 +275,11 @@ def cluster_json(c, now: Optional[float] = None,
         "price_disagreements": [pc.as_dict() for pc in c.price_disagreements],
         # the catalog prices it pays, each with its source, date and whether it is an estimate
         "prices": [u.as_dict() for u in (prices or [])],
+        # part of the cluster on an owned pool (its other keys describe the cloud share)
+        "placement": c.placement.as_dict() if getattr(c, "placement", None) is not None
+        else None,
+        # reserved nodes existing holdings cover: no new purchase, sunk (docs/owned.md)
+        "coverage": [x.as_dict() for x in getattr(c, "coverage", ())],
         "alternatives": [{
             "cloud": a.cloud, "region": a.region, "instance_type": a.instance_type,
             "purchase": a.purchase.as_dict(),

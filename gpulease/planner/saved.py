@@ -149,6 +149,20 @@ def plan_findings(doc: Any, *, source: str) -> list[Finding]:
                 money_ok = False
             else:
                 total += money.usd(r["monthly_usd"])
+    # owned pools' lines (docs/owned.md): costs without a cloud resource, in the total
+    owned = doc.get("owned")
+    lines = owned.get("lines", []) if isinstance(owned, dict) else []
+    if not isinstance(lines, list):
+        bad("owned.lines", f"must be a list (got {_kind(lines)})")
+        lines = []
+    for i, x in enumerate(lines):
+        amount = x.get("monthly_usd") if isinstance(x, dict) else None
+        why = inputs.money_problem(amount) if isinstance(x, dict) else "must be a mapping"
+        if why:
+            bad(f"owned.lines[{i}].monthly_usd", why)
+            money_ok = False
+        else:
+            total += money.usd(amount)
     out += _money_findings(doc, source)
     totals = doc.get("totals")
     if not isinstance(totals, dict):

@@ -3,6 +3,8 @@ policy's other modules': the rationale and alternatives ``gpulease.policy.explan
 plan satisfies the policy ``gpulease.policy.failures``."""
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from functools import partial
 from typing import Optional
 
@@ -10,7 +12,7 @@ from gpulease import clock, gctuning
 from gpulease.catalog import Catalog
 from gpulease.errors import Finding, PolicyError
 from gpulease.model import ClusterDecision, ClusterSpec, Deferred, EnvironmentDecision, StackSpec
-from gpulease.policy import explanation, failures
+from gpulease.policy import explanation, failures, holdings, owned
 from gpulease.policy.candidates import Candidate, Context, lock_in, term_options
 from gpulease.policy.fallbacks import fallback_types
 from gpulease.policy.pricing import Quotes, price_clusters
@@ -27,7 +29,8 @@ def chosen_zone(c: Candidate) -> str:
     return c.offering.zone_for(SPOT if c.purchase is not None and c.purchase.spot else "any")
 
 
-def decide(stack: StackSpec, catalog: Catalog, *, quotes=None, now=None) -> EnvironmentDecision:
+def decide(stack: StackSpec, catalog: Catalog, *, quotes=None, now=None,
+           inventory=holdings.DEFAULT) -> EnvironmentDecision:
     """Choose cloud, region, instance, nodes, purchase mix and template for every cluster.
 
     Exact: the total monthly cost is the minimum over every assignment that satisfies each
@@ -38,15 +41,23 @@ def decide(stack: StackSpec, catalog: Catalog, *, quotes=None, now=None) -> Envi
     ``quotes``: the quotes and spot-risk records to price with (``gpulease.quotes.model.
     QuoteBook``; default: the shipped data file plus the cache of live quotes,
     ``gpulease.quotes.store.load_book``); ``now``: the time windows are judged at (default: now).
+    ``inventory``: what the accounts already hold (``gpulease.inventory.model.Inventory``, or
+    None for nothing; default: ``gpulease:inventory`` or the inventory cache, ``load_for``).
+
+    Owned pools first, then holdings, then purchases (docs/owned.md): clusters (or their
+    first GPUs) that fit an owned pool run there (``gpulease.policy.owned``) and only the rest
+    is priced on cloud; reserved nodes an active holding covers buy nothing new
+    (``gpulease.policy.holdings``); holdings nothing uses are reported.
     """
     # A decision allocates hundreds of thousands of small acyclic objects (candidates, costs)
     # that reference counting frees; with the collector on, each generation-2 pass rescanned
     # every live object, which made time per cluster grow with the environment.
     with gctuning.collector_paused():
-        return _decide(stack, catalog, quotes, now)
+        return _decide(stack, catalog, quotes, now, inventory)
 
 
-def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> EnvironmentDecision:
+def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None,
+            inventory=holdings.DEFAULT) -> EnvironmentDecision:
     rules = stack.policy if isinstance(stack.policy, PolicyRules) else PolicyRules()
     retired = ()
     if any(c.window is not None and c.capacity_block is not None for c in stack.clusters):
@@ -59,8 +70,22 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
         gone = {name for name, _ in retired}
         stack = _replace(stack, clusters=tuple(c for c in stack.clusters if c.name not in gone))
     storage, findings = _storage(stack, catalog)
+    configured = stack
+    if inventory is holdings.DEFAULT:
+        inventory = holdings.load(stack)
 
-    ctx = Context.build(stack, catalog, rules, quotes=book, now=now)   # defaults: Context.build
+    # owned pools first: the cloud policy prices what they do not hold (gpulease.policy.owned)
+    from gpulease.quotes.model import utc
+
+    when = utc(now) if now is not None else dt.datetime.now(dt.timezone.utc)
+    placements, pools = owned.place(stack, when.date(),
+                                    require_rdma=rules.require_rdma_for_distributed)
+    if placements:
+        stack = dataclasses.replace(stack, clusters=tuple(
+            s for s in (owned.cloud_spec(p) for p in placements) if s is not None))
+    burst = {p.name: p for p in placements if p.owned is not None and p.cloud_gpus}
+
+    ctx = Context.build(stack, catalog, rules, quotes=book, now=when)   # defaults: Context.build
     # price first (every pair, one vectorised pass), explain later (full candidates only for
     # what the decision shows or chooses): gpulease.policy.pricing
     quotes = price_clusters(stack.clusters, ctx)
@@ -96,9 +121,19 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
     chosen_cols = [columns[i][j] for i, j in enumerate(sol.choice)]
     chosen = [q.candidate(spec, j, ctx)
               for spec, q, j in zip(stack.clusters, quotes, chosen_cols)]
-    total = sum(c.monthly_usd for c in chosen) + sum(s.monthly_usd for s in storage)
+    # existing holdings cover reserved nodes before anything new is bought
+    cover = holdings.cover(stack.clusters, chosen, [chosen_zone(c) for c in chosen], inventory,
+                           when)
+    pairs = [holdings.charged(c, cover.get(spec.name, ())) for c, spec in
+             zip(chosen, stack.clusters)]
+    chosen = [c for c, _ in pairs]
+    cover = {spec.name: cov for spec, (_, cov) in zip(stack.clusters, pairs) if cov}
+    owned_usd = sum(p.owned.monthly_usd for p in placements if p.owned is not None) + \
+        sum(u.idle_usd for u in pools)
+    total = sum(c.monthly_usd for c in chosen) + sum(s.monthly_usd for s in storage) + owned_usd
     if total > stack.budget_monthly_usd + 1e-9:
-        raise PolicyError([failures.budget_finding(stack, chosen, storage, total)],
+        raise PolicyError([failures.budget_finding(stack, chosen, storage, total,
+                                                   owned=(placements, pools))],
                           headline=failures.headline(stack))
 
     displaced = set(sol.displaced)
@@ -110,10 +145,16 @@ def _decide(stack: StackSpec, catalog: Catalog, book=None, now=None) -> Environm
         runner = None if nxt is None else (q.offerings[nxt], float(q.objective[nxt]))
         cluster_decision = _monthly_decision if c.window is None else _window_decision
         decisions.append(cluster_decision(spec, c, q, orders[i], col, len(ranked[i]), runner,
-                                          rules, ctx, shared_users if i in displaced else None))
-    return EnvironmentDecision(stack=stack, clusters=tuple(decisions), storage=tuple(storage),
-                               catalog_version=catalog.version, catalog_as_of=catalog.as_of,
-                               retired=retired)
+                                          rules, ctx, shared_users if i in displaced else None,
+                                          placement=burst.get(spec.name),
+                                          coverage=cover.get(spec.name, ())))
+    return EnvironmentDecision(
+        stack=configured, clusters=tuple(decisions), storage=tuple(storage),
+        catalog_version=catalog.version, catalog_as_of=catalog.as_of,
+        placements=placements, pools=pools,
+        unused_holdings=holdings.unused(inventory, cover, stack.clusters, chosen, catalog, when),
+        inventory=None if inventory is None else (inventory.origin, inventory.generated_at),
+        retired=retired)
 
 
 def _storage(stack: StackSpec, catalog: Catalog) -> tuple[list, list[Finding]]:
@@ -133,7 +174,7 @@ def _storage(stack: StackSpec, catalog: Catalog) -> tuple[list, list[Finding]]:
 
 def _monthly_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_ok: int, nxt,
                       rules: PolicyRules, ctx: Context,
-                      quota_users: Optional[dict]) -> ClusterDecision:
+                      quota_users: Optional[dict], **extra) -> ClusterDecision:
     """The decision of a cluster with a monthly load. ``n_ok``: its feasible candidates;
     ``nxt``: (offering, objective) of the best other one; ``quota_users``: who holds each
     shared quota when the quotas displaced the cluster (else None).
@@ -142,6 +183,10 @@ def _monthly_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_
     first read (`explain`, the plan's views), from what is bound here."""
     blocks = ctx.blocks_of(spec, c)
     months, committed = lock_in(c.offering, c.term, c.costs)
+    covered = extra.get("coverage", ())
+    if covered:   # no new commitment for the nodes existing holdings cover (policy.holdings)
+        new = c.costs.reserved_usd - sum(x.monthly_usd for x in covered)
+        months, committed = (months, new * months) if new > 1e-9 else (0, 0.0)
     zone = chosen_zone(c)
     return ClusterDecision(
         spec=spec, offering=c.offering, nodes=c.nodes, purchase=c.purchase,
@@ -156,12 +201,12 @@ def _monthly_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_
         commitment_horizon_months=rules.commitment_horizon_months,
         committed_usd=committed, lock_in_months=months,
         spot_risk=explanation.spot_risk_doc(ctx, c.offering),
-        fallback_types=fallback_types(c.offering, c.purchase, c.network, ctx.catalog))
+        fallback_types=fallback_types(c.offering, c.purchase, c.network, ctx.catalog), **extra)
 
 
 def _window_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_ok: int, nxt,
                      rules: PolicyRules, ctx: Context,
-                     quota_users: Optional[dict]) -> ClusterDecision:
+                     quota_users: Optional[dict], **extra) -> ClusterDecision:
     """The decision of a cluster with a window (docs/policy.md, "Windows"); arguments as
     ``_monthly_decision``'s."""
     # Imported here for speed: window pricing loads only for a stack with a window.
@@ -183,7 +228,7 @@ def _window_decision(spec: ClusterSpec, c: Candidate, q: Quotes, order, col, n_o
         terms=(), commitment_horizon_months=rules.commitment_horizon_months,
         committed_usd=committed, lock_in_months=best.lock_in_months,
         spot_risk=explanation.spot_risk_doc(ctx, o), window=wd,
-        fallback_types=fallback_types(o, c.purchase, c.network, ctx.catalog))
+        fallback_types=fallback_types(o, c.purchase, c.network, ctx.catalog), **extra)
 
 
 def _quota_key(q: Quotes, j, quotas: dict) -> Optional[tuple[str, str]]:

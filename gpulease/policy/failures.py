@@ -77,11 +77,21 @@ def quota_finding(stack: StackSpec, exc: QuotaInfeasible, quotes, ranked) -> Fin
                    "regions, or lower the clusters' gpus", source=stack.source)
 
 
-def budget_finding(stack: StackSpec, chosen: list[Candidate], storage, total: float) -> Finding:
-    """How far the cheapest plan is over budget, and the clusters (then storage) driving it."""
+def budget_finding(stack: StackSpec, chosen: list[Candidate], storage, total: float,
+                   owned=((), ())) -> Finding:
+    """How far the cheapest plan is over budget, and the clusters (then storage) driving it.
+    ``owned``: (placements, pool uses) - a cluster's owned share counts with its cloud cost,
+    a pool's idle line as "owned pool NAME, idle"."""
     short = total - stack.budget_monthly_usd
-    items = sorted(((c.monthly_usd, s.name) for c, s in zip(chosen, stack.clusters)),
-                   key=lambda t: (-t[0], t[1]))
+    placements, pools = owned
+    cost = {s.name: c.monthly_usd for c, s in zip(chosen, stack.clusters)}
+    for p in placements:
+        if p.owned is not None:
+            cost[p.name] = cost.get(p.name, 0.0) + p.owned.monthly_usd
+    for u in pools:
+        if u.idle_usd > 0:
+            cost[f"owned pool {u.pool}, idle"] = u.idle_usd
+    items = sorted(((usd, name) for name, usd in cost.items()), key=lambda t: (-t[0], t[1]))
     drivers, acc = [], 0.0
     for usd, name in items:
         drivers.append(f"{name} ({num(usd)})")

@@ -148,6 +148,8 @@ def wants_reservation(stack: StackSpec, decision: ClusterDecision) -> bool:
     window bought as a Capacity Block or a reservation always gets one: that is the purchase)."""
     if decision.purchase.reserved == 0:
         return False
+    if not decision.buys_reservation:   # existing holdings cover them (policy.holdings)
+        return False
     if window_model(decision) in (CAPACITY_BLOCK, RESERVATION):
         return True
     spec = stack.clouds.get("aws")

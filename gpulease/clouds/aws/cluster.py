@@ -232,7 +232,9 @@ class GpuCluster(pulumi.ComponentResource):
             self.reservation = aws.ec2.CapacityReservation(
                 f"{name}-odcr", instance_type=d.offering.instance_type,
                 instance_platform="Linux/UNIX", availability_zone=az,
-                instance_count=d.purchase.reserved, instance_match_criteria="targeted",
+                # nodes existing holdings cover are not reserved again (policy.holdings)
+                instance_count=d.purchase.reserved - d.covered_nodes,
+                instance_match_criteria="targeted",
                 # a window's reservation ends with its run (billed from creation: pulumi-aws
                 # 7.51 has no start date for future-dated reservations; docs/policy.md)
                 **({"end_date_type": "limited", "end_date": builders.reservation_end(d)}

@@ -25,7 +25,7 @@ from gpulease.costing.context import CostContext
 from gpulease.clock import format_utc
 from gpulease.model import ClusterDecision, StackSpec, StorageSpec
 from gpulease.naming import StagingRoute
-from gpulease.purchase import CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVED
+from gpulease.purchase import CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVATION, RESERVED
 
 CLUSTER_TYPE = "gpulease:gcp:GpuCluster"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -147,7 +147,8 @@ class GpuCluster(pulumi.ComponentResource):
             decision=d, roles=roles,
             anchor=names["migs"][models[0]] if models else None,
             egress_anchor=names["work_bucket"],
-            reservation_created=d.purchase.reserved > 0,
+            # reserved nodes existing holdings cover buy nothing new (policy.holdings)
+            reservation_created=d.buys_reservation,
             idle_minutes=d.spec.idle_minutes)
         # Demand parts (clusters with a demand profile): the nodes each MIG runs; its template
         # labels the VMs with the part and the MIG's baseline floor for the reaper.
@@ -300,20 +301,25 @@ class GpuCluster(pulumi.ComponentResource):
                 auto_delete_auto_created_reservations=True, planning_status="SUBMITTED",
                 description=f"gpulease {name}: calendar-mode reservation for its window",
                 opts=child)
+        elif not d.buys_reservation:
+            # every reserved node is covered by an existing commitment or reservation
+            # (docs/owned.md): nothing new is reserved; a covering reservation is consumed
+            held = [x.holding for x in d.coverage if x.model == RESERVATION]
+            self.reserved_name = held[0] if held else None
         elif d.purchase.reserved > 0 and RESERVED in self.policies:
             # A VM with a compact policy consumes only a reservation created with the same
             # policy, which pulumi-gcp's Reservation cannot express: the Compute API can.
             self.reservation = GceReservation(
                 f"{name}-reservation", project=args.project, zone=zone,
                 name=args.reservation_name, machine_type=d.offering.instance_type,
-                count=d.purchase.reserved, accelerators=acc,
+                count=d.purchase.reserved - d.covered_nodes, accelerators=acc,
                 placement_policy=self.policies[RESERVED].self_link,
                 description=f"gpulease {name}: reserved baseline, compact placement",
                 opts=child)
         elif d.purchase.reserved > 0:
             self.reservation = gcp.compute.Reservation(
                 f"{name}-reservation", zone=zone, specific_reservation_required=True,
-                specific_reservation={"count": d.purchase.reserved,
+                specific_reservation={"count": d.purchase.reserved - d.covered_nodes,
                                       "instance_properties": props},
                 description=f"gpulease {name}: reserved baseline", opts=child)
 
@@ -345,7 +351,7 @@ class GpuCluster(pulumi.ComponentResource):
         acc = builders.guest_accelerators(d.offering)
         if acc:
             template_args["guest_accelerators"] = acc
-        if model == RESERVED and self.reservation is not None:
+        if model == RESERVED and (self.reservation is not None or self.reserved_name):
             template_args["reservation_affinity"] = {
                 "type": "SPECIFIC_RESERVATION",
                 "specific_reservation": {"key": RESERVATION_KEY, "values": [
