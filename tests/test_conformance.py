@@ -577,7 +577,7 @@ def test_exit_4_wins_over_exit_3(tmp_path, capsys, monkeypatch):
                  "--fail-on-increase", "0"])
     err = capsys.readouterr().err
     assert code == EXIT_POLICY
-    assert "exit 3 (cost increase" in err and "(exit 4 wins over exit 3)" in err
+    assert "exit 3 (cost over a gate threshold" in err and "(exit 4 wins over exit 3)" in err
 
 
 def test_clean_plan_text_says_so(capsys, monkeypatch):

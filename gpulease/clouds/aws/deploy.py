@@ -58,6 +58,18 @@ def cluster_args(c: ClusterDecision, stack: StackSpec, *, network: Network,
         gcs_bucket_dependencies=gcs_bucket_dependencies)
 
 
+def _one_region_per_vpc(cloud, cluster_regions: list[str], stack) -> None:
+    """One vpc_id cannot serve two regions (a VPC lives in one region): exit 2 before
+    anything is declared."""
+    if getattr(cloud, "network", None) and len(cluster_regions) > 1:
+        raise ConfigError([Finding(
+            "gpulease:clouds.aws.vpc_id",
+            f'VPC "{cloud.network}" is used, but the plan puts AWS clusters in '
+            f"{', '.join(cluster_regions)}; limit gpulease:clouds.aws.regions (or the "
+            "clusters' regions) to the VPC's region, or remove vpc_id to let gpulease create "
+            "a network per region", source=stack.source)])
+
+
 def deploy(env: EnvironmentDecision, catalog: Catalog, *,
            storage: Optional[Mapping[str, pulumi.Resource]] = None,
            gcs_hmac: Optional[GcsHmac] = None,
@@ -91,14 +103,7 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
             protect=stack.is_prod, storage=s)))
 
     cluster_regions = sorted({c.region for c in clusters})
-    if getattr(cloud, "network", None) and len(cluster_regions) > 1:
-        # One vpc_id cannot serve two regions (a VPC lives in one region).
-        raise ConfigError([Finding(
-            "gpulease:clouds.aws.vpc_id",
-            f'VPC "{cloud.network}" is used, but the plan puts AWS clusters in '
-            f"{', '.join(cluster_regions)}; limit gpulease:clouds.aws.regions (or the "
-            "clusters' regions) to the VPC's region, or remove vpc_id to let gpulease create "
-            "a network per region", source=stack.source)])
+    _one_region_per_vpc(cloud, cluster_regions, stack)
     zone_names = {r: _region_zones(r, providers[r]) for r in cluster_regions}
     findings = [f for c in clusters for f in _zone_findings(c, zone_names[c.region], stack)]
     blocks, unapproved = {}, []
