@@ -157,6 +157,8 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
                    "over": monthly > budget},
         "outputs": prun.outputs,
         "warnings": list(prun.warnings) + _block_warnings(env, prun.now),
+        #: one line per owned pool (gpulease:owned): what the program declared for it
+        "owned_pools": list(getattr(result, "owned_notes", ())),
         "violations": [],
         "conformance": [],
     }
