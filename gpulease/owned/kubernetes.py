@@ -16,6 +16,7 @@ from typing import Any, Optional
 import pulumi
 
 from gpulease.model import OwnedPool
+from gpulease.purchase import SPOT
 
 #: the pool kind gpulease declares resources for; the other kinds get nothing
 #: (``gpulease.config.schema.OWNED_KINDS``).
@@ -59,7 +60,8 @@ def bands(rules: Any) -> list[Band]:
     guaranteed_low = max(rules.reserved_above_priority + 1, MIN_PRIORITY)
     out = []
     if spot_high >= MIN_PRIORITY:
-        out.append(Band("spot", MIN_PRIORITY, min(spot_high, guaranteed_low - 1), "Never",
+        # the policy's spot band (docs/policy.md), named like the purchase model it allows
+        out.append(Band(SPOT, MIN_PRIORITY, min(spot_high, guaranteed_low - 1), "Never",
                         f"gpulease priorities {MIN_PRIORITY}-{spot_high} with checkpoints "
                         "(the spot band): preemptible, never preempts"))
     std_low, std_high = max(spot_high + 1, MIN_PRIORITY), guaranteed_low - 1
