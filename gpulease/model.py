@@ -810,6 +810,8 @@ class StackSpec:
     inventory: Optional[str] = None
     #: ``gpulease:gate`` as plain data (``gpulease.guardrails.gate``), None when not set.
     gate: Optional[dict] = None
+    #: ``gpulease:buy_vs_rent`` (gpulease.config.schema.BuyVsRentConfig) or None.
+    buy_vs_rent: object = None
 
     @property
     def is_prod(self) -> bool:

@@ -36,6 +36,8 @@ class ProgramResult:
     decision: EnvironmentDecision
     catalog: Catalog
     ledger: cost_transform.CostLedger
+    #: one line per owned pool: what the program declared for it (``deploy_owned``)
+    owned_notes: tuple[str, ...] = ()
 
 
 def config_values(stack: str, file_keys: Optional[Iterable[str]] = None, *,
@@ -107,6 +109,36 @@ def deploy_clouds(env: EnvironmentDecision, catalog: Catalog, spec: Any, *,
 
             deploy_reaper(env)
 
+
+
+def deploy_owned(spec: Any, as_of) -> list[str]:
+    """Declare what each owned pool needs (``gpulease.owned.kubernetes`` for a `kubernetes`
+    pool: namespace, GPU quota, priority classes) and return one line per pool saying what was
+    declared - "nothing to declare" for `slurm`, `ssh` and `none` pools (the plan shows these
+    lines). The pool's money is the plan's owned lines (the clusters' amortised shares and the
+    pool's idle line, ``gpulease.policy.owned``): the namespace is charged $0, so a pool is
+    counted once; the line says what the pool costs a month in all."""
+    from gpulease.costing.context import CostContext
+    from gpulease.owned import kubernetes as k8s_pool
+    from gpulease.owned.cost import pool_cost
+
+    notes = []
+    for pool in spec.owned:
+        if pool.kind != k8s_pool.KUBERNETES:
+            notes.append(f"owned pool {pool.name} ({pool.kind}): nothing to declare")
+            continue
+        name = k8s_pool.component_name(pool)
+        monthly = money.usd(pool_cost(pool, as_of).total_usd_per_month)
+        ctx = CostContext(cluster=pool.name)
+        k8s_pool.KubernetesPool(name, k8s_pool.KubernetesPoolArgs(
+            pool=pool, environment=spec.environment, name_prefix=spec.name_prefix,
+            rules=spec.policy, cost_context=ctx))
+        notes.append(f"owned pool {pool.name} (kubernetes, context {pool.kube_context}): "
+                     f"namespace {k8s_pool.namespace_name(spec.name_prefix, spec.environment, pool)}"
+                     f", GPU quota {pool.gpus}, priority classes "
+                     f"{', '.join(b.name for b in k8s_pool.bands(spec.policy))}; "
+                     f"the pool's ${monthly:,.2f}/month is in the plan's owned lines")
+    return notes
 
 
 def storage_components(resources: list) -> dict[str, pulumi.Resource]:

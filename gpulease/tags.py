@@ -113,6 +113,26 @@ def label_value(value: object) -> str:
     return s[:_LABEL_MAX]
 
 
+_K8S_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+_K8S_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+def kubernetes_label_value(value: object) -> str:
+    """Encode any value as a Kubernetes label value: at most 63 characters of
+    ``[A-Za-z0-9_.-]``, starting and ending alphanumeric (or empty). The keys above are valid
+    Kubernetes label names as they are (no prefix: labels private to the cluster's users)."""
+    s = _K8S_BAD.sub("-", str(value).strip())[:_LABEL_MAX]
+    return _K8S_EDGE.sub("", s)
+
+
+def kubernetes_labels(values: dict, monthly_usd) -> dict[str, str]:
+    """The cost labels of a Kubernetes object: ``values`` encoded, plus the monthly cost in
+    dollars with cents (MONTHLY_USD: ``.`` is allowed in Kubernetes label values)."""
+    out = {k: kubernetes_label_value(v) for k, v in values.items()}
+    out[MONTHLY_USD] = usd(monthly_usd)
+    return out
+
+
 def label_key(key: str) -> str:
     s = label_value(key)
     if not s or not s[0].isalpha():

@@ -18,8 +18,8 @@ from gpulease import clock, gctuning
 from gpulease.config import load_stack_catalog, located, parse_stack_config
 from gpulease.costing import transform as cost_transform
 from gpulease.errors import InputError
-from gpulease.program import (ProgramResult, config_values, deploy_clouds, export_outputs,
-                              stack_source)
+from gpulease.program import (ProgramResult, config_values, deploy_clouds, deploy_owned,
+                              export_outputs, stack_source)
 
 #: the project directory (Pulumi.yaml, stacks/): this program's folder lives in it.
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -47,12 +47,14 @@ def main(file_keys: Optional[Iterable[str]] = None, *,
 
     from gpulease.policy import decide
 
-    env = decide(spec, catalog, now=clock.now())
+    now = clock.now()
+    env = decide(spec, catalog, now=now)
     ledger = cost_transform.register(spec, catalog)
     ledger.record_owned(env)   # owned pools: charged without a cloud resource (docs/owned.md)
     deploy_clouds(env, catalog, spec, clusters=clusters)
+    owned = deploy_owned(spec, now.date()) if clusters is None else []
     export_outputs(env, catalog, ledger)
-    return ProgramResult(decision=env, catalog=catalog, ledger=ledger)
+    return ProgramResult(decision=env, catalog=catalog, ledger=ledger, owned_notes=tuple(owned))
 
 
 if __name__ == "__main__":

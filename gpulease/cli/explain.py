@@ -34,9 +34,11 @@ examples:
   gpulease explain --stack prod
   gpulease explain --stack prod --cluster pretrain
   gpulease explain --config stacks/Pulumi.staging.yaml --json
+  gpulease explain --stack prod --buy-vs-rent          # buy the servers or keep renting?
 
 exit codes: 0 ok · 2 bad input or no plan satisfies the policy (the findings are
-            printed on stderr, with "did you mean" for a mistyped --cluster)"""
+            printed on stderr, with "did you mean" for a mistyped --cluster); with
+            --buy-vs-rent also a missing gpulease:buy_vs_rent key or server quote (named)"""
 
 _COST_ROWS = (("reserved_usd", "reserved nodes (billed every hour)"),
               ("on_demand_usd", "on-demand nodes"),
@@ -58,6 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--now", metavar="TIME", type=_utc_time,
                    help="judge quotes and windows as of this moment (RFC 3339, e.g. "
                         "2026-12-10T09:00:00Z; default: now), as `plan --now` does")
+    p.add_argument("--buy-vs-rent", action="store_true",
+                   help="instead of the decision: per cluster, the N-year cost of buying the "
+                        "servers its demand needs against renting it with the policy's best "
+                        "mix, the break-even utilisation, months to pay back and the answer at "
+                        "utilisation -/+20 %% (inputs: gpulease:buy_vs_rent, or the owned pool "
+                        "of the cluster's GPU; docs/buy-vs-rent.md)")
     add_output_args(p)
     p.set_defaults(func=run)
 
@@ -567,6 +575,8 @@ def run(args: argparse.Namespace) -> int:
                 o.line(f"- {why}", indent=2)
         return 0
     clusters = select(env, args.cluster)
+    if getattr(args, "buy_vs_rent", False):
+        return run_buy_vs_rent(args, env, clusters, source=loaded.source)
     # the environment's total and prices need the program's ledger (NAT gateways): the text
     # for one --cluster shows neither, so it does not run the program
     if args.json or len(clusters) == len(env.clusters):
@@ -600,4 +610,129 @@ def run(args: argparse.Namespace) -> int:
                     "unused_holdings": [u.as_dict() for u in env.unused_holdings]})
     else:
         render_text(env, clusters, totals=totals, prices=prices)
+    return 0
+
+
+# ---- --buy-vs-rent ---------------------------------------------------------------------------
+_FINANCE_KEYS = ("years", "cost_of_money_rate", "lead_time_months", "resale_share")
+
+
+def buy_vs_rent_inputs(env: EnvironmentDecision, clusters: list[ClusterDecision], *,
+                       source: str) -> tuple[list, list[tuple[str, str]]]:
+    """``([(cluster, Demand, Server, Finance)], [(cluster, why skipped)])`` from the stack's
+    gpulease:buy_vs_rent and owned pools; ConfigError (exit 2) naming every missing input."""
+    from gpulease.owned import buyrent as br
+
+    cfg = env.stack.buy_vs_rent
+    path = "gpulease:buy_vs_rent"
+    if cfg is None:
+        raise ConfigError([Finding(f"{path}.{k}", "required by `explain --buy-vs-rent` "
+                                   "(docs/buy-vs-rent.md): add it to the stack file",
+                                   source=source) for k in _FINANCE_KEYS],
+                          headline=f"{source}: the buy-or-rent inputs are missing")
+    finance = br.Finance(years=cfg.years, cost_of_money_rate=cfg.cost_of_money_rate,
+                         lead_time_months=cfg.lead_time_months, resale_share=cfg.resale_share)
+    rows, skipped, missing = [], [], []
+    for c in clusters:
+        if c.spec.window is not None:
+            skipped.append((c.name, "a one-off window of work, not a monthly load: nothing "
+                                    "to buy servers for"))
+            continue
+        server = None
+        for i, q in enumerate(cfg.servers):
+            if q.gpu == c.spec.gpu:
+                server = br.Server(usd_per_node=q.usd_per_node, gpus_per_node=q.gpus_per_node,
+                                   power_kw_per_node=q.power_kw_per_node,
+                                   usd_per_kwh=q.usd_per_kwh,
+                                   colo_usd_per_node_month=q.colo_usd_per_node_month,
+                                   ops_usd_per_node_month=q.ops_usd_per_node_month,
+                                   source=f"{path}.servers[{i}]")
+                break
+        if server is None:
+            pool = next((p for p in env.stack.owned if p.gpu == c.spec.gpu), None)
+            server = br.server_from_pool(pool) if pool is not None else None
+        if server is None:
+            missing.append(Finding(f"{path}.servers", f"no server quote for GPU {c.spec.gpu} "
+                f"(cluster {c.name}) and no owned pool of it: add {{gpu: {c.spec.gpu}, "
+                "usd_per_node, gpus_per_node, power_kw_per_node, usd_per_kwh, "
+                "colo_usd_per_node_month, ops_usd_per_node_month}", source=source))
+            continue
+        demand = br.Demand(cluster=c.name, gpu=c.spec.gpu, peak_gpus=c.spec.gpus,
+                           gpu_hours_per_month=br.gpu_hours_per_month(c.spec.steps),
+                           rent_usd_per_month=float(c.monthly_money))
+        rows.append((c, demand, server, finance))
+    if missing:
+        raise ConfigError(missing, headline=f"{source}: buy-or-rent inputs are missing")
+    return rows, skipped
+
+
+def buy_vs_rent_doc(a) -> dict[str, Any]:
+    num = lambda v: money.json_number(money.usd(v))  # noqa: E731
+    f, s = a.finance, a.server
+    return {
+        "cluster": a.demand.cluster, "gpu": a.demand.gpu, "peak_gpus": a.demand.peak_gpus,
+        "gpu_hours_per_month": round(a.demand.gpu_hours_per_month, 4),
+        "rent_monthly_usd": num(a.demand.rent_usd_per_month),
+        "inputs": {"server_source": s.source, "usd_per_node": s.usd_per_node,
+                   "gpus_per_node": s.gpus_per_node, "power_kw_per_node": s.power_kw_per_node,
+                   "usd_per_kwh": s.usd_per_kwh,
+                   "colo_usd_per_node_month": s.colo_usd_per_node_month,
+                   "ops_usd_per_node_month": s.ops_usd_per_node_month, "years": f.years,
+                   "cost_of_money_rate": f.cost_of_money_rate,
+                   "lead_time_months": f.lead_time_months, "resale_share": f.resale_share},
+        "nodes": a.nodes, "utilisation": round(a.utilisation, 6),
+        "purchase_usd": num(a.purchase_usd), "resale_usd": num(a.resale_usd),
+        "depreciation_monthly_usd": num(a.depreciation_usd_per_month),
+        "power_full_use_monthly_usd": num(a.power_full_usd_per_month),
+        "fixed_monthly_usd": num(a.fixed_usd_per_month),
+        "own_present_value_usd": num(a.own_usd), "rent_present_value_usd": num(a.rent_usd),
+        "verdict": a.verdict,
+        "break_even_utilisation": None if a.break_even_utilisation is None
+        else round(a.break_even_utilisation, 6),
+        "payback_months": a.payback_months,
+        "sensitivity": [{"utilisation": round(p.utilisation, 6), "capped": p.capped,
+                         "own_present_value_usd": num(p.own_usd),
+                         "rent_present_value_usd": num(p.rent_usd),
+                         "verdict": "buy" if p.buy else "rent"} for p in a.sensitivity]}
+
+
+def run_buy_vs_rent(args: argparse.Namespace, env: EnvironmentDecision,
+                    clusters: list[ClusterDecision], *, source: str) -> int:
+    from gpulease.owned import buyrent as br
+
+    rows, skipped = buy_vs_rent_inputs(env, clusters, source=source)
+    answers = [br.compare(d, s, f) for _, d, s, f in rows]
+    if args.json:
+        print_json({"stack": env.stack.stack, "source": source,
+                    "clusters": [buy_vs_rent_doc(a) for a in answers],
+                    "skipped": [{"cluster": n, "why": w} for n, w in skipped]})
+        return 0
+    o = ui.out()
+    for a in answers:
+        f = a.finance
+        o.print(f"{a.demand.cluster}: {a.verdict.upper()} over {f.years:g} years", style="bold")
+        o.line(f"  demand {a.demand.peak_gpus} x {a.demand.gpu}, "
+               f"{a.demand.gpu_hours_per_month:,.0f} GPU-h/month = {a.utilisation:.1%} of "
+               f"{a.nodes} server(s) of {a.server.gpus_per_node} (inputs: {a.server.source}, "
+               "gpulease:buy_vs_rent)")
+        o.line(f"  own:  {_money(a.purchase_usd)} purchase, {_money(a.fixed_usd_per_month)}"
+               f"/month colo+ops, {_money(a.power_full_usd_per_month)}/month power at full use, "
+               f"{f.lead_time_months} month(s) renting before the servers run, "
+               f"{_money(a.resale_usd)} back at the end; depreciation "
+               f"{_money(a.depreciation_usd_per_month)}/month")
+        o.line(f"  present value at {f.cost_of_money_rate:.1%}/year: own "
+               f"{_money(a.own_usd)} vs rent {_money(a.rent_usd)} "
+               f"({_money(a.demand.rent_usd_per_month)}/month, the policy's mix)")
+        be = a.break_even_utilisation
+        o.line("  break-even utilisation: " + (
+            "none (power alone costs more than renting)" if be is None else
+            f"{be:.1%}" + (" (above 100 %: buying never pays)" if be > 1 else "")) +
+            "; payback: " + (f"{a.payback_months} months" if a.payback_months else
+                             f"not within {f.months} months"))
+        o.line("  utilisation -/+20 %: " + "; ".join(
+            f"{p.utilisation:.1%}{' (capped)' if p.capped else ''} -> "
+            f"{'buy' if p.buy else 'rent'} ({_money(p.own_usd)} vs {_money(p.rent_usd)})"
+            for p in a.sensitivity))
+    for name, why in skipped:
+        o.line(f"{name}: skipped - {why}")
     return 0

@@ -807,6 +807,11 @@ def render_findings(plan: dict[str, Any], o: ui.Out) -> None:
     render_conformance(plan.get("conformance", []), o)
     render_dynamic(plan.get("dynamic_providers") or [], o)
     render_disagreements(plan, o)
+    if plan.get("owned_pools"):
+        o.print()
+        o.print(f"Owned pools ({len(plan['owned_pools'])})", style="bold")
+        for line in plan["owned_pools"]:
+            o.line("  ", line)
     if plan.get("warnings"):
         o.print()
         o.print(f"Warnings ({len(plan['warnings'])})", style="bold")

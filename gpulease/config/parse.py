@@ -57,7 +57,7 @@ def parse_stack_config(values: Mapping[str, Any], *, stack: str, source: str,
         reaper=model.reaper, bootstrap=model.bootstrap, source=source,
         name_prefix=model.name_prefix, catalog_version=model.catalog_version,
         allow_prepaid_replacement=tuple(model.allow_prepaid_replacement),
-        owned=tuple(owned), inventory=model.inventory,
+        owned=tuple(owned), inventory=model.inventory, buy_vs_rent=model.buy_vs_rent,
         gate=None if model.gate is None else model.gate.model_dump(),
         warnings=tuple(sorted((f for f in findings if f.level != "error"), key=finding_order)))
 

@@ -392,6 +392,44 @@ class GateConfig(_Strict):
                     "not listed are ignored. Empty: blocks cannot be acknowledged.")
 
 
+#: longest lead time from order to running nodes `explain --buy-vs-rent` accepts (months).
+MAX_LEAD_TIME_MONTHS = 60
+
+
+class BuyServerConfig(_Strict):
+    gpu: str = Field(..., description="GPU model as the catalog names it, e.g. A100-80GB: the "
+                                      "clusters of this GPU are weighed against buying these.")
+    usd_per_node: float = Field(..., gt=0, le=MAX_USD, description="Purchase price of one "
+                                "server (node), USD, as quoted (hardware, installation).")
+    gpus_per_node: int = Field(..., gt=0, le=MAX_OWNED_GPUS_PER_NODE,
+                               description="GPUs per server.")
+    power_kw_per_node: float = Field(..., ge=0, le=1000, description="Average draw of one "
+                                     "server under load, kW.")
+    usd_per_kwh: float = Field(..., ge=0, le=100, description="Electricity price, USD per kWh "
+                                                              "(the site's PUE folded in).")
+    colo_usd_per_node_month: float = Field(..., ge=0, le=MAX_USD,
+                                           description="Colocation / hosting per server-month.")
+    ops_usd_per_node_month: float = Field(..., ge=0, le=MAX_USD, description="Operations "
+                                          "(staff, support contract) per server-month.")
+
+
+class BuyVsRentConfig(_Strict):
+    years: float = Field(..., gt=0, le=MAX_DEPRECIATION_YEARS, description="Horizon of the "
+                         "comparison and straight-line depreciation period, years (the "
+                         "hardware's refresh cycle).")
+    cost_of_money_rate: float = Field(..., ge=0, le=1, description="Annual cost of money "
+                                      "(discount rate) as a fraction, e.g. 0.08: every cash "
+                                      "flow is valued at its present value.")
+    lead_time_months: int = Field(..., ge=0, le=MAX_LEAD_TIME_MONTHS, description="Months from "
+                                  "order to running nodes; the cluster rents meanwhile.")
+    resale_share: float = Field(..., ge=0, le=1, description="Share of the purchase price "
+                                "recovered at the end of the horizon (resale or trade-in at "
+                                "refresh), e.g. 0.15.")
+    servers: list[BuyServerConfig] = Field(default_factory=list, description="Server quotes by "
+        "GPU model; a cluster whose GPU matches an owned pool (gpulease:owned) uses the pool's "
+        "figures when no quote is given here.")
+
+
 class StackConfigModel(_Strict):
     # Top-level scalars arrive as strings from `pulumi up` ("40000"), so this level converts
     # them; _decode turns YAML's true into "true", which no number parses from.
@@ -436,6 +474,9 @@ class StackConfigModel(_Strict):
     owned: list[OwnedPoolConfig] = Field(default_factory=list,
         description="GPUs the organisation already owns (on-premises or colocated pools): the "
                     "policy fills them first, at their amortised cost (docs/owned.md).")
+    buy_vs_rent: Optional[BuyVsRentConfig] = Field(None, description="Inputs of `gpulease "
+        "explain --buy-vs-rent`: the horizon, cost of money, lead time, resale share and server "
+        "quotes (docs/buy-vs-rent.md).")
     inventory: Optional[str] = Field(None, description="Inventory file of what the accounts "
         "already paid for (`gpulease inventory --out FILE`); default: the inventory cache, "
         "when present (docs/inventory.md).")

@@ -16,6 +16,7 @@ import re
 from collections import defaultdict
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
+from gpulease.conformance import kubernetes as K8S
 from gpulease.conformance import names as N
 from gpulease.conformance import specs, tables
 from gpulease.conformance.specs import Constraint, describe
@@ -344,6 +345,18 @@ def _check_unique(resources: Sequence[Any], physical: dict, found: list) -> None
                 "and the second create would fail", f"uniqueness: {where}")
 
 
+def _check_kubernetes(r: Any, out: _Out) -> None:
+    """A Kubernetes object gpulease declares (owned `kubernetes` pools) against the Kubernetes
+    API's schema and the API server's name, label and field rules (gpulease.conformance.kubernetes)."""
+    if r.type not in K8S.TYPES:
+        return
+    for path, message in K8S.check_object(r.type, r.inputs or {}):
+        value: Any = r.inputs or {}
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        out.add("kubernetes", path, value, message, K8S.source())
+
+
 # ---- entry ------------------------------------------------------------------------------------
 def check(resources: Sequence[Any]) -> list[dict]:
     """Conformance findings over one program run's recorded resources (custom ones only)."""
@@ -362,6 +375,7 @@ def check(resources: Sequence[Any]) -> list[dict]:
         _check_names(r, out)
         _check_metadata(r, out)
         _check_policy_json(r, out)
+        _check_kubernetes(r, out)
     _check_unique(custom, physical, found)
     return found
 

@@ -47,6 +47,9 @@ class CostContext:
     #: seconds; tags.BILLED_UNTIL): a Capacity Block's or calendar-mode reservation's end, a
     #: flex-start run's end (docs/policy.md, "Windows").
     billed_until: dict = field(default_factory=dict)
+    #: child resource name -> the monthly cost it carries whatever the decision (money): an
+    #: owned pool's whole monthly cost on its Kubernetes namespace (gpulease.owned.kubernetes).
+    fixed_monthly: dict = field(default_factory=dict)
 
     def purchase_of(self, resource_name: str) -> str:
         return self.roles.get(resource_name, self.purchase_model)

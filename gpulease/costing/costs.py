@@ -52,6 +52,8 @@ def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],
         return money.usd(price.usd * HOURS_PER_MONTH) if price else money.ZERO
     if ctx is None:
         return money.ZERO
+    if name in ctx.fixed_monthly:
+        return ctx.fixed_monthly[name]
     if type_ in BUCKET_TYPES:
         total = ctx.storage.monthly_money if ctx.storage is not None else money.ZERO
         if ctx.decision is not None and name == ctx.egress_anchor:

@@ -25,6 +25,9 @@ from gpulease.model import HOURS_PER_MONTH, StackSpec
 from gpulease import cron as schedule
 
 ASG_TYPE = "aws:autoscaling/group:Group"
+#: the Pulumi Kubernetes provider's package: its objects carry the cost set as
+#: ``metadata.labels`` (owned `kubernetes` pools, gpulease.owned.kubernetes).
+KUBERNETES_PROVIDER = "kubernetes"
 
 
 @dataclass
@@ -118,6 +121,15 @@ def tag_input(cls: type) -> Optional[str]:
     return None
 
 
+@lru_cache(maxsize=None)
+def takes_metadata(cls: type) -> bool:
+    """True when a (Kubernetes) resource class takes ``metadata`` (an object's labels)."""
+    try:
+        return "metadata" in inspect.signature(cls._internal_init).parameters  # type: ignore
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
 def find_context(resource: Any) -> Optional[CostContext]:
     r = resource
     while r is not None:
@@ -163,6 +175,27 @@ def _merge(existing: Any, extra: dict) -> Any:
     return {**existing, **extra}
 
 
+def _merge_metadata_labels(metadata: Any, extra: dict) -> Any:
+    def combine(m):
+        m = dict(m or {})
+        m["labels"] = _merge(m.get("labels"), extra)
+        return m
+    if isinstance(metadata, pulumi.Output):
+        return metadata.apply(combine)
+    if metadata is not None and not isinstance(metadata, dict):   # an ObjectMetaArgs
+        metadata = {k: v for k, v in vars(metadata).items() if v is not None}
+    return combine(metadata)
+
+
+def kubernetes_tag_set(stack: StackSpec, ctx: CostContext, name: str,
+                       monthly_usd: Decimal) -> dict[str, str]:
+    """The cost labels of a Kubernetes object (``tags.kubernetes_labels``)."""
+    return tags.kubernetes_labels({
+        tags.CLUSTER: ctx.cluster, tags.ENVIRONMENT: stack.environment,
+        tags.OWNER: stack.owner, tags.COST_CENTER: stack.cost_center,
+        tags.PURCHASE_MODEL: ctx.purchase_of(name), tags.TEMPLATE: ctx.template}, monthly_usd)
+
+
 def _merge_asg(existing: Any, extra: dict) -> Any:
     new = [{"key": k, "value": v, "propagate_at_launch": True} for k, v in extra.items()]
     keys = set(extra)
@@ -198,9 +231,18 @@ def register(stack: StackSpec, catalog: Catalog, *,
         cost = resource_monthly_usd(args.type_, args.name, ctx, catalog)
         ctx = ctx or CostContext(cluster=tags.SHARED)
         kind = tag_input(type(args.resource))
+        provider = args.type_.split(":", 1)[0]
+        if provider == KUBERNETES_PROVIDER and takes_metadata(type(args.resource)):
+            stamped = kubernetes_tag_set(stack, ctx, args.name, cost)
+            ledger.add(LedgerEntry(type=args.type_, name=args.name, cluster=ctx.cluster,
+                                   purchase_model=ctx.purchase_of(args.name),
+                                   template=ctx.template, monthly_usd=cost, tags=stamped))
+            props = dict(args.props)
+            props["metadata"] = _merge_metadata_labels(props.get("metadata"), stamped)
+            return pulumi.ResourceTransformationResult(props=props, opts=args.opts)
         # a class with a tag input is its cloud's SDK's: the type token names that provider
         stamped = tag_set(stack, ctx, args.name, cost,
-                          registry.by_provider(args.type_.split(":", 1)[0]).name) if kind else {}
+                          registry.by_provider(provider).name) if kind else {}
         ledger.add(LedgerEntry(type=args.type_, name=args.name, cluster=ctx.cluster,
                                purchase_model=ctx.purchase_of(args.name), template=ctx.template,
                                monthly_usd=cost, tags=stamped))

@@ -124,6 +124,10 @@ AUTONAME: dict[str, Optional[AutoName]] = {
     "aws:route53/record:Record": None,
 }
 _SDK = registry.sdk_packages()   # provider package -> its Python SDK
+#: Kubernetes objects (owned pools): named by ``metadata.name``, else auto-named with 8
+#: random characters after ``-``.
+KUBERNETES_PREFIX = "kubernetes:"
+KUBERNETES_AUTONAME = AutoName("metadata.name", 253, randlen=8)
 
 
 @lru_cache(maxsize=None)
@@ -475,6 +479,8 @@ class _Recorder(_mocks.Mocks):
                 physical = given
         elif args.typ.startswith("pulumi-python:dynamic") and isinstance(inputs.get("name"), str):
             physical = inputs["name"]
+        elif args.typ.startswith(KUBERNETES_PREFIX) and args.custom:
+            physical = self._kubernetes_name(args, inputs)
         self.physical[(args.typ, args.name)] = physical
         if args.typ.startswith("pulumi:providers:"):
             # Providers are configured, not created: their reference stays usable by invokes.
@@ -493,6 +499,22 @@ class _Recorder(_mocks.Mocks):
                                        self._provider_project(args.provider)),
                    **inputs}
         return f"{args.name}-id", outputs
+
+    def _kubernetes_name(self, args, inputs: dict) -> Optional[str]:
+        """pulumi-kubernetes names an object without ``metadata.name`` ``<logical name>-<8
+        random characters>`` (its provider's auto-naming, pulumi-kubernetes
+        ``provider/pkg/metadata/naming.go``); the mock fills it the same way."""
+        meta = inputs.get("metadata")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        name = meta.get("name")
+        if isinstance(name, str) and name:
+            return name
+        physical = generated_name(KUBERNETES_AUTONAME, args.name, seed=self.seed,
+                                  type_token=args.typ)
+        meta["name"] = physical
+        inputs["metadata"] = meta
+        self.autonamed[(args.typ, args.name)] = "metadata.name"
+        return physical
 
     def call(self, args: _mocks.MockCallArgs):
         self.calls.append((args.token, dict(args.args)))

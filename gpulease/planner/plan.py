@@ -171,6 +171,8 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
         "unused_holdings": [u.as_dict() for u in env.unused_holdings],
         "warnings": list(prun.warnings) + _block_warnings(env, prun.now)
         + [u.text() for u in env.unused_holdings],
+        #: one line per owned pool (gpulease:owned): what the program declared for it
+        "owned_pools": list(getattr(result, "owned_notes", ())),
         "violations": [],
         "conformance": [],
     }
