@@ -154,7 +154,10 @@ def test_an_owned_pool_of_the_clusters_gpu_supplies_the_server(tmp_path):
                               "site": "colo", "kind": "none", "purchase_usd": 2 * PRICE,
                               "purchased_on": "2025-01-15", "power_kw_per_node": KW,
                               "usd_per_kwh": KWH, "colo_usd_per_month": 2 * COLO,
-                              "ops_usd_per_month": 2 * OPS}]
+                              "ops_usd_per_month": 2 * OPS,
+                              # too few hours for the cluster's 160 h: the policy keeps it on
+                              # cloud, and the question "buy or rent" still applies to it
+                              "available_hours_per_month": 100}]
     cfg["gpulease:buy_vs_rent"] = FINANCE
     # the rack's cost is in the plan (its amortised share and idle line): a budget that holds it
     cfg["gpulease:budget_monthly_usd"] = 50_000
