@@ -267,7 +267,10 @@ def cluster_json(c, now: Optional[float] = None,
         "committed_usd": money.json_number(c.committed_usd),
         "lock_in_months": c.lock_in_months,
         "spot_risk": c.spot_risk,
-        WINDOW: c.window.as_dict() if c.window is not None else None,
+        # the moment the window was judged at is run metadata (`plan --run-meta`), not plan:
+        # a committed plan of an unchanged stack must not change with the clock (issue 36)
+        WINDOW: ({k: v for k, v in c.window.as_dict().items() if k != "judged_at"}
+                 if c.window is not None else None),
         # a window's purchase is one-time money with its dates (docs/policy.md, "Windows:
         # one-time money"); null for a monthly load and a commitment
         "one_time": one_time_json(c),
