@@ -84,6 +84,8 @@ def test_a_started_block_is_continued_not_replanned(first, tmp_path, capsys):
                for x in doc["warnings"]), doc["warnings"]
     group = next(r for r in doc["resources"] if r["name"] == "train-block-asg")
     assert group["inputs"]["desiredCapacity"] == 2
+    # the moment the plan was judged at is run metadata (plan --run-meta), not plan
+    assert "judged_at" not in w
 
 
 def test_an_ended_block_refresh_dropped_is_neither_charged_nor_bought_again(first, tmp_path,

@@ -316,9 +316,6 @@ def test_plan_and_explain_judge_the_window_at_now(tmp_path, capsys, monkeypatch)
     cap = capsys.readouterr()
     assert code == EXIT_POLICY, cap.err
     assert "purchase_approved" in cap.err
-    # the plan carries the window's decision, not the moment it was judged (run metadata)
-    pw = json.loads(cap.out)["clusters"][0]["window"]
-    assert pw["start"] == w["start"] and "judged_at" not in pw
     # once the window has passed, nothing can meet it: exit 2 with the reason
     late = ["--now", "2027-01-24T00:00:00Z"]
     assert main(["explain", "--config", str(f), *late]) == 2
