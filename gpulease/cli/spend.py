@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--month", metavar="YYYY-MM",
                    help="only lines whose usage started in this month (UTC); default: every "
                         "line of the source")
-    p.add_argument("--now", metavar="TIME",
+    p.add_argument("--now", dest="as_of", metavar="TIME",
                    help="judge 'younger than 48 hours' as of this UTC time "
                         "(YYYY-MM-DDTHH:MM:SSZ; default: now)")
     add_output_args(p, formats=FORMATS)
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from gpulease.spend import reconcile as R
     from gpulease.spend import sources as S
 
-    now = _now(args.now)
+    now = _now(args.as_of)
     S.month_bounds(args.month)            # a malformed --month: exit 2 before anything runs
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")

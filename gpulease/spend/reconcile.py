@@ -75,10 +75,10 @@ def reconcile(plan: Mapping[str, Any], bill: Classified, *,
                 a.compute[g.pricing] += g.effective
         elif line.cls in (CREDIT, ADJUSTMENT) and line.cluster is not None:
             a = acc[line.cluster]
-            a.effective += g.billed
+            a.effective += g.effective
             (a.credits if line.cls == CREDIT else a.adjustments)[0] += g.billed
         elif line.cls == UNMATCHED:
-            key = g.resource_id or g.resource_name or g.cluster_tag or "(no resource id)"
+            key = g.resource_name or g.resource_id or g.cluster_tag or "(no resource id)"
             u = unmatched[key]
             u[0] += g.billed
             u[1] += g.rows

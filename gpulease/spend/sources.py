@@ -262,6 +262,12 @@ def _gcp(src: Source) -> str:
               f"ELSE {_quote(USAGE)} END")
     cud = (f"list_contains(list_transform(coalesce({credits}, []), lambda c: c.type), "
            f"{_quote(GCP_CUD)})" if credits else "false")
+    # the effective (amortised) cost of a row covered by a resource-based committed use
+    # discount is its cost net of that credit; the credit line itself then carries no
+    # effective cost, so the commitment is counted once
+    cud_amount = (f"coalesce(list_sum(list_transform(list_filter(coalesce({credits}, []), "
+                  f"lambda c: c.type = {_quote(GCP_CUD)}), lambda c: CAST(c.amount AS {DEC}))), "
+                  f"0)" if credits else "0")
     pricing = (f"CASE WHEN {charge} <> {_quote(USAGE)} THEN NULL "
                f"WHEN {sku} ILIKE '%Preemptible%' THEN {_quote(purchase.SPOT)} "
                f"WHEN {cud} THEN {_quote(purchase.RESERVED)} "
@@ -273,7 +279,7 @@ SELECT {charge} AS charge,
        {cost_type} = 'adjustment' OR {adjusted} AS correction,
        CAST("usage_start_time" AS TIMESTAMPTZ) AS start_ts,
        CAST("cost" AS {DEC}) AS billed,
-       CAST("cost" AS {DEC}) AS effective,
+       CAST("cost" AS {DEC}) + {cud_amount} AS effective,
        {rid} AS resource_id,
        {rname} AS resource_name,
        {label(tags.CLUSTER)} AS cluster_tag,
@@ -288,7 +294,10 @@ FROM {src.reader}"""
     credit_lines = f"""
 SELECT {_quote(CREDIT)} AS charge, false AS correction,
        CAST("usage_start_time" AS TIMESTAMPTZ) AS start_ts,
-       CAST(c.amount AS {DEC}) AS billed, CAST(c.amount AS {DEC}) AS effective,
+       CAST(c.amount AS {DEC}) AS billed,
+       -- a resource-based CUD is already in its row's effective cost (see above)
+       CASE WHEN c.type = {_quote(GCP_CUD)} THEN CAST(0 AS {DEC}) ELSE CAST(c.amount AS {DEC})
+       END AS effective,
        {rid} AS resource_id, {rname} AS resource_name,
        {label(tags.CLUSTER)} AS cluster_tag, {label(tags.ENVIRONMENT)} AS env_tag,
        CAST(NULL AS VARCHAR) AS pricing, CAST(NULL AS DOUBLE) AS hours,
