@@ -29,6 +29,7 @@ COMMANDS = {
     "recommend": "demand profiles (baseline + burst) sized from observed GPU use",
     "inventory": "read what the accounts already paid for (commitments, reservations)",
     "comment": "post a plan as a pull-request comment (GitHub, GitLab)",
+    "spend": "the plan beside the clouds' bill: planned, billed, why they differ",
 }
 
 EPILOG = """\
@@ -42,6 +43,7 @@ examples:
   gpulease render --stack dev --cluster sandbox --out boot/    what a node boots with
   gpulease reap --all                        dry-run: which clusters are idle
   gpulease inventory --stack prod            what prod's accounts already paid for
+  gpulease spend --stack prod --bill focus/  the plan beside what the clouds billed
 
 `gpulease COMMAND --help` explains each command, with examples and its exit codes.
 

@@ -1,0 +1,189 @@
+"""`gpulease spend`: the stack's plan beside what the clouds billed (issue 33)."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import html
+from typing import Any
+
+from gpulease.cli import COMMANDS, ui
+from gpulease.cli.common import FORMATS, add_output_args, add_stack_args, print_json
+from gpulease.errors import EXIT_FAILED, EXIT_OK, ConfigError, Finding
+
+DESCRIPTION = """\
+Read a month of the clouds' bill with an embedded engine (DuckDB: no server, no key), put every
+charge line in exactly one class, and set the spend beside the stack's plan (the same offline
+plan `gpulease plan` runs), per cluster and for shared resources: planned, billed, effective
+(commitments amortised, the cluster's credits and corrections included), the difference in $
+and %, and its causes: node-hours run against planned, the purchase model used against the
+planned one (spot that fell back to on-demand), the unit price against the plan's, commitment
+use, credits, corrections, and untagged spend.
+
+Bills: a FOCUS 1.0-1.2 CSV or Parquet file or folder (AWS Data Exports' FOCUS export, GCP's
+FOCUS view), an AWS CUR 2.0 Parquet folder (Data Exports), or a GCP Cloud Billing export
+(standard or detailed) as JSON lines or Parquet, as BigQuery exports it. The format is told from
+the columns.
+
+Classes: matched (gpulease's cost tags of this environment first, then a resource id or name of
+the plan), unmatched, credit, tax, adjustment (corrections included). They add up to the bill's
+own total to the cent (`conserved` in the JSON; exit 1 if not). Lines younger than 48 hours and
+corrections are provisional: the view says how many and how much. docs/spend.md has the
+details."""
+
+EPILOG = """\
+examples:
+  gpulease spend --stack prod --bill exports/focus/                  a FOCUS folder
+  gpulease spend --stack prod --bill cur2/BILLING_PERIOD=2026-11/ --month 2026-11
+  gpulease spend --stack prod --bill gcp-billing.jsonl --format json    for scripts
+  gpulease spend --stack prod --bill focus.parquet --format html --out spend.html
+
+exit codes: 0 ok · 1 the classes do not add up to the bill's total (a bug: please report) ·
+            2 bad input: stack, a missing or unreadable bill, a bill in no format this reads,
+            a malformed --month (the message names the path and the fix; nothing read)"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("spend", help=COMMANDS["spend"], description=DESCRIPTION,
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_stack_args(p)
+    p.add_argument("--bill", metavar="SOURCE", required=True,
+                   help="the bill: a FOCUS CSV/Parquet file or folder, a CUR 2.0 Parquet "
+                        "folder, or a GCP billing export (JSON lines or Parquet)")
+    p.add_argument("--month", metavar="YYYY-MM",
+                   help="only lines whose usage started in this month (UTC); default: every "
+                        "line of the source")
+    p.add_argument("--now", dest="as_of", metavar="TIME",
+                   help="judge 'younger than 48 hours' as of this UTC time "
+                        "(YYYY-MM-DDTHH:MM:SSZ; default: now)")
+    add_output_args(p, formats=FORMATS)
+    p.set_defaults(func=run)
+
+
+def _now(text: str | None) -> dt.datetime:
+    if text is None:
+        return dt.datetime.now(dt.timezone.utc)
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError([Finding("--now", f"{text!r} is not a time; write "
+                                   "YYYY-MM-DDTHH:MM:SSZ, e.g. 2026-12-04T09:00:00Z")]) from None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def catalog_prices(plan: dict, catalog) -> dict:
+    """cluster -> purchase model -> the catalog's USD per node-hour."""
+    from gpulease import purchase
+
+    out = {}
+    for c in plan.get("clusters", ()):
+        try:
+            o = catalog.offering(c["cloud"], c["region"], c["instance_type"])
+        except Exception:   # noqa: BLE001 - an offering gone from the catalog: no reference
+            continue
+        out[c["name"]] = {purchase.ON_DEMAND: o.on_demand_usd, purchase.SPOT: o.spot_usd,
+                          purchase.RESERVED: o.commit_1y_usd}
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from gpulease.cli.plan import make_plan
+    from gpulease.spend import classify as C
+    from gpulease.spend import reconcile as R
+    from gpulease.spend import sources as S
+
+    now = _now(args.as_of)
+    S.month_bounds(args.month)            # a malformed --month: exit 2 before anything runs
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    src = S.open_source(con, args.bill)   # a missing or unknown bill: exit 2, nothing planned
+    label = args.stack or args.config
+    with ui.steps(f"spend of {label}", piped_lines=args.format == "table") as steps:
+        plan, prun = make_plan(args, steps=steps)
+        steps.step(f"reading {src.path} ({S.FORMAT_LABELS[src.kind]}) with DuckDB")
+        try:
+            groups, total, rows = C.read_groups(con, src, month=args.month, now=now)
+        except duckdb.Error as exc:
+            raise ConfigError([Finding("--bill", f"{src.path}: unreadable as "
+                                       f"{S.FORMAT_LABELS[src.kind]} ({S._first_line(exc)}); "
+                                       f"{S.FIX}")]) from None
+        steps.step("classifying every line and reconciling with the plan")
+        bill = C.classify(groups, C.PlanIndex.of(plan), source_total=total, source_rows=rows,
+                          kind=src.kind)
+        doc = R.reconcile(plan, bill, catalog_prices=catalog_prices(plan, _catalog(args)),
+                          source=src.path, month=args.month)
+    if args.format == "json":
+        print_json(doc)
+    elif args.format == "html":
+        ui.out().stream.write(render_html(doc))
+    else:
+        render_table(doc, ui.out())
+    if not doc["conserved"]:
+        ui.error(f"the classes add up to {doc['classes_usd']} but the bill's total is "
+                 f"{doc['total_billed_usd']}: a line was counted twice or lost (a bug)")
+        return ui.exit_reason(EXIT_FAILED, "the classes do not add up to the bill's total")
+    return EXIT_OK
+
+
+def _catalog(args: argparse.Namespace):
+    from gpulease.cli.common import load_stack
+
+    return load_stack(args, announce_warnings=False).catalog
+
+
+def _cause_text(c: dict) -> str:
+    return "; ".join(x["text"] for x in c["causes"]) or "-"
+
+
+def render_table(doc: dict[str, Any], o: ui.Out) -> None:
+    b = doc["bill"]
+    o.line(("spend", "bold"), f" {doc['stack']} · {b['format']} {b['source']}"
+           + (f" · {b['month']}" if b["month"] else "") + f" · {b['source_rows']:,} rows")
+    o.print(o.table(
+        [ui.Col("cluster", style="cyan"), ui.Col("planned", right=True),
+         ui.Col("billed", right=True), ui.Col("effective", right=True, style="bold"),
+         ui.Col("diff", right=True), ui.Col("diff %", right=True), ui.Col("causes", wrap=True)],
+        [[c["cluster"], ui.money(c["planned_usd"]), ui.money(c["billed_usd"]),
+          ui.money(c["effective_usd"]), ui.money(c["diff_usd"]),
+          "-" if c["diff_pct"] is None else f"{c['diff_pct']:+.1f}%", _cause_text(c)]
+         for c in doc["clusters"]]))
+    rows = doc["rows"]
+    o.print("lines by class: " + " · ".join(
+        f"{k} {rows[k]:,} ({ui.money(doc['classes_usd'][k])})" for k in rows))
+    o.print(f"total billed {ui.money(doc['total_billed_usd'])}"
+            + (" (the classes add up to it to the cent)" if doc["conserved"] else
+               " (THE CLASSES DO NOT ADD UP)")
+            + f"; planned {ui.money(doc['planned_total_usd'])}")
+    if doc["unmatched"]:
+        o.print(f"unmatched {ui.money(doc['unmatched_usd'])}, largest:")
+        o.print(o.table([ui.Col("resource"), ui.Col("$", right=True), ui.Col("why")],
+                        [[u["resource"], ui.money(u["usd"]), u["why"]]
+                         for u in doc["unmatched"]], indent=2))
+    p = doc["provisional"]
+    if p["rows"]:
+        o.print(f"provisional: {p['rows']:,} lines, {ui.money(p['usd'])} ({p['why']})")
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """A small self-contained page with the same table."""
+    e = html.escape
+    rows = "".join(
+        f"<tr><td>{e(c['cluster'])}</td><td>{e(ui.money(c['planned_usd']))}</td>"
+        f"<td>{e(ui.money(c['billed_usd']))}</td><td>{e(ui.money(c['effective_usd']))}</td>"
+        f"<td>{e(ui.money(c['diff_usd']))}</td>"
+        f"<td>{'-' if c['diff_pct'] is None else e(format(c['diff_pct'], '+.1f'))}%</td>"
+        f"<td>{e(_cause_text(c))}</td></tr>" for c in doc["clusters"])
+    classes = "".join(f"<li>{e(k)}: {n:,} lines, {e(ui.money(doc['classes_usd'][k]))}</li>"
+                      for k, n in doc["rows"].items())
+    b = doc["bill"]
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>gpulease spend "
+            f"{e(str(doc['stack']))}</title><style>body{{font-family:sans-serif}}"
+            f"td,th{{padding:2px 8px;text-align:right}}td:first-child,td:last-child"
+            f"{{text-align:left}}</style></head><body>"
+            f"<h1>Spend of {e(str(doc['stack']))}</h1><p>{e(b['format'])} {e(b['source'])}"
+            f"{(' · ' + e(b['month'])) if b['month'] else ''}</p>"
+            f"<table><tr><th>cluster</th><th>planned</th><th>billed</th><th>effective</th>"
+            f"<th>diff</th><th>diff %</th><th>causes</th></tr>{rows}</table>"
+            f"<p>Total billed {e(ui.money(doc['total_billed_usd']))}; unmatched "
+            f"{e(ui.money(doc['unmatched_usd']))}.</p><ul>{classes}</ul></body></html>\n")
