@@ -59,3 +59,23 @@ def _no_quotes_cache(monkeypatch, tmp_path_factory):
     # likewise the inventory cache (~/.cache/gpulease/inventory.json, `gpulease inventory`)
     monkeypatch.setenv("GPULEASE_INVENTORY_CACHE",
                        str(tmp_path_factory.getbasetemp() / "no-inventory-cache.json"))
+
+
+# ---- the quick tier (issue 36 item 6): `pytest -m quick` ---------------------------------------
+#: test modules of pure units - no Pulumi program run, no cloud fake or moto server, no wheel -
+#: the tier a developer runs before every commit (docs/development.md, "Test tiers"; measured
+#: there). The full suite (README's command) stays what CI runs.
+QUICK_MODULES = frozenset({
+    "test_money", "test_purchase_models", "test_deadline", "test_progress",
+    "test_inventory_model", "test_owned_config", "test_retry", "test_timeouts",
+    "test_function_length", "test_reaper_decision", "test_reaper_schedule", "test_policy_blend",
+    "test_policy_terms", "test_spot_risk", "test_catalog_schema", "test_catalog_invariants",
+    "test_config", "test_config_demand", "test_config_hardening", "test_comment",
+    "test_names", "test_gate", "test_diff", "test_layers",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in QUICK_MODULES:
+            item.add_marker(pytest.mark.quick)

@@ -110,7 +110,7 @@ def test_gcp_text_dry_run_through_endpoint_override(capsys, monkeypatch, tmp_pat
 # ---- issue 14: bad input is exit 2 before any cloud call; run-time faults still give JSON -------
 @pytest.mark.parametrize("argv,fragments", [
     (["--stack", "devv"], ['--stack: no stack "devv"', '(did you mean "dev"?)',
-                           "stacks: dev, prod, staging", "--all"]),
+                           "stacks: dev, hybrid, prod, staging", "--all"]),
     (["--stack", "dev", "--stack", "prdo"], ['no stack "prdo"', '(did you mean "prod"?)']),
     (["--all", "--idle-minutes", "1000000000000"], ["--idle-minutes: must be > 0 and <= 10080"]),
     (["--all", "--grace-minutes", "20000"], ["--grace-minutes: must be >= 0 and <= 10080"]),
