@@ -117,13 +117,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _utc_time(text: str) -> float:
-    from gpulease.model import parse_utc
+    from gpulease.clock import parse_epoch
 
     try:
-        return parse_utc(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an RFC 3339 time with a zone, e.g. 2026-12-10T09:00:00Z") from None
+        return parse_epoch(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def percent(text: str) -> float:
