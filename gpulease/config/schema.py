@@ -228,7 +228,8 @@ class ScheduleWindowConfig(_Strict):
     holds")."""
 
     cron: str = Field(..., description='Five-field cron expression in UTC, e.g. "0 2 * * *" '
-                                       '(daily at 02:00) or "0 9 * * mon-fri".')
+                                       '(daily at 02:00) or "0 9 * * mon-fri"; one that can '
+                                       'never fall due ("0 0 30 2 *") is refused.')
     minutes: int = Field(..., gt=0, le=rs.MAX_WINDOW_MINUTES,
                          description="Length of the window in minutes (at most a week).")
 
