@@ -353,6 +353,11 @@ def run(args: argparse.Namespace) -> int:
 
         for r in gate_warnings(thresholds):
             ui.warning(f"cost gate [{r['level']}]: {r['message']}")
+    if args.format != "table":
+        # the document holds the warnings; stderr carries them too, for a script that reads
+        # stderr (docs/cli.md: warnings go to stderr whatever the format)
+        for w in plan.get("warnings") or ():
+            ui.warning(str(w))
     if args.format == "json":
         doc = dict(plan)
         if diff is not None:
