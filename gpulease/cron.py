@@ -152,8 +152,30 @@ def parse_cron(expr: str) -> Cron:
         texts.append(",".join(canon))
     # (as Vixie cron: a field starting with "*" is unrestricted for the day-of-month /
     # day-of-week "either" rule)
-    return Cron(fields=tuple(fields), texts=tuple(texts), dom_any=parts[2].startswith("*"),
+    cron = Cron(fields=tuple(fields), texts=tuple(texts), dom_any=parts[2].startswith("*"),
                 dow_any=parts[4].startswith("*"))
+    if cron.dow_any and not cron.dom_any and not any(
+            day <= _DAYS_IN_MONTH[month] for month in cron.fields[3] for day in cron.fields[2]):
+        # only the day of month decides (an unrestricted day of week adds no day), and no month
+        # of the expression has such a day: it never falls due ("0 0 30 2 *", "0 0 31 4 *")
+        months = ", ".join(_MONTH_NAMES[m - 1] for m in sorted(cron.fields[3]))
+        raise CronError(f"{expr!r} never falls due: no day {_ranges(cron.fields[2])} in "
+                        f"{months} (at most {max(_DAYS_IN_MONTH[m] for m in cron.fields[3])} "
+                        "days); fix the day of month or the month")
+    return cron
+
+
+#: days a month can have (February: 29, in a leap year: "0 0 29 2 *" falls due every 4 years)
+_DAYS_IN_MONTH = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31,
+                  11: 30, 12: 31}
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                "Dec")
+
+
+def _ranges(values: Iterable[int]) -> str:
+    v = sorted(values)
+    return str(v[0]) if len(v) == 1 else f"{v[0]}-{v[-1]}" if v == list(
+        range(v[0], v[-1] + 1)) else ",".join(map(str, v))
 
 
 @dataclass(frozen=True)

@@ -468,13 +468,11 @@ class CapacityBlockPin:
 
 
 def parse_utc(text: str) -> float:
-    """Epoch seconds of an RFC 3339 time with a UTC offset (``2026-12-04T11:30:00Z``)."""
-    import datetime as _dt
+    """Epoch seconds of an RFC 3339 time with a zone (``2026-12-04T11:30:00Z``), read and
+    range-checked by :func:`gpulease.clock.parse_time` (ValueError otherwise)."""
+    from gpulease.clock import parse_epoch
 
-    value = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone")
-    return value.timestamp()
+    return parse_epoch(text)
 
 
 @dataclass(frozen=True)

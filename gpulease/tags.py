@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from gpulease import money
+from gpulease import clock, money
 
 CLUSTER = "gpulease-cluster"
 ENVIRONMENT = "gpulease-environment"
@@ -163,7 +163,12 @@ def timestamp_label(epoch_seconds: float) -> str:
 
 
 def parse_timestamp_label(value: str) -> float:
+    """A :func:`timestamp_label` back as epoch seconds. The value may come from a node (tags
+    are writable by whoever holds the instance): anything but the exact form, or a time outside
+    the years gpulease accepts (gpulease.clock.EARLIEST..LATEST), raises ValueError."""
     import datetime as _dt
 
-    return _dt.datetime.strptime(value, "%Y%m%dt%H%Mz").replace(
-        tzinfo=_dt.timezone.utc).timestamp()
+    if not re.fullmatch(r"[0-9]{8}t[0-9]{4}z", value):
+        raise ValueError(f"{value!r} is not a UTC time label such as 20261202t1530z")
+    return clock.check_epoch(_dt.datetime.strptime(value, "%Y%m%dt%H%Mz").replace(
+        tzinfo=_dt.timezone.utc).timestamp())

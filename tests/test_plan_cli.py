@@ -159,3 +159,19 @@ def test_unknown_stack_names_the_choices(capsys):
     assert main(["plan", "--stack", "prd"]) == 2
     err = capsys.readouterr().err
     assert 'no stack "prd"' in err and '(did you mean "prod"?)' in err
+
+
+def test_plan_json_of_a_stack_without_clusters_warns_on_stderr_too(tmp_path, capsys):
+    """docs/cli.md: a script reading stderr sees warnings, whatever the format (issue 35)."""
+    import json as _json
+
+    from gpulease.cli import main as _main
+
+    path = tmp_path / "Pulumi.empty.yaml"
+    path.write_text("config:\n  gpulease:owner: ml\n  gpulease:cost_center: cc\n"
+                    "  gpulease:budget_monthly_usd: 100\n  gpulease:clouds:\n    gcp:\n"
+                    "      project: acme-ml-dev\n      regions: [us-central1]\n")
+    assert _main(["plan", "--config", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "the plan would be empty" in err and err.count("warning:") >= 1
+    assert any("the plan would be empty" in str(w) for w in _json.loads(out)["warnings"])

@@ -34,6 +34,12 @@ the same input:
   a quoted `"16"` is not a number (top-level scalars such as `budget_monthly_usd` arrive from
   `pulumi up` as text, so there a number may be quoted, but `true` is still refused);
 - names are checked against the catalog (GPU models, regions) and each other (datasets);
+- every time (a window's `earliest_start` / `deadline`, a pin's `start` / `end` / `quoted_at`)
+  is RFC 3339 with a zone, quoted: `"2027-01-04T00:00:00Z"` or `"2027-01-04T01:00:00+01:00"`
+  (a window also takes a bare date, midnight UTC). No zone-less times, ISO week or ordinal
+  dates, basic format or leap seconds; a real calendar day; between 1970-01-01T00:00:00Z and
+  2099-12-31T23:59:59Z once in UTC. The same reader (`gpulease.clock.parse_time`) takes
+  `--now`, `catalog quotes --start/--end`, the quote cache and the inventory;
 - the file must be UTF-8 YAML of plain data (no `!!binary`, dates must be quoted), at most 1 MiB,
   nested at most 64 levels and at most 2,000,000 values once YAML aliases are expanded (the
   limits every input file shares, `gpulease/inputs.py`);

@@ -117,13 +117,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _utc_time(text: str) -> float:
-    from gpulease.model import parse_utc
+    from gpulease.clock import parse_epoch
 
     try:
-        return parse_utc(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an RFC 3339 time with a zone, e.g. 2026-12-10T09:00:00Z") from None
+        return parse_epoch(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def percent(text: str) -> float:
@@ -354,6 +353,11 @@ def run(args: argparse.Namespace) -> int:
 
         for r in gate_warnings(thresholds):
             ui.warning(f"cost gate [{r['level']}]: {r['message']}")
+    if args.format != "table":
+        # the document holds the warnings; stderr carries them too, for a script that reads
+        # stderr (docs/cli.md: warnings go to stderr whatever the format)
+        for w in plan.get("warnings") or ():
+            ui.warning(str(w))
     if args.format == "json":
         doc = dict(plan)
         if diff is not None:

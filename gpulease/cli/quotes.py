@@ -131,6 +131,7 @@ def run_quotes(args: argparse.Namespace, *, advisor: Any = None,
     if req.start and req.end and req.end <= req.start:
         raise InputError([Finding("--end", "must be after --start")])
     offerings = collect.targets(catalog, req)
+    collect.check_limits(offerings, req, now)   # offline refuses what live would (exit 2)
     live_clouds = []
     if args.source != "offline":
         from gpulease import credentials

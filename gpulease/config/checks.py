@@ -135,11 +135,9 @@ def _window_findings(window: Any, c: dict, path: str, source: str) -> list[Findi
         v = window.get(key)
         if isinstance(v, str):
             try:
-                times[key] = parse_time(v)
-            except ValueError:
-                bad(f"window.{key}", f"{v!r} is not an RFC 3339 time: write it like "
-                                     "2027-01-04T00:00:00Z (or a date, 2027-01-04 = midnight "
-                                     "UTC)")
+                times[key] = parse_time(v, date_ok=True)
+            except ValueError as exc:
+                bad(f"window.{key}", str(exc))
     if len(times) == 2:
         span = (times["deadline"] - times["earliest_start"]).total_seconds() / 3600.0
         if span <= 0:

@@ -291,8 +291,9 @@ def _cluster(i: int, c: ClusterConfig, path: str, clouds: dict[str, CloudSpec],
         from gpulease.quotes.model import parse_time   # for speed: only with a window
 
         try:
-            window = Window(parse_time(c.window.earliest_start),
-                            parse_time(c.window.deadline), c.window.duration_hours)
+            window = Window(parse_time(c.window.earliest_start, date_ok=True),
+                            parse_time(c.window.deadline, date_ok=True),
+                            c.window.duration_hours)
         except ValueError:
             return None  # reported by checks._window_findings
         steps = (DemandStep(c.gpus, min(c.window.duration_hours, HOURS_PER_MONTH)),)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, field_validator,
+                      model_validator)
 
+from gpulease import clock
 from gpulease import cron as rs
 from gpulease.bootstrap.settings import BootstrapSettings
 # GCP project ids: the pattern lives with the GCP cloud object (the GCE reservation provider
@@ -158,8 +160,16 @@ class DemandStepConfig(_Strict):
 
 #: EC2 Capacity Block offering ids: "cb-" and 17 hexadecimal digits.
 CAPACITY_BLOCK_ID_PATTERN = r"^cb-[0-9a-f]{17}$"
-#: A UTC time as RFC 3339 (quoted in YAML: unquoted, YAML reads it as a date object).
-UTC_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$"
+
+
+def _time(value: str) -> str:
+    """A pin's time: read by gpulease.clock.parse_time (RFC 3339 with a zone, a calendar time,
+    inside the years gpulease accepts), kept in the one UTC form (clock.format_utc)."""
+    return clock.format_utc(clock.parse_time(value))
+
+
+#: A time as RFC 3339 with a zone (quoted in YAML: unquoted, YAML reads it as a date object).
+Rfc3339Time = Annotated[str, AfterValidator(_time)]
 AWS_ZONE_PATTERN = r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$"
 
 
@@ -181,16 +191,15 @@ class CapacityBlockConfig(_Strict):
     instance_count: int = Field(..., ge=1, le=CB_MAX_INSTANCES,
                                 description="Instances in the block: must be the cluster's "
                                             "reserved nodes (1-64).")
-    start: str = Field(..., pattern=UTC_TIME_PATTERN,
-                       description='Start of the block, RFC 3339 UTC, quoted ("2026-12-04T11:30'
-                                   ':00Z").')
-    end: str = Field(..., pattern=UTC_TIME_PATTERN,
-                     description="End of the block: 1-14 days after start in whole days, or 7-day"
-                                 " steps up to 182 days.")
-    upfront_fee_usd: float = Field(..., ge=0, description="The quote's upfront fee in USD (paid "
-                                                          "once at purchase, never refunded).")
-    quoted_at: Optional[str] = Field(None, pattern=UTC_TIME_PATTERN,
-                                     description="When the quote was read (RFC 3339 UTC).")
+    start: Rfc3339Time = Field(..., description="Start of the block, RFC 3339 with a zone, "
+                                                'quoted ("2026-12-04T11:30:00Z").')
+    end: Rfc3339Time = Field(..., description="End of the block: 1-14 days after start in "
+                                              "whole days, or 7-day steps up to 182 days.")
+    upfront_fee_usd: float = Field(..., ge=0, le=MAX_USD, allow_inf_nan=False,
+                                   description="The quote's upfront fee in USD (paid once at "
+                                               "purchase, never refunded).")
+    quoted_at: Optional[Rfc3339Time] = Field(None, description="When the quote was read (RFC "
+                                                               "3339 with a zone).")
     purchase_approved: bool = Field(False, description="Explicit approval to buy this offering "
                                                        "with the next `pulumi up`; without it "
                                                        "the plan stops with exit 4.")
@@ -219,7 +228,8 @@ class ScheduleWindowConfig(_Strict):
     holds")."""
 
     cron: str = Field(..., description='Five-field cron expression in UTC, e.g. "0 2 * * *" '
-                                       '(daily at 02:00) or "0 9 * * mon-fri".')
+                                       '(daily at 02:00) or "0 9 * * mon-fri"; one that can '
+                                       'never fall due ("0 0 30 2 *") is refused.')
     minutes: int = Field(..., gt=0, le=rs.MAX_WINDOW_MINUTES,
                          description="Length of the window in minutes (at most a week).")
 
@@ -506,7 +516,6 @@ PATTERN_RULES = {
     CAPACITY_BLOCK_ID_PATTERN: ("Capacity Block offering id", 'the quote\'s id, e.g. '
                                                              '"cb-0123456789abcdef0"'),
     DATE_PATTERN: ("date", 'YYYY-MM-DD, quoted, e.g. "2025-03-31"'),
-    UTC_TIME_PATTERN: ("UTC time", 'RFC 3339 in UTC, quoted, e.g. "2026-12-04T11:30:00Z"'),
     AWS_ZONE_PATTERN: ("Availability Zone name", 'e.g. "us-east-1a"'),
     StackConfigModel.model_fields["name_prefix"].metadata[0].pattern: (
         "name prefix", "lowercase letters, digits and '-', starting with a letter, at most 20 "

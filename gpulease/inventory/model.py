@@ -31,9 +31,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gpulease import purchase
+from gpulease import clock, purchase
 from gpulease.clouds import registry
 from gpulease.errors import ConfigError, Finding
 
@@ -50,7 +50,12 @@ KINDS: dict[str, tuple[str, str]] = {kind: (c.name, model) for c in registry.CLO
 #: RFC 3339 with a zone, as the APIs answer and the inventory stores (UTC "Z").
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
 
-Time = Annotated[str, Field(pattern=TIME_PATTERN)]
+def _checked_time(value: str) -> str:
+    clock.parse_time(value)   # a calendar time inside the years gpulease accepts
+    return value
+
+
+Time = Annotated[str, Field(pattern=TIME_PATTERN), AfterValidator(_checked_time)]
 Usd = Annotated[float, Field(ge=0, le=1e12)]
 
 
@@ -201,10 +206,8 @@ def header_text(doc: Optional[dict]) -> Optional[str]:
 
 
 def parse_time(text: str) -> dt.datetime:
-    value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone")
-    return value
+    """An RFC 3339 time with a zone, by the one reader (gpulease.clock.parse_time)."""
+    return clock.parse_time(text)
 
 
 def cache_path() -> Path:

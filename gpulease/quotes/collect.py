@@ -64,6 +64,45 @@ def targets(catalog, req: QuoteRequest) -> list:
             and (req.gpu is None or o.gpu == req.gpu)]
 
 
+def check_limits(offerings: list, req: QuoteRequest, now: dt.datetime) -> None:
+    """The documented limits of what the request asks about, refused (InputError, exit 2)
+    whatever the source - offline answers the same request as live, so it refuses the same
+    requests (docs/catalog.md, "Quotes"): with Capacity Block targets, 1-64 instances and a
+    duration a block can cover; a start no later than the furthest horizon of the window
+    products targeted (a block starts within eight weeks, calendar-mode availability is
+    visible 120 days ahead); a duration no calendar-mode reservation or block covers."""
+    from gpulease.errors import Finding, InputError
+    from gpulease.quotes import CB_MAX_INSTANCES
+
+    bad = []
+    blocks = any(sold_as(o, CAPACITY_BLOCK) for o in offerings)
+    calendar = any(sold_as(o, FUTURE_RESERVATION) for o in offerings)
+    if blocks and req.count is not None and not 1 <= req.count <= CB_MAX_INSTANCES:
+        bad.append(Finding("--count", f"a Capacity Block holds 1 to {CB_MAX_INSTANCES} "
+                           f"instances (got {req.count}): ask for at most {CB_MAX_INSTANCES} "
+                           "(split larger clusters over several blocks), or leave Capacity "
+                           "Blocks out with --cloud gcp"))
+    if req.duration_hours is not None and (blocks or calendar) and not (
+            (blocks and block_hours_for(req.duration_hours + 0.5) is not None)
+            or (calendar and calendar_days_for(req.duration_hours) is not None)):
+        bad.append(Finding("--duration-hours", f"{req.duration_hours:g} h is longer than any "
+                           "window product covers (a Capacity Block: 182 days; a calendar-mode "
+                           f"reservation: {CALENDAR_MAX_DAYS} days)"))
+    horizon = max([CB_MAX_ADVANCE_DAYS] * blocks + [CALENDAR_MAX_ADVANCE_DAYS] * calendar,
+                  default=None)
+    if horizon is not None and req.start is not None \
+            and utc(req.start) > utc(now) + dt.timedelta(days=horizon):
+        from gpulease.clock import format_utc
+
+        bad.append(Finding("--start", f"{format_utc(req.start)} is more than {horizon} days "
+                           f"ahead ({format_utc(utc(now) + dt.timedelta(days=horizon))}): no "
+                           "cloud offers or shows capacity that far out (Capacity Blocks start "
+                           f"within {CB_MAX_ADVANCE_DAYS // 7} weeks, calendar-mode "
+                           f"availability is visible {CALENDAR_MAX_ADVANCE_DAYS} days ahead)"))
+    if bad:
+        raise InputError(bad)
+
+
 def collect_aws(clients, offerings: list, req: QuoteRequest, now: dt.datetime,
                 progress: Callable[[str], None], out: Collected,
                 advisor: Optional[Callable[[], Any]] = None) -> None:

@@ -17,6 +17,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
+from gpulease import clock
 from gpulease.clock import format_utc
 from gpulease.model import HOURS_PER_MONTH
 
@@ -28,22 +29,11 @@ def utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def parse_time(text: str) -> dt.datetime:
-    """An RFC 3339 / ISO 8601 timestamp (``Z`` or an offset; a bare date = midnight UTC) ->
-    aware UTC datetime. Raises ValueError with the text on anything else."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"not a timestamp: {text!r}")
-    s = text.strip()
-    if s.endswith(("Z", "z")):
-        s = s[:-1] + "+00:00"
-    try:
-        if len(s) == 10:
-            return dt.datetime.fromisoformat(s).replace(tzinfo=UTC)
-        value = dt.datetime.fromisoformat(s)
-    except ValueError:
-        raise ValueError(f"not an RFC 3339 timestamp: {text!r} (e.g. 2027-01-04T00:00:00Z)") \
-            from None
-    return utc(value)
+def parse_time(text: str, *, date_ok: bool = False) -> dt.datetime:
+    """An RFC 3339 time with a zone -> aware UTC datetime, by the one reader,
+    :func:`gpulease.clock.parse_time` (``date_ok``: a bare date = midnight UTC, where the
+    reference documents it). Raises ValueError saying what is wrong."""
+    return clock.parse_time(text, date_ok=date_ok)
 
 
 @dataclass(frozen=True)

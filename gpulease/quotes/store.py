@@ -73,7 +73,9 @@ class QuoteRow(_Strict):
             v = getattr(self, key)
             if v is not None:
                 try:
-                    times[key] = parse_time(v)
+                    # a published rate's quoted_at may be its publication date (midnight UTC);
+                    # an offering's start and end are times with a zone
+                    times[key] = parse_time(v, date_ok=key == "quoted_at")
                 except ValueError as exc:
                     problems.append(f"{key}: {exc}")
         if (self.start is None) != (self.end is None):
@@ -96,7 +98,8 @@ class QuoteRow(_Strict):
 
     def to_quote(self) -> Quote:
         return Quote(kind=self.kind, cloud=self.cloud, region=self.region,
-                     instance_type=self.instance_type, quoted_at=parse_time(self.quoted_at),
+                     instance_type=self.instance_type,
+                     quoted_at=parse_time(self.quoted_at, date_ok=True),
                      source=self.source, start=parse_time(self.start) if self.start else None,
                      end=parse_time(self.end) if self.end else None,
                      instance_count=self.instance_count, upfront_usd=self.upfront_usd,
@@ -125,7 +128,7 @@ class RiskRow(_Strict):
     @model_validator(mode="after")
     def _shape(self) -> "RiskRow":
         try:
-            parse_time(self.as_of)
+            parse_time(self.as_of, date_ok=True)    # a published figure's date, or a time
         except ValueError as exc:
             raise ValueError(f"as_of: {exc}") from None
         if (self.band is None) != (self.band_max_percent is None):
@@ -135,7 +138,8 @@ class RiskRow(_Strict):
 
     def to_risk(self) -> SpotRisk:
         return SpotRisk(cloud=self.cloud, region=self.region, instance_type=self.instance_type,
-                        as_of=parse_time(self.as_of), source=self.source, zone=self.zone,
+                        as_of=parse_time(self.as_of, date_ok=True), source=self.source,
+                        zone=self.zone,
                         band=self.band, band_max_percent=self.band_max_percent,
                         placement_score=self.placement_score,
                         obtainability=self.obtainability,

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Sequence
 
 from gpulease import tags
-from gpulease.clock import format_utc
+from gpulease.clock import LATEST, TooLate, format_utc
 from gpulease.model import MAX_IDLE_MINUTES  # noqa: F401 (re-exported: d.MAX_IDLE_MINUTES)
 from gpulease import cron as rs
 from gpulease.reaper.defaults import MAX_GRACE_MINUTES  # noqa: F401 (re-exported: d.MAX_GRACE_MINUTES)
@@ -470,6 +470,9 @@ def parse_mark(raw: object, *, now: float, policy: Policy) -> tuple[Optional[flo
         return None, None
     try:
         since: Optional[float] = tags.parse_timestamp_label(str(raw))
+    except TooLate:
+        return None, (f"its idle mark {_shown(raw)} is in the future (after the year "
+                      f"{LATEST.year}: clock skew or a hand edit) and counts for nothing")
     except (ValueError, OverflowError):
         since = None
     if since is None:

@@ -13,7 +13,6 @@ its defaults retry list/get calls for up to 600 s), so every retry goes through
 """
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -173,7 +172,9 @@ def _describe(exc: BaseException) -> str:
 
 
 def _ts(value: str) -> float:
-    return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    from gpulease.clock import parse_epoch
+
+    return parse_epoch(value)
 
 
 def _tail(url: str) -> str:
