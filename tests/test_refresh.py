@@ -125,3 +125,31 @@ def test_refresh_of_the_shipped_snapshot_validates():
                           for r in marked for v in r["price_sources"].values())
     assert res.doc["checksum"] == checksum(res.doc)
     assert res.doc["generated_by"]["base_version"] == shipped.version
+
+
+def test_a_price_cut_below_the_old_gpu_sku_floor_refreshes(tmp_path):
+    """Issue 35 item 5: GCP spot prices move monthly. A refreshed spot price below the row's
+    old GPU SKU floor (gpu_sku_usd.spot, a figure derived from the OLD prices) used to fail the
+    load-time invariant (exit 1, internal error); the merge drops every derived field of a
+    column it reprices, so the new catalog loads."""
+    from gpulease.catalog.fetchers import CloudFetch, Fetched
+    from gpulease.catalog.fetchers.gcp import BILLING_SOURCE, COMPUTE_SOURCE
+    from gpulease.catalog.refresh import merge
+
+    shipped = load_catalog()
+    row = next(r for r in shipped.raw["offerings"]
+               if r["cloud"] == "gcp" and (r.get("gpu_sku_usd") or {}).get("spot")
+               and r.get("spot_usd"))
+    cut = round(row["gpu_sku_usd"]["spot"] * 0.5, 4)           # half the old GPU-only floor
+    got = Fetched(cloud=row["cloud"], region=row["region"], instance_type=row["instance_type"],
+                  prices={"spot_usd": cut}, price_sources={"spot_usd": BILLING_SOURCE})
+    fetch = CloudFetch(cloud=row["cloud"], rows={(row["region"], row["instance_type"]): got},
+                       priced_regions={row["region"]}, apis=(BILLING_SOURCE, COMPUTE_SOURCE))
+    doc, report = merge(shipped, {row["cloud"]: fetch}, {row["cloud"]: [row["region"]]},
+                        version="2026.12.09", now=NOW)
+    new = next(r for r in doc["offerings"] if (r["cloud"], r["region"], r["instance_type"]) ==
+               (row["cloud"], row["region"], row["instance_type"]))
+    assert new["spot_usd"] == cut and "spot" not in (new.get("gpu_sku_usd") or {})
+    cat = parse_catalog(doc, source="refreshed.json")          # the load-time invariants hold
+    assert any(o.instance_type == row["instance_type"] and o.region == row["region"] and
+               o.spot_usd == cut for o in cat.offerings)

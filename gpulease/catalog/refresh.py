@@ -253,11 +253,14 @@ def merge(base: Catalog, fetches: dict[str, CloudFetch], scope: dict[str, list[s
         # parts and cross-checks of a price the API replaced describe the old figure: drop them;
         # a price for a way the offering is not sold (purchase_options) is not kept either
         fresh = {c.removesuffix("_usd") for c in PRICE_COLUMNS if c in got.prices}
-        if isinstance(row.get("price_components"), dict):
-            row["price_components"] = {k: v for k, v in row["price_components"].items()
-                                       if k not in fresh}
-            if not row["price_components"]:
-                row.pop("price_components")
+        # likewise every figure derived from an old price: its parts, and the GPU SKU floor
+        # (gpu_sku_usd, the accelerator's own SKUs): after a price cut the old floor would sit
+        # above the new price and fail the load-time invariant (issue 35)
+        for derived in ("price_components", "gpu_sku_usd"):
+            if isinstance(row.get(derived), dict):
+                row[derived] = {k: v for k, v in row[derived].items() if k not in fresh}
+                if not row[derived]:
+                    row.pop(derived)
         if isinstance(row.get("cross_checks"), list):
             row["cross_checks"] = [c for c in row["cross_checks"]
                                    if not (isinstance(c, dict) and c.get("column") in fresh)]
