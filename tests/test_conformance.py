@@ -13,6 +13,7 @@ import pulumi_gcp as gcp
 import pytest
 import yaml
 
+from gpulease import tags
 from gpulease.cli import main
 from gpulease.conformance import check, has_errors, physical_name, specs
 from tools import conformance_specs as generate
@@ -344,7 +345,10 @@ def test_the_same_resources_with_valid_values_pass():
         _lt(instance_type="p5.48xlarge", metadata_options={"http_tokens": "required"},
             instance_market_options={"market_type": "spot", "spot_options": {
                 "instance_interruption_behavior": "terminate"}},
-            block_device_mappings=[{"device_name": "/dev/sda1", "ebs": {"volume_type": "gp3"}}])
+            block_device_mappings=[{"device_name": "/dev/sda1", "ebs": {"volume_type": "gp3"}}],
+            # what it launches carries the attribution tags (the billed-tags rule)
+            tag_specifications=[{"resource_type": "volume",
+                                 "tags": {k: "v" for k in tags.REQUIRED}}])
         aws.ec2.PlacementGroup("pg", strategy="cluster")
         aws.s3.Bucket("b", bucket="gpulease-prod-corpus", tags={"gpulease-owner": "ml"})
         aws.iam.Role("role", name="gpulease-prod-reaper", max_session_duration=3600,

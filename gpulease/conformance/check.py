@@ -21,6 +21,7 @@ from gpulease.conformance import names as N
 from gpulease.conformance import specs, tables
 from gpulease.conformance.specs import Constraint, describe
 from gpulease.errors import did_you_mean
+from gpulease import tags
 
 ERROR = "error"
 WARNING = "warning"
@@ -208,6 +209,52 @@ def _check_tags(r: Any, out: _Out) -> None:
                         "lowercase letters, digits, '_' or '-'", GCP_LABEL_SPEC)
 
 
+#: where each cloud's bill reads attribution from (docs/cost-tags.md "Tags that reach the bill")
+BILL_SPEC = ("AWS Billing: cost allocation tags (user-defined tags activated in the Billing "
+             "console appear in CUR 2.0 resource_tags and Cost Explorer); GCP Cloud Billing "
+             "export: labels of the billed resource")
+_ASG = "aws:autoscaling/group:Group"
+_LT = "aws:ec2/launchTemplate:LaunchTemplate"
+_GCE_TEMPLATES = ("gcp:compute/instanceTemplate:InstanceTemplate",
+                  "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate")
+
+
+def _check_billed(r: Any, out: _Out) -> None:
+    """Tags that reach the bill (issue 33 item 4): what a node group launches is billed on lines
+    of its own - EC2 instances and their EBS volumes, GCE VMs and their disks - so each must be
+    launched carrying the attribution tags (tags.REQUIRED), or those lines arrive untagged."""
+    i = r.inputs or {}
+    need = set(tags.REQUIRED)
+    own = i.get("labels") if r.type.startswith("gcp:") else i.get("tags")
+    keys = ({t.get("key") for t in own if isinstance(t, dict)} if isinstance(own, list)
+            else set(own) if isinstance(own, dict) else set())
+    if tags.CLUSTER not in keys:
+        return          # not a resource gpulease attributes (it carries none of its tags)
+    if r.type == _ASG and isinstance(i.get("tags"), list):
+        have = {t.get("key") for t in i["tags"] if isinstance(t, dict)
+                and t.get("propagateAtLaunch") is True}
+        for k in sorted(need - have):
+            out.add("billed-tags", "tags", k, f"tag {k} is not propagated at launch: the group's "
+                    "instances would reach the bill without it", BILL_SPEC)
+    elif r.type == _LT and i.get("tags") is not None:
+        specs = {s.get("resourceType"): set((s.get("tags") or {}))
+                 for s in i.get("tagSpecifications") or [] if isinstance(s, dict)}
+        for rt in ("volume",):
+            missing = sorted(need - specs.get(rt, set()))
+            if missing:
+                out.add("billed-tags", "tagSpecifications", rt, f"the {rt}s it launches miss "
+                        f"{', '.join(missing)}: their lines would reach the bill untagged",
+                        BILL_SPEC)
+    elif r.type in _GCE_TEMPLATES and isinstance(i.get("labels"), dict):
+        for n, d in enumerate(i.get("disks") or []):
+            if isinstance(d, dict):
+                missing = sorted(need - set(d.get("labels") or {}))
+                if missing:
+                    out.add("billed-tags", f"disks[{n}].labels", None, f"disk {n} misses "
+                            f"{', '.join(missing)}: its line would reach the bill unlabelled "
+                            "(a template's labels reach the VM only)", BILL_SPEC)
+
+
 def _check_names(r: Any, out: _Out) -> None:
     name = out.physical
     if not isinstance(name, str) or _masked(name):
@@ -372,6 +419,7 @@ def check(resources: Sequence[Any]) -> list[dict]:
         _check_rows(r, out, tables.AWS.get(r.type, ()) + tables.GCP.get(r.type, ()))
         _check_cidrs(r, out)
         _check_tags(r, out)
+        _check_billed(r, out)
         _check_names(r, out)
         _check_metadata(r, out)
         _check_policy_json(r, out)

@@ -167,6 +167,45 @@ def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: Decimal,
     return registry.get(cloud).cost_tags(values, monthly_usd)
 
 
+#: what a node template launches that the clouds bill on lines of their own: an EC2 launch
+#: template's instances (tagged by the ASG's propagate-at-launch tags too) and their EBS
+#: volumes; a GCE instance template's disks (the template's labels reach the VM only). Without
+#: the attribution tags on them, their lines reach the bill untagged (issue 33 item 4).
+LAUNCH_TEMPLATE_TYPE = "aws:ec2/launchTemplate:LaunchTemplate"
+BILLED_BY_LAUNCH_TEMPLATE = ("instance", "volume")
+INSTANCE_TEMPLATE_TYPES = ("gcp:compute/instanceTemplate:InstanceTemplate",
+                           "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate")
+
+
+def attribution(stamped: dict) -> dict:
+    """The tags that attribute a line of the bill (cluster, environment, owner, cost center,
+    purchase model, template): the stamped set without the template's own monthly cost."""
+    return {k: v for k, v in stamped.items() if k in tags.REQUIRED}
+
+
+def _carry_to_billed(type_: str, props: dict, stamped: dict) -> None:
+    extra = attribution(stamped)
+    if not extra:
+        return
+    if type_ == LAUNCH_TEMPLATE_TYPE:
+        specs = list(props.get("tag_specifications") or [])
+        have = set()
+        out = []
+        for spec in specs:
+            rt = spec.get("resource_type") if isinstance(spec, dict) else \
+                getattr(spec, "resource_type", None)
+            if isinstance(spec, dict) and rt in BILLED_BY_LAUNCH_TEMPLATE:
+                spec = {**spec, "tags": {**extra, **(spec.get("tags") or {})}}
+                have.add(rt)
+            out.append(spec)
+        out += [{"resource_type": rt, "tags": dict(extra)}
+                for rt in BILLED_BY_LAUNCH_TEMPLATE if rt not in have]
+        props["tag_specifications"] = out
+    elif type_ in INSTANCE_TEMPLATE_TYPES and isinstance(props.get("disks"), list):
+        props["disks"] = [{**d, "labels": {**extra, **(d.get("labels") or {})}}
+                          if isinstance(d, dict) else d for d in props["disks"]]
+
+
 def _merge(existing: Any, extra: dict) -> Any:
     if existing is None:
         return dict(extra)
@@ -253,6 +292,7 @@ def register(stack: StackSpec, catalog: Catalog, *,
             props["tags"] = _merge_asg(props.get("tags"), stamped)
         else:
             props[kind] = _merge(props.get(kind), stamped)
+        _carry_to_billed(args.type_, props, stamped)
         return pulumi.ResourceTransformationResult(props=props, opts=args.opts)
 
     pulumi.runtime.register_stack_transformation(transform)
