@@ -585,13 +585,18 @@ def run(args: argparse.Namespace) -> int:
         ledger, why = None, "not computed for one --cluster"
     totals = totals_doc(env, ledger, why)
     prices = explain_prices(env, loaded.catalog, ledger)
+    from gpulease.policy.defaults import price_moving_defaults
+
+    # defaults the stack left unset that moved the price, each priced the other way
+    moved = price_moving_defaults(env, loaded.catalog, now=None if now is None else
+                                  dt.datetime.fromtimestamp(now, dt.timezone.utc))
     if args.json:
         num = money.json_number
         print_json({"stack": env.stack.stack, "source": loaded.source,
                     "catalog": {"version": env.catalog_version, "as_of": env.catalog_as_of},
                     "prices": prices["summary"],
-                    "clusters": [cluster_doc(c, stack=env.stack, prices=prices.get(c.name))
-                                 for c in clusters],
+                    "clusters": [{**cluster_doc(c, stack=env.stack, prices=prices.get(c.name)),
+                                  "defaults": moved.get(c.name, [])} for c in clusters],
                     "storage": [{**storage_doc(x), "prices": [
                         u.as_dict() for u in prices.get(("storage", x.name), [])]}
                                 for x in env.storage],
@@ -610,7 +615,30 @@ def run(args: argparse.Namespace) -> int:
                     "unused_holdings": [u.as_dict() for u in env.unused_holdings]})
     else:
         render_text(env, clusters, totals=totals, prices=prices)
+        render_defaults(moved, [c.name for c in clusters], ui.out())
     return 0
+
+
+def render_defaults(moved: dict, names: list[str], o: ui.Out) -> None:
+    """`explain`'s "Defaults that moved the price" (gpulease.policy.defaults)."""
+    rows = [(n, d) for n in names for d in moved.get(n, [])]
+    if not rows:
+        return
+    o.print()
+    o.print("Defaults that moved the price", style="bold")
+    for name, d in rows:
+        if d["saving_usd"] is None and d["alternative"] is None:
+            o.line((name, "cyan"), f": {d['key']} is {d['default']} - {d['note']}", indent=2)
+            continue
+        if d["saving_usd"] is None:
+            what = "no plan satisfies the policy with it"
+        elif d["saving_usd"] > 0:
+            what = f"would save {_money(d['saving_usd'])}/month"
+        else:
+            what = f"would cost {_money(-d['saving_usd'])}/month more"
+        o.line((name, "cyan"), f": {d['key']} = {d['default']}; {d['alternative']} {what}"
+               + (f" ({d['note']})" if d["note"] and d["saving_usd"] is not None else ""),
+               indent=2)
 
 
 # ---- --buy-vs-rent ---------------------------------------------------------------------------
