@@ -14,6 +14,44 @@ settings.register_profile("gpulease", deadline=None, suppress_health_check=[Heal
 settings.load_profile("gpulease")
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: The AMIs the tests launch from (moto's default ``ami-12c6146b``, Amazon Linux). By default
+#: moto loads about 400 default and per-region "latest" AMIs into every region's EC2 backend it
+#: creates, and re-creates each one on every reset: ~0.2 s per region a test touched, paid again
+#: by the next test's reset (2-3 s of setup per moto test in a full run). moto reads
+#: MOTO_AMIS_PATH (a JSON list in its own amis.json format) instead when it is set before moto
+#: is imported (moto/ec2/models/__init__.py): the tests get exactly these AMIs, and launching
+#: from any other id fails as it would on AWS.
+TEST_AMIS = ("ami-12c6146b",)
+
+
+def _moto_amis() -> None:
+    import gzip
+    import importlib.util
+    import json
+    import os
+    import tempfile
+
+    if "MOTO_AMIS_PATH" in os.environ:
+        return
+    spec = importlib.util.find_spec("moto")
+    if spec is None or spec.origin is None:
+        return
+    src = Path(spec.origin).parent / "ec2" / "resources" / "amis.json.gz"
+    if not src.is_file():
+        return
+    with gzip.open(src, "rt", encoding="utf-8") as fh:
+        amis = [a for a in json.load(fh) if a.get("ami_id") in TEST_AMIS]
+    assert len(amis) == len(TEST_AMIS), f"moto's amis.json.gz lacks one of {TEST_AMIS}"
+    fd, path = tempfile.mkstemp(prefix="gpulease-moto-amis-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(amis, fh)
+    os.environ["MOTO_AMIS_PATH"] = path
+    import atexit
+    atexit.register(lambda: Path(path).unlink(missing_ok=True))
+
+
+_moto_amis()
 SHIPPED_STACKS = ("dev", "staging", "prod", "hybrid")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import dataclasses
 import datetime as dt
 from pathlib import Path
@@ -186,6 +187,13 @@ SKY_N1_VCPUS = {"T4": {1: 4, 2: 8, 4: 48}, "V100": {1: 8, 2: 16, 4: 32, 8: 64},
                 "P100": {1: 8, 2: 16, 4: 32, 8: 64}, "P4": {1: 8, 2: 16, 4: 32, 8: 64}}
 
 
+@functools.lru_cache(maxsize=None)
+def _peer_rows(path: Path) -> tuple[dict, ...]:
+    """A peer catalog CSV's rows, read once per session (every request reads them all)."""
+    with open(path, newline="") as fh:
+        return tuple(csv.DictReader(fh))
+
+
 def _skypilot_choice(peer: Path, gpu: str, count: int, spot: bool, local_zones: bool = False):
     """SkyPilot's optimizer for one single-node-shape request: the cheapest (type, zone) whose
     accelerator name maps to ``gpu`` with ``count`` per node (nodes = 1, or 2 x 8 for 16),
@@ -208,24 +216,22 @@ def _skypilot_choice(peer: Path, gpu: str, count: int, spot: bool, local_zones: 
         f = facts_for(cloud, itype)
         return f is None or ("spot" if spot else "on_demand") in f.purchase_options
 
-    with open(peer / "v8" / "aws" / "vms.csv", newline="") as fh:
-        for r in csv.DictReader(fh):
-            if GPU_NAMES.get(r["AcceleratorName"]) == gpu and int(float(r["AcceleratorCount"])) \
-                    == per_node and price(r[col]) and (
-                        local_zones or r["AvailabilityZone"].count("-") < 2):
-                if r["InstanceType"] in ("p5.4xlarge", "gr6.4xlarge", "gr6.8xlarge") or \
-                        not sold("aws", r["InstanceType"]):
-                    continue
-                v = price(r[col]) * nodes
-                best = v if best is None or v < best else best
+    for r in _peer_rows(peer / "v8" / "aws" / "vms.csv"):
+        if GPU_NAMES.get(r["AcceleratorName"]) == gpu and int(float(r["AcceleratorCount"])) \
+                == per_node and price(r[col]) and (
+                    local_zones or r["AvailabilityZone"].count("-") < 2):
+            if r["InstanceType"] in ("p5.4xlarge", "gr6.4xlarge", "gr6.8xlarge") or \
+                    not sold("aws", r["InstanceType"]):
+                continue
+            v = price(r[col]) * nodes
+            best = v if best is None or v < best else best
     hosts, accs = {}, {}
-    with open(peer / "v8" / "gcp" / "vms.csv", newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["InstanceType"]:
-                hosts.setdefault(r["InstanceType"], {})[(r["Region"], r["AvailabilityZone"])] = r
-            elif GPU_NAMES.get(r["AcceleratorName"]) == gpu and r["AcceleratorCount"] and \
-                    int(float(r["AcceleratorCount"])) == per_node:
-                accs[(r["Region"], r["AvailabilityZone"], r["AcceleratorName"])] = r
+    for r in _peer_rows(peer / "v8" / "gcp" / "vms.csv"):
+        if r["InstanceType"]:
+            hosts.setdefault(r["InstanceType"], {})[(r["Region"], r["AvailabilityZone"])] = r
+        elif GPU_NAMES.get(r["AcceleratorName"]) == gpu and r["AcceleratorCount"] and \
+                int(float(r["AcceleratorCount"])) == per_node:
+            accs[(r["Region"], r["AvailabilityZone"], r["AcceleratorName"])] = r
     from gpulease.catalog.importers.skypilot import _gcp_shape
     for itype, zones in hosts.items():
         shape = _gcp_shape(itype)

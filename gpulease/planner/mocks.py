@@ -584,9 +584,18 @@ class ProgramRun:
     preview: bool = False
     #: the moment (epoch seconds) the lookups answered for
     now: float = 0.0
+    _index: dict = field(default_factory=dict, repr=False, compare=False)
+    _index_len: int = field(default=-1, repr=False, compare=False)
 
     def by_type(self, typ: str) -> list[RecordedResource]:
-        return [r for r in self.resources if r.type == typ]
+        # indexed once per length of ``resources`` (a test looks up thousands of resources of
+        # a run of thousands: a scan per lookup made that quadratic)
+        if self._index_len != len(self.resources):
+            index: dict[str, list[RecordedResource]] = {}
+            for r in self.resources:
+                index.setdefault(r.type, []).append(r)
+            self._index, self._index_len = index, len(self.resources)
+        return list(self._index.get(typ, ()))
 
     def one(self, typ: str, name: Optional[str] = None) -> RecordedResource:
         found = [r for r in self.by_type(typ) if name is None or r.name == name]
