@@ -54,8 +54,9 @@ exit codes (the reason is printed on stderr):
   3 the total monthly cost rose more than --fail-on-increase, or crossed a gpulease:gate
   block threshold that no --ack acknowledged · 4 a mandatory guardrail failed or a
   conformance error was found, a Capacity Block would be bought without a pinned, approved
-  quote, or (--against) the next `pulumi up` would replace or delete a prepaid or committed
-  resource
+  quote, a pinned block does not fit the plan (another cloud, region, type or node count:
+  docs/deploy.md), or (--against) the next `pulumi up` would replace or delete a prepaid or
+  committed resource
   (4 wins over 3: a plan the clouds would reject cannot be deployed at any cost)"""
 
 
