@@ -268,3 +268,16 @@ def test_the_policys_own_blocks_pass_the_pin_rule(lead_days, span_hours, share, 
     if opt.feasible:
         assert block_window_problem(opt.bought_from, opt.bought_until, earliest, deadline) \
             is None, (opt.bought_from, opt.bought_until, earliest, deadline)
+
+
+def test_another_stacks_previous_is_refused_for_that_reason_first(tmp_path, capsys):
+    f = tmp_path / "Pulumi.other.yaml"
+    f.write_text(yaml.safe_dump({"config": _stack()}))
+    assert main(["plan", "--config", str(f), "--now", NOW, "--json"]) == EXIT_OK
+    saved = tmp_path / "other.json"
+    saved.write_text(capsys.readouterr().out)
+    s = _stack()
+    s["gpulease:allow_prepaid_replacement"] = ["trian"]
+    err = _refused(tmp_path, s, capsys, EXIT_BAD_INPUT, "--against", str(saved))
+    assert 'is of stack "other", this plan is of stack "pins"' in err, err
+    assert "names no cluster of this stack nor" not in err

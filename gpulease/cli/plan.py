@@ -526,6 +526,8 @@ def _check_opt_ins(decided, previous: dict) -> None:
     from gpulease.planner.against import opt_in_findings
 
     stack = decided.stack
+    if previous.get("stack") and previous["stack"] != stack.stack:
+        return      # another stack's: compare() refuses it with that reason
     bad = opt_in_findings(stack.allow_prepaid_replacement,
                           [c.name for c in stack.clusters] + [n for n, _ in decided.retired],
                           previous, source=stack.source)
