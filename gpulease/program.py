@@ -20,6 +20,7 @@ from gpulease.config import NAMESPACE, TOP_LEVEL_KEYS
 from gpulease.costing import transform as cost_transform
 from gpulease.errors import InputError
 from gpulease.model import EnvironmentDecision
+from gpulease.policy.pins import check_pins
 
 #: cloud adaptor modules (``Cloud.deploy_module``): each exposes
 #: ``deploy(env, catalog, *, storage, only_clusters=None) -> list[pulumi.Resource]`` where
@@ -89,6 +90,9 @@ def deploy_clouds(env: EnvironmentDecision, catalog: Catalog, spec: Any, *,
     What is declared is what the whole program declares for it: a resource's inputs can only
     come from what was declared before it, and a cluster's components from the shared
     resources handed to it, never from another cluster (``gpulease.planner.dynamic``)."""
+    # a pinned Capacity Block the policy did not land its cluster on: exit 4 before any cloud
+    # declares anything (a cluster moved to another cloud has no AWS adaptor to check it)
+    check_pins(env)
     used = {c.cloud for c in env.clusters} | {s.cloud for s in env.storage}
     storage: dict[str, pulumi.Resource] = {}
     order = [c for c in DEPLOY_ORDER if c in used]

@@ -54,8 +54,9 @@ exit codes (the reason is printed on stderr):
   3 the total monthly cost rose more than --fail-on-increase, or crossed a gpulease:gate
   block threshold that no --ack acknowledged · 4 a mandatory guardrail failed or a
   conformance error was found, a Capacity Block would be bought without a pinned, approved
-  quote, or (--against) the next `pulumi up` would replace or delete a prepaid or committed
-  resource
+  quote, a pinned block does not fit the plan (another cloud, region, type or node count:
+  docs/deploy.md), or (--against) the next `pulumi up` would replace or delete a prepaid or
+  committed resource
   (4 wins over 3: a plan the clouds would reject cannot be deployed at any cost)"""
 
 
@@ -300,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
             external = (ext_mod.load_preview(args.from_preview) if args.from_preview
                         else ext_mod.load_state(args.from_state))
         plan, prun = make_plan(args, steps=steps)
+        if previous is not None:
+            _check_opt_ins(prun.result.decision, previous)
         if external is not None:
             flag = "--from-preview" if args.from_preview else "--from-state"
             if external["stack"] and external["stack"] != plan["stack"]:
@@ -514,6 +517,22 @@ def explain_hint(args: argparse.Namespace, plan: dict[str, Any]) -> str:
     names = [c["name"] for c in plan.get("clusters", ())]
     cluster = f" [--cluster {names[0]}]" if len(names) > 1 else ""
     return f"gpulease explain {target}{cluster}"
+
+
+def _check_opt_ins(decided, previous: dict) -> None:
+    """Exit 2 (before anything is written) when gpulease:allow_prepaid_replacement names a
+    cluster neither the stack nor PREVIOUS has (``planner.against.opt_in_findings``)."""
+    from gpulease.config.messages import headline
+    from gpulease.planner.against import opt_in_findings
+
+    stack = decided.stack
+    if previous.get("stack") and previous["stack"] != stack.stack:
+        return      # another stack's: compare() refuses it with that reason
+    bad = opt_in_findings(stack.allow_prepaid_replacement,
+                          [c.name for c in stack.clusters] + [n for n, _ in decided.retired],
+                          previous, source=stack.source)
+    if bad:
+        raise ConfigError(bad, headline=headline(stack.source))
 
 
 def _write_run_meta(path: str, meta: dict) -> None:

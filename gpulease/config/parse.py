@@ -2,6 +2,7 @@
 the schema, the cross-checks, every finding at once (one ConfigError listing them all)."""
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import re
 from typing import Any, Mapping, Optional
@@ -22,7 +23,7 @@ from gpulease.model import (HOURS_PER_MONTH, CapacityBlockPin, CloudSpec, Cluste
                             OwnedPool,
                             StackSpec, StorageSpec, Window, parse_utc)
 from gpulease.policy.templates import template_names
-from gpulease.quotes import CB_MAX_DAYS, valid_block_hours
+from gpulease.quotes import CB_MAX_DAYS, block_window_problem, valid_block_hours
 from gpulease.tags import label_value
 
 
@@ -211,6 +212,7 @@ def _clusters(entries: list[ClusterConfig], clouds: dict[str, CloudSpec], catalo
         spec = _cluster(i, c, path, clouds, catalog, bad)
         if spec is not None:
             clusters.append(spec)
+    _one_cluster_per_offering(entries, bad)
     if not entries:
         bad("gpulease:clusters", "no clusters configured; the plan would be empty",
             level="warning")
@@ -220,8 +222,6 @@ def _clusters(entries: list[ClusterConfig], clouds: dict[str, CloudSpec], catalo
 def _owned(entries: list[OwnedPoolConfig], catalog: Catalog, bad) -> list[OwnedPool]:
     """Owned pools: GPU in the catalog, whole nodes, a real purchase date, unique names, a
     kubeconfig context for a `kubernetes` pool."""
-    import datetime as _dt
-
     out, seen = [], set()
     for i, p in enumerate(entries):
         path = f"gpulease:owned[{i}]"
@@ -304,7 +304,7 @@ def _cluster(i: int, c: ClusterConfig, path: str, clouds: dict[str, CloudSpec],
     if not steps:
         return None  # reported by checks.demand_findings
     pin = _capacity_block_pin(c.capacity_block, f"{path}.capacity_block", clouds, catalog,
-                              bad, window=window is not None)
+                              bad, cluster=c, path_of_cluster=path, window=window)
     return ClusterSpec(
         name=c.name, gpu=c.gpu, gpus=steps[-1].gpus, hours_per_month=steps[0].hours_per_month,
         priority=c.priority, checkpoint_minutes=c.checkpoint_minutes,
@@ -318,12 +318,18 @@ def _cluster(i: int, c: ClusterConfig, path: str, clouds: dict[str, CloudSpec],
 
 def _stack_checks(model: StackConfigModel, catalog: Catalog, bad) -> None:
     """Stack-wide keys that name what the rest of the config holds."""
-    cnames = {c.name for c in model.clusters}
+    cnames = [c.name for c in model.clusters]
     for j, name in enumerate(model.allow_prepaid_replacement):
         if name not in cnames:
+            # a warning, not an error: a removed cluster's name is how its prepaid resources
+            # may be deleted, and only `plan --against` knows which clusters the state still
+            # holds (there, a name of neither is exit 2: planner.against.opt_in_findings). A
+            # typo withholds the permission, it never grants one.
             bad(f"gpulease:allow_prepaid_replacement[{j}]", f'"{name}" names no cluster of this '
-                "stack: it only lets `pulumi up` delete the prepaid resources of a cluster you "
-                "removed", level="warning")
+                f"stack{did_you_mean(name, cnames)}: it opts nothing in unless a cluster of "
+                "that name was removed and the state still holds its prepaid resources "
+                "(`gpulease plan --against` checks that); fix the name, or remove it",
+                level="warning")
 
     if model.catalog_version and model.catalog_version != catalog.version:
         bad("gpulease:catalog_version", f'stack pins catalog "{model.catalog_version}" but '
@@ -334,18 +340,41 @@ def _matches_residency(region: str, allow: list[str]) -> bool:
     return any(region == a or region.startswith(a) for a in allow)
 
 
+def _one_cluster_per_offering(entries: list[ClusterConfig], bad) -> None:
+    """An offering is one block: bought once, its nodes used by one cluster. Two pins of one
+    offering id would count its fee twice and declare two purchases of it."""
+    first: dict[str, int] = {}
+    for i, c in enumerate(entries):
+        if c.capacity_block is None:
+            continue
+        oid = c.capacity_block.offering_id
+        if oid in first:
+            k = first[oid]
+            bad(f"gpulease:clusters[{i}].capacity_block.offering_id", (
+                f'"{oid}" is pinned by cluster "{entries[k].name}" too '
+                f"(gpulease:clusters[{k}].capacity_block): an offering is one block, bought "
+                "once, whose nodes serve one cluster; pin a quote of its own for each cluster "
+                "(remove this pin and `gpulease plan` quotes one)"))
+        else:
+            first[oid] = i
+
+
 def _capacity_block_pin(cfg: Optional[CapacityBlockConfig], path: str, clouds: dict,
-                        catalog: Catalog, bad, window: bool = False) -> Optional[CapacityBlockPin]:
-    """The pin of a cluster's Capacity Block, with what can be checked before the policy runs
-    (the adaptor checks it against the decision: region, instance type, reserved nodes). A
-    cluster with a window may pin the block the policy chose for it without
+                        catalog: Catalog, bad, *, cluster: ClusterConfig, path_of_cluster: str,
+                        window: Optional[Window] = None) -> Optional[CapacityBlockPin]:
+    """The pin of a cluster's Capacity Block, with what the stack file alone decides (exit 2):
+    an AWS region the stack and the cluster's residency allow, a zone of it, an instance type
+    with the cluster's GPU, a valid duration, and for a window a block inside it
+    (``gpulease.quotes.block_window_problem``). The decision is checked against the pin later
+    (exit 4: ``gpulease.policy.pins``; the AWS adaptor for the reserved nodes). A cluster with
+    a window may pin the block the policy chose for it without
     gpulease:clouds.aws.capacity_blocks (that switch is for monthly loads)."""
     if cfg is None:
         return None
     aws_cloud = clouds.get(AWS.name)       # Capacity Blocks are an AWS purchase
     if aws_cloud is None:
         bad(path, "a Capacity Block is an AWS purchase: configure gpulease:clouds.aws")
-    elif not aws_cloud.capacity_blocks and not window:
+    elif not aws_cloud.capacity_blocks and window is None:
         bad(path, "pinned, but gpulease:clouds.aws.capacity_blocks is false: set it to true "
                   "to use the block, or remove the pin")
     elif cfg.region not in aws_cloud.regions:
@@ -354,10 +383,23 @@ def _capacity_block_pin(cfg: Optional[CapacityBlockConfig], path: str, clouds: d
     if not cfg.availability_zone.startswith(cfg.region):
         bad(f"{path}.availability_zone", f'"{cfg.availability_zone}" is not a zone of region '
             f'"{cfg.region}"')
-    types = {o.instance_type for o in catalog.offerings_for(cloud=AWS.name)}
-    if cfg.instance_type not in types:
+    if cluster.regions and not _matches_residency(cfg.region, cluster.regions):
+        bad(f"{path}.region", f'"{cfg.region}" is outside the cluster\'s residency list '
+            f"{path_of_cluster}.regions ({', '.join(cluster.regions)}): the cluster can never "
+            "run in the block; pin a quote from a region it may use, or remove the pin")
+    gpu_of = {o.instance_type: o.gpu for o in catalog.offerings_for(cloud=AWS.name)}
+    if cfg.instance_type not in gpu_of:
         bad(f"{path}.instance_type", f'unknown AWS instance type "{cfg.instance_type}"'
-            f"{did_you_mean(cfg.instance_type, sorted(types))}")
+            f"{did_you_mean(cfg.instance_type, sorted(gpu_of))}")
+    elif gpu_of[cfg.instance_type] != cluster.gpu:
+        fits = sorted(t for t, g in gpu_of.items() if g == cluster.gpu)
+        bad(f"{path}.instance_type", (
+            f'"{cfg.instance_type}" has {gpu_of[cfg.instance_type]} GPUs, but cluster '
+            f'"{cluster.name}" runs {cluster.gpu} ({path_of_cluster}.gpu): the policy never '
+            "puts it on this block; pin a quote of "
+            + (f"an instance type with {cluster.gpu} ({', '.join(fits)})" if fits
+               else f"an instance type with {cluster.gpu}")
+            + ", or remove the pin"))
     start, end = parse_utc(cfg.start), parse_utc(cfg.end)
     if end <= start:
         bad(f"{path}.end", f"must be after start ({cfg.start}) (got {cfg.end})")
@@ -365,6 +407,14 @@ def _capacity_block_pin(cfg: Optional[CapacityBlockConfig], path: str, clouds: d
         bad(f"{path}.end", f"the block lasts {(end - start) / 86400.0:g} days; Capacity Blocks "
                            f"last 1-14 whole days or a multiple of 7 days up to {CB_MAX_DAYS} "
                            "(EC2 User Guide, \"Capacity Blocks for ML\")")
+    elif window is not None:
+        problem = block_window_problem(*(_dt.datetime.fromtimestamp(t, _dt.timezone.utc)
+                                         for t in (start, end)),
+                                       window.earliest_start, window.deadline)
+        if problem is not None:
+            field, why = problem
+            bad(f"{path}.{field}", f"{why} ({path_of_cluster}.window); pin a quote for this "
+                "window (`gpulease plan` prints one), or move the window to the block")
     return CapacityBlockPin(
         offering_id=cfg.offering_id, region=cfg.region,
         availability_zone=cfg.availability_zone, instance_type=cfg.instance_type,

@@ -180,21 +180,29 @@ class CapacityBlockConfig(_Strict):
 
     offering_id: str = Field(..., pattern=CAPACITY_BLOCK_ID_PATTERN,
                              description="The quote's CapacityBlockOfferingId (`cb-` and 17 hex "
-                                         "digits).")
-    region: str = Field(..., description="AWS region of the offering: must be the region the "
-                                         "plan puts the cluster in.")
+                                         "digits); one cluster's only: no two clusters pin one "
+                                         "offering.")
+    region: str = Field(..., description="AWS region of the offering: in "
+                                         "gpulease:clouds.aws.regions and the cluster's `regions`,"
+                                         " and the region the plan puts the cluster in (else "
+                                         "exit 4).")
     availability_zone: str = Field(..., pattern=AWS_ZONE_PATTERN,
                                    description="The offering's Availability Zone (the block's "
                                                "nodes launch only there).")
-    instance_type: str = Field(..., description="Instance type of the offering: must be the "
-                                                "cluster's decided instance type.")
+    instance_type: str = Field(..., description="Instance type of the offering: one with the "
+                                                "cluster's `gpu`, and the cluster's decided "
+                                                "instance type (else exit 4).")
     instance_count: int = Field(..., ge=1, le=CB_MAX_INSTANCES,
                                 description="Instances in the block: must be the cluster's "
                                             "reserved nodes (1-64).")
     start: Rfc3339Time = Field(..., description="Start of the block, RFC 3339 with a zone, "
-                                                'quoted ("2026-12-04T11:30:00Z").')
+                                                'quoted ("2026-12-04T11:30:00Z"); with a '
+                                                "`window`, not before its earliest_start and "
+                                                "before its deadline.")
     end: Rfc3339Time = Field(..., description="End of the block: 1-14 days after start in "
-                                              "whole days, or 7-day steps up to 182 days.")
+                                              "whole days, or 7-day steps up to 182 days; with a "
+                                              "`window`, no whole day past its deadline (the next "
+                                              "shorter block would not reach it).")
     upfront_fee_usd: float = Field(..., ge=0, le=MAX_USD, allow_inf_nan=False,
                                    description="The quote's upfront fee in USD (paid once at "
                                                "purchase, never refunded).")
@@ -496,7 +504,10 @@ class StackConfigModel(_Strict):
                     "commitment, a GCP future reservation, a reservation a node group uses) "
                     "the next `pulumi up` may "
                     "replace or delete. Empty (the default): `gpulease plan --against` stops "
-                    "with exit 4 before such a change, and Capacity Blocks are `protect`ed.")
+                    "with exit 4 before such a change, and Capacity Blocks are `protect`ed. A "
+                    "name that is no cluster of the stack is a warning (a removed cluster's "
+                    "name lets its prepaid resources go); under `plan --against`, one that is "
+                    "no cluster of the stack nor of PREVIOUS is exit 2 (with a did-you-mean).")
     gate: Optional[GateConfig] = Field(
         None, description="Cost gate thresholds: `warn` / `block` on the monthly $ increase, % "
                           "increase and total, and the labels that acknowledge a block "

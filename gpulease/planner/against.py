@@ -265,6 +265,23 @@ def _align(new: dict, old: dict, old_res: dict, autoname: Optional[str],
 
 
 # ---- the comparison -----------------------------------------------------------------------------
+def opt_in_findings(allow: tuple, clusters, previous: dict, source: str = "") -> list[Finding]:
+    """Names in ``gpulease:allow_prepaid_replacement`` that are neither a cluster of the stack
+    (``clusters``: the config's names) nor a cluster PREVIOUS holds resources of (a removed
+    cluster, whose prepaid resources the opt-in lets go): exit 2, with a did-you-mean. Reading
+    the stack alone cannot tell a typo from a removed cluster, so there it is a warning."""
+    from gpulease.errors import did_you_mean
+
+    known = list(dict.fromkeys([*clusters, *(r.get("cluster") for r in
+                                             previous["resources"].values())]))
+    known = [k for k in known if k and k != tags.SHARED]
+    return [Finding(f"{OPT_IN_KEY}[{j}]", (
+        f'"{name}" names no cluster of this stack nor of {previous["source"]}'
+        f"{did_you_mean(name, known)}: it would opt nothing in; list a cluster by its name "
+        f"(clusters: {', '.join(known) or 'none'}), or remove it"), source=source)
+        for j, name in enumerate(allow) if name not in known]
+
+
 def compare(previous: dict, plan: dict, *, allow: tuple = (), stack: str = "",
             host=None) -> dict:
     """Per-resource actions of the next `pulumi up`, their cost effect, and what is blocked."""

@@ -49,7 +49,8 @@ from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START,
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CB_DAY_STEPS_UP_TO_DAYS, CB_END_UTC,
                              CB_MAX_ADVANCE_DAYS, CB_MAX_DAYS, CB_MAX_INSTANCES,
                              CB_TERMINATION_LEAD_MINUTES, CB_WEEK_STEP_DAYS,
-                             FLEX_START_MAX_RUN_HOURS, block_hours_for, calendar_days_for)
+                             FLEX_START_MAX_RUN_HOURS, block_hours_for, block_window_problem,
+                             calendar_days_for)
 
 CB_DAY_STEPS, CB_MAX_BLOCK_DAYS = CB_DAY_STEPS_UP_TO_DAYS, CB_MAX_DAYS
 from gpulease.clock import format_utc
@@ -375,6 +376,10 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
             if why is None:
                 opt, why = _fit_block(w, q, q.start, q.end, q.upfront_usd, q.instance_count,
                                       estimated=False)
+            if why is None:     # the rule a pinned block is checked with (config.parse)
+                problem = block_window_problem(utc(q.start), utc(q.end), utc(w.earliest_start),
+                                               utc(w.deadline))
+                why = problem[1] if problem else None
             if why is not None:
                 passed.append((q, why))
                 continue

@@ -90,6 +90,50 @@ def valid_block_hours(hours: float) -> bool:
     return days <= CB_MAX_DAYS and days % CB_WEEK_STEP_DAYS == 0
 
 
+def shorter_block_hours(hours: float) -> Optional[int]:
+    """The next Capacity Block duration below ``hours`` (a valid duration): one day less up to
+    14 days, 7 days less above (21 -> 14); None for a one-day block."""
+    days = int(hours // 24)
+    if days <= 1:
+        return None
+    if days <= CB_DAY_STEPS_UP_TO_DAYS:
+        return (days - 1) * 24
+    return max(CB_DAY_STEPS_UP_TO_DAYS, days - CB_WEEK_STEP_DAYS) * 24
+
+
+def block_window_problem(start, end, earliest_start, deadline) -> Optional[tuple[str, str]]:
+    """Why a Capacity Block from ``start`` to ``end`` cannot be one bought for the window
+    ``earliest_start`` .. ``deadline`` (aware datetimes): ``("start" | "end", why)``, the field
+    at fault and the reason; None when it can be.
+
+    A block may run past the window only by what AWS's fixed block times and lengths force
+    (blocks start and end at 11:30 UTC, last 1-14 days, then 7-day steps): it starts in the
+    window, and the next shorter duration from the same start would stop before the deadline
+    (instances stop 30 minutes before a block ends) - else whole days of it are paid for after
+    the deadline, for nothing. The policy keeps only such blocks
+    (``gpulease.policy.windows.capacity_block``) and a pin is checked with the same rule
+    (``gpulease.config.parse``)."""
+    from gpulease.clock import format_utc
+
+    if start < earliest_start:
+        return "start", (f"the block starts at {format_utc(start)}, before the window's "
+                         f"earliest_start {format_utc(earliest_start)}: its hours before then "
+                         "are paid for while the work may not run")
+    if start >= deadline:
+        return "start", (f"the block starts at {format_utc(start)}, at or after the window's "
+                         f"deadline {format_utc(deadline)}: no hour of it is in the window")
+    shorter = shorter_block_hours((end - start).total_seconds() / 3600.0)
+    lead = CB_TERMINATION_LEAD_MINUTES * 60.0
+    if end > deadline and shorter is not None and \
+            start.timestamp() + shorter * 3600.0 - lead >= deadline.timestamp():
+        days = (end - deadline).total_seconds() / 86400.0
+        return "end", (f"the block ends at {format_utc(end)}, {days:.1f} days after the "
+                       f"window's deadline {format_utc(deadline)}: a {shorter // 24}-day block "
+                       "from the same start would already run until the deadline, so its last "
+                       "days are paid for after it, for nothing")
+    return None
+
+
 def block_hours_for(hours: float) -> Optional[int]:
     """The shortest Capacity Block duration (hours) that covers ``hours`` of work, or None when
     no block is long enough (more than 182 days)."""

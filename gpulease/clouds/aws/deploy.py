@@ -19,6 +19,7 @@ from gpulease.clouds.staging import GcsHmac
 from gpulease.clouds.aws.storage import Storage, StorageArgs
 from gpulease.errors import ConfigError, Finding, GuardrailError
 from gpulease.model import CapacityBlockPin, ClusterDecision, EnvironmentDecision, StackSpec
+from gpulease.policy.pins import PIN_MISFIT_HEADLINE
 from gpulease.purchase import CAPACITY_BLOCK
 
 _RENDER = Path(__file__).resolve().parents[2] / "bootstrap" / "render.py"
@@ -120,20 +121,25 @@ def deploy(env: EnvironmentDecision, catalog: Catalog, *,
                     and _answered_offline() else _unapproved(c, block, stack))
             else:
                 blocks[c.name] = block
+    misfits = []
     for c in clusters:
         pin = c.spec.capacity_block
         if pin is not None and not GpuCluster.uses_capacity_block(stack, c):
-            findings.append(Finding(f"{c.spec.config_path}.capacity_block", (
+            # the pin against the decision: exit 4, as every pin that no longer fits
+            # (docs/deploy.md "Capacity Blocks"; gpulease.policy.pins)
+            misfits.append(Finding(f"{c.spec.config_path}.capacity_block", (
                 f"a Capacity Block is pinned, but the plan reserves no nodes of cluster "
                 f'"{c.name}" with a block ({_no_block_reason(c, stack)}); remove the pin, or '
                 "change the cluster so its reserved nodes fit the block"), source=stack.source))
     if findings:
         raise ConfigError(findings)
     if unapproved:
-        raise GuardrailError(unapproved, headline=(
+        raise GuardrailError(unapproved + misfits, headline=(
             "no prepaid purchase without approval: going on would buy "
             f"{'a Capacity Block' if len(unapproved) == 1 else f'{len(unapproved)} Capacity Blocks'}"
             " the stack does not approve (nothing was planned; exit 4)"))
+    if misfits:
+        raise GuardrailError(misfits, headline=PIN_MISFIT_HEADLINE)
     networks: dict[str, Network] = {}
     for region in cluster_regions:
         here = [c for c in clusters if c.region == region]
@@ -317,6 +323,10 @@ def pin_yaml(pin: CapacityBlockPin, *, approve: bool = True) -> str:
 
 
 def _no_block_reason(c: ClusterDecision, stack: StackSpec) -> str:
+    model = builders.window_model(c)
+    if model is not None:
+        return (f"the policy bought its window as {model}, the cheapest its priority allows; "
+                f"`gpulease explain --cluster {c.name}` says why")
     if c.purchase.reserved == 0:
         return "it has no reserved nodes"
     if not builders.wants_reservation(stack, c):
