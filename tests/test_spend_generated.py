@@ -137,3 +137,69 @@ def test_cli_html_and_json(month, tmp_path, capsys):
                  "--month", "2026-10", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["bill"]["format"] == "GCP Cloud Billing export" and doc["conserved"]
+
+
+# ---- FOCUS 1.0 conformance of the generated month (no usable focus-validator here: docs/spend.md)
+#: FOCUS 1.0 allowed values (FOCUS specification 1.0, columns ChargeCategory, ChargeClass,
+#: ChargeFrequency, PricingCategory, CommitmentDiscountCategory / Status)
+FOCUS_ENUMS = {
+    "ChargeCategory": {"Usage", "Purchase", "Tax", "Credit", "Adjustment"},
+    "ChargeClass": {"", "Correction"},
+    "ChargeFrequency": {"One-Time", "Recurring", "Usage-Based"},
+    "PricingCategory": {"", "Standard", "Dynamic", "Committed", "Other"},
+    "CommitmentDiscountCategory": {"", "Spend", "Usage"},
+    "CommitmentDiscountStatus": {"", "Used", "Unused"},
+}
+FOCUS_DATETIMES = ("BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart",
+                   "ChargePeriodEnd")
+FOCUS_NOT_NULL = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost",
+                  "BillingCurrency", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd",
+                  "ProviderName", "PublisherName", "InvoiceIssuerName", "BillingAccountId")
+
+
+def _focus_problems(path) -> list[str]:
+    import csv
+    import re
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+    problems = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for n, raw in enumerate(csv.DictReader(fh), start=2):
+            # the sample writes a null as NULL, the generator as an empty field
+            row = {k: "" if v == "NULL" else v for k, v in raw.items()}
+            for col, allowed in FOCUS_ENUMS.items():
+                if row[col] not in allowed:
+                    problems.append(f"line {n}: {col}={row[col]!r}")
+            for col in FOCUS_DATETIMES:
+                if not stamp.fullmatch(row[col]):
+                    problems.append(f"line {n}: {col}={row[col]!r} is not ISO 8601 UTC")
+            for col in FOCUS_NOT_NULL:
+                if row[col] == "":
+                    problems.append(f"line {n}: {col} is null")
+            if row["BillingCurrency"] != "USD":
+                problems.append(f"line {n}: BillingCurrency={row['BillingCurrency']!r}")
+            if row["Tags"]:
+                json.loads(row["Tags"])     # a JSON object, as FOCUS 1.0 defines Tags
+    return problems
+
+
+def test_the_generated_focus_month_has_the_samples_columns_and_focus_values(month):
+    """The generated month has the public FOCUS 1.0 sample's header (same columns, same order)
+    and FOCUS 1.0's allowed values, timestamps and non-null columns; the same checker finds the
+    sample's own deviations from them."""
+    import csv
+    from tests.test_spend_focus_sample import SAMPLE
+    _, _, paths, _ = month
+    with open(SAMPLE, newline="", encoding="utf-8") as fh:
+        want = next(csv.reader(fh))
+    with open(paths["focus"], newline="", encoding="utf-8") as fh:
+        got = next(csv.reader(fh))
+    assert got == want
+    assert _focus_problems(paths["focus"]) == []
+    # the checker finds what is off in the public sample itself: timestamps written
+    # "2024-09-01 00:00:00" (FOCUS 1.0: ISO 8601 in UTC, "...T00:00:00Z") and 7 rows with
+    # ChargeFrequency "Usage-based" and no ContractedCost
+    from collections import Counter
+    found = Counter(p.split(": ", 1)[1].split("=")[0].split(" is")[0]
+                    for p in _focus_problems(SAMPLE))
+    assert found == {**{c: 1000 for c in FOCUS_DATETIMES}, "ChargeFrequency": 7,
+                     "ContractedCost": 7}
