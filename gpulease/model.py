@@ -1007,6 +1007,9 @@ class WindowDecision:
     #: ``gpulease-billed-until``); None for on-demand, spot and commitments.
     bought_from: Optional[_dt.datetime] = None
     bought_until: Optional[_dt.datetime] = None
+    #: the Capacity Block's instance count as AWS sells it (``gpulease.quotes.CB_INSTANCE_
+    #: COUNTS``; above ``nodes`` when rounded up); () for other models.
+    blocks: tuple = ()
 
     def as_dict(self) -> dict:
         return {**self.window.as_dict(), "model": self.model, "start": format_utc(self.start),
@@ -1019,7 +1022,8 @@ class WindowDecision:
                 "judged_at": format_utc(self.judged_at), "lock_in_months": self.lock_in_months,
                 "bought_from": format_utc(self.bought_from),
                 "bought_until": format_utc(self.bought_until),
-                "remainder": self.remainder, "options": list(self.options)}
+                "remainder": self.remainder, "blocks": list(self.blocks),
+                "options": list(self.options)}
 
 
 @dataclass(frozen=True)

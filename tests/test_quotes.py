@@ -101,6 +101,25 @@ def test_the_fake_refuses_what_ec2_refuses(ec2, kw, code):
     assert exc.value.response["Error"]["Code"] == code
 
 
+def test_the_fake_refuses_a_block_size_outside_the_one_constant(ec2, monkeypatch):
+    """The fake reads gpulease.quotes.CB_INSTANCE_COUNTS: under the older list (1, 2, 4, ...)
+    a 3-instance block is refused as AWS would; 4 is answered (docs/catalog.md "Block sizes")."""
+    from gpulease import quotes
+
+    raw = boto3.client("ec2", region_name="us-east-1")
+    assert raw.describe_capacity_block_offerings(
+        InstanceType="p5.48xlarge", InstanceCount=3, CapacityDurationHours=24)[
+        "CapacityBlockOfferings"]
+    monkeypatch.setattr(quotes, "CB_INSTANCE_COUNTS", (1, 2, 4, 8, 16, 32, 64))
+    with pytest.raises(ClientError) as exc:
+        raw.describe_capacity_block_offerings(InstanceType="p5.48xlarge", InstanceCount=3,
+                                              CapacityDurationHours=24)
+    assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
+    got = raw.describe_capacity_block_offerings(InstanceType="p5.48xlarge", InstanceCount=4,
+                                                CapacityDurationHours=24)
+    assert {o["InstanceCount"] for o in got["CapacityBlockOfferings"]} == {4}
+
+
 @pytest.mark.parametrize("kw,flag", [
     (dict(instance_count=65, duration_hours=24), "--count"),
     (dict(instance_count=1, duration_hours=360), "--duration-hours"),

@@ -193,8 +193,19 @@ class CapacityBlockConfig(_Strict):
                                                 "cluster's `gpu`, and the cluster's decided "
                                                 "instance type (else exit 4).")
     instance_count: int = Field(..., ge=1, le=CB_MAX_INSTANCES,
-                                description="Instances in the block: must be the cluster's "
-                                            "reserved nodes (1-64).")
+                                description="Instances in the block, a size AWS sells (1-64): "
+                                            "the cluster's reserved nodes (a window's block: "
+                                            "its count as the plan prints it).")
+
+    @field_validator("instance_count")
+    @classmethod
+    def _sold_size(cls, v: int) -> int:
+        from gpulease.quotes import CB_INSTANCE_COUNTS, valid_block_count
+
+        if not valid_block_count(v):
+            raise ValueError(f"{v} is not a Capacity Block size AWS sells ("
+                             + ", ".join(map(str, CB_INSTANCE_COUNTS)) + ")")
+        return v
     start: Rfc3339Time = Field(..., description="Start of the block, RFC 3339 with a zone, "
                                                 'quoted ("2026-12-04T11:30:00Z"); with a '
                                                 "`window`, not before its earliest_start and "

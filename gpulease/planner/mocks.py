@@ -218,6 +218,11 @@ def capacity_block_quote(a: dict, region: str, data: dict, now: float) -> dict:
     rules = data["aws"].get("capacity_block_quotes") or {}
     hours = int(a.get("capacityDurationHours") or 0)
     count = int(a.get("instanceCount") or 0)
+    if not quotes.valid_block_count(count):   # the API refuses a size it does not sell
+        raise _NoMatch(f"InvalidParameterValue: instanceCount {count} is not a Capacity Block "
+                       f"size (AWS sells blocks of {quotes.CB_INSTANCE_COUNTS[0]} to "
+                       f"{quotes.CB_MAX_INSTANCES} instances; gpulease.quotes."
+                       "CB_INSTANCE_COUNTS)")
     for o in data["aws"]["capacity_block_offerings"]:
         if (o["region"], o["instance_type"]) != (region, a.get("instanceType")) \
                 or not 1 <= count <= o["max_instance_count"]:

@@ -210,7 +210,7 @@ def decision_of(spec, opt: W.WindowOption, opts, allowed: frozenset, now) -> Win
         options=tuple(dict(x.as_dict(), allowed=x.model in allowed) for x in opts),
         judged_at=now, lock_in_months=opt.lock_in_months,
         remainder=opt.as_dict()["remainder"], bought_from=opt.bought_from,
-        bought_until=opt.bought_until)
+        bought_until=opt.bought_until, blocks=tuple(opt.blocks))
 
 
 def block_of(opt: W.WindowOption, costs: CostBreakdown) -> NodeBlock:
@@ -222,6 +222,16 @@ def block_of(opt: W.WindowOption, costs: CostBreakdown) -> NodeBlock:
 
 
 _money = money.fmt   # THE money text (gpulease.money)
+
+
+def _sizes_text() -> str:
+    """The Capacity Block sizes AWS sells, as text ("1-64" or "1, 2, 4, ... 64")."""
+    from gpulease import quotes
+
+    s = quotes.CB_INSTANCE_COUNTS
+    if list(s) == list(range(s[0], s[-1] + 1)):
+        return f"{s[0]}-{s[-1]}"
+    return ", ".join(map(str, s))
 
 
 def rationale(spec, d: WindowDecision, rules) -> str:
@@ -238,6 +248,10 @@ def rationale(spec, d: WindowDecision, rules) -> str:
                 else f"the rate ${q['hourly_usd']:,.4f} per node-hour")
         head += f" ({what}, {q['source']}, {when} {q['quoted_at'][:10]}" + (
             "; availability not checked" if d.estimated else "") + ")"
+    if d.blocks and sum(d.blocks) != d.nodes:
+        head += (f", one block of {sum(d.blocks)} instances for {d.nodes} nodes (AWS sells "
+                 "blocks of "
+                 f"{_sizes_text()} instances: rounded up, the extra instances paid and idle)")
     head += f", running {format_utc(d.start)} to {format_utc(d.end)}"
     if d.remainder is not None:
         r = d.remainder

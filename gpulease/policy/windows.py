@@ -21,7 +21,10 @@ gives a total price, a run (start, end) and whether it meets the window:
                   (rate x count x block hours for   [start, end - 30 min] lies in [max(S,T), E]
                   a published rate)                 and holds D' hours; blocks end 11:30 UTC,
                                                     last 1-14 days or 7-day steps to 182 days,
-                                                    start within 8 weeks, <= 64 instances
+                                                    start within 8 weeks, of the instance
+                                                    counts AWS sells (CB_INSTANCE_COUNTS:
+                                                    rounded up to one block, or split - priced,
+                                                    shown, not planned: one block a cluster)
   flex_start    N x f x D'                          GCP DWS: D' <= 168 h (one run), queued: needs
                                                     W - D' >= the queue allowance
                                                     (flex_start_queue_hours); not preempted
@@ -48,9 +51,9 @@ from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START,
                                ON_DEMAND, RESERVATION, SPOT, WINDOW_MODELS, WINDOW_PREFERENCE)
 from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CB_DAY_STEPS_UP_TO_DAYS, CB_END_UTC,
                              CB_MAX_ADVANCE_DAYS, CB_MAX_DAYS, CB_MAX_INSTANCES,
-                             CB_TERMINATION_LEAD_MINUTES, CB_WEEK_STEP_DAYS,
-                             FLEX_START_MAX_RUN_HOURS, block_hours_for, block_window_problem,
-                             calendar_days_for)
+                             CB_MAX_INSTANCES_ACROSS_BLOCKS, CB_TERMINATION_LEAD_MINUTES,
+                             CB_WEEK_STEP_DAYS, FLEX_START_MAX_RUN_HOURS, block_counts,
+                             block_hours_for, block_window_problem, calendar_days_for)
 
 CB_DAY_STEPS, CB_MAX_BLOCK_DAYS = CB_DAY_STEPS_UP_TO_DAYS, CB_MAX_DAYS
 from gpulease.clock import format_utc
@@ -159,6 +162,9 @@ class WindowOption:
     #: spot, a commitment). Nodes bought so are billed until ``bought_until``.
     bought_from: Optional[dt.datetime] = None
     bought_until: Optional[dt.datetime] = None
+    #: the instance counts of the Capacity Blocks bought (one block: (count,), its count may
+    #: be above ``nodes`` when the nodes are not a size AWS sells); () for other models.
+    blocks: tuple = ()
 
     @property
     def feasible(self) -> bool:
@@ -180,6 +186,7 @@ class WindowOption:
                 "quote": self.quote.as_dict() if self.quote is not None else None,
                 "bought_from": format_utc(self.bought_from),
                 "bought_until": format_utc(self.bought_until),
+                "blocks": list(self.blocks),
                 "remainder": None if self.remainder is None else {
                     k: (round(v, 4) if isinstance(v, float) else v)
                     for k, v in self.remainder.items()},
@@ -290,7 +297,7 @@ def _fit_block(w: WorkItem, q: Quote, bstart: dt.datetime, bend: dt.datetime, fe
     if usable <= 0:
         return None, (f"no usable hour between {format_utc(ustart)} and {format_utc(uend)} "
                       f"(instances stop {CB_TERMINATION_LEAD_MINUTES} min before the block ends)")
-    base = dict(quote=q, nodes=n, estimated=estimated,
+    base = dict(quote=q, nodes=n, estimated=estimated, blocks=(count,),
                 billed_node_hours=count * _hours(bstart, bend), bought_from=utc(bstart),
                 bought_until=utc(bend))
     if usable + 1e-9 >= d:
@@ -346,10 +353,12 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
         return WindowOption(CAPACITY_BLOCK, nodes=w.nodes,
                             unavailable=f"Capacity Blocks are an {_sold_on(CAPACITY_BLOCK)} "
                                         "purchase option")
-    if w.nodes > CB_MAX_INSTANCES:
+    if w.nodes > CB_MAX_INSTANCES_ACROSS_BLOCKS:
         return WindowOption(CAPACITY_BLOCK, nodes=w.nodes,
-                            unavailable=f"{w.nodes} nodes: a Capacity Block holds at most "
-                                        f"{CB_MAX_INSTANCES} instances")
+                            unavailable=f"{w.nodes} nodes: an account holds at most "
+                                        f"{CB_MAX_INSTANCES_ACROSS_BLOCKS} instances across "
+                                        "Capacity Blocks")
+    up, split = block_counts(w.nodes)
     passed: list = []
     best: Optional[WindowOption] = None
     # a live (or cached) offering replaces the published rates, dearer or cheaper: a
@@ -394,11 +403,21 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
         lengths = [block_hours_for(d + lead)]
         if w.checkpointed and w.remainder_rate is not None:
             lengths.append(_floor_block_hours(d + lead))
-        found = False
+        found, last = False, (f"{w.nodes} nodes: no Capacity Block size holds them (at most "
+                              f"{CB_MAX_INSTANCES} instances a block); see the split")
         for hours in dict.fromkeys(h for h in lengths if h):
-            fee = q.hourly_usd * w.nodes * hours
-            opt, why = _fit_block(w, q, start, _after(start, hours), fee, w.nodes,
-                                  estimated=True)
+            if split is not None and split != (w.nodes,):
+                # not a size AWS sells: priced as split blocks, shown, never planned (the
+                # program declares one block a cluster: docs/catalog.md, "Block sizes")
+                fee = q.hourly_usd * w.nodes * hours
+                passed.append((q, f"split into {len(split)} blocks of "
+                                  f"{' + '.join(map(str, split))} instances for {hours} h: "
+                                  f"${fee:,.2f} (estimated) - gpulease buys one block a "
+                                  "cluster; not planned"))
+            if up is None:
+                continue
+            fee = q.hourly_usd * up * hours
+            opt, why = _fit_block(w, q, start, _after(start, hours), fee, up, estimated=True)
             if opt is not None:
                 consider(opt)
                 found = True

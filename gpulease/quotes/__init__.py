@@ -29,8 +29,20 @@ from gpulease.purchase import CALENDAR, CAPACITY_BLOCK, FLEX_START, FUTURE_RESER
 # ---- AWS EC2 Capacity Blocks for ML --------------------------------------------------------
 # EC2 API Reference, DescribeCapacityBlockOfferings, and EC2 User Guide, "Find and purchase
 # Capacity Blocks" / "How Capacity Blocks work" (read 2026-12-03):
+#: The instance counts a Capacity Block is sold in: THE one constant (the offline lookup, the
+#: tests' fake API, the quote checks and the policy's block sizing all read it). The sources
+#: disagree (docs/catalog.md, "Block sizes"): an older, undated copy of the User Guide's "Find
+#: and purchase Capacity Blocks" lists "instance count 1, 2, 4, 8, 16, 32, or 64 instances"
+#: (with "up to 3 available blocks"); the EC2 API model's ``InstanceCount`` since botocore's
+#: model update of 2025-04-30 (commit 00feda055, unchanged in botocore 1.44.8 and at the
+#: botocore mirror's head of 2026-08-07) and the newer User Guide copy say "Each Capacity Block
+#: can have up to 64 instances, and you can have up to 256 instances across Capacity Blocks"
+#: (with "up to 6 available blocks"). The most recent official one wins: any count 1-64.
+CB_INSTANCE_COUNTS = tuple(range(1, 65))
 #: "Each Capacity Block can have up to 64 instances".
-CB_MAX_INSTANCES = 64
+CB_MAX_INSTANCES = max(CB_INSTANCE_COUNTS)
+#: "... and you can have up to 256 instances across Capacity Blocks" (same sources, 2025-04-30).
+CB_MAX_INSTANCES_ACROSS_BLOCKS = 256
 #: "You must specify the duration in 1-day increments up 14 days, and in 7-day increments up to
 #: 182 days."
 CB_DAY_STEPS_UP_TO_DAYS = 14
@@ -148,3 +160,35 @@ def calendar_days_for(hours: float) -> Optional[int]:
     the 90-day maximum)."""
     days = max(CALENDAR_MIN_DAYS, math.ceil(hours / 24.0 - 1e-9))
     return days if days <= CALENDAR_MAX_DAYS else None
+
+
+def valid_block_count(count: int) -> bool:
+    """True when AWS sells a Capacity Block of ``count`` instances (``CB_INSTANCE_COUNTS``)."""
+    return count in CB_INSTANCE_COUNTS
+
+
+def block_counts(nodes: int, sizes: Optional[tuple] = None
+                 ) -> tuple[Optional[int], Optional[tuple[int, ...]]]:
+    """How ``nodes`` instances can be bought as Capacity Blocks of the sizes AWS sells:
+    (round_up, split). ``round_up`` is the smallest size >= nodes (one block, its extra
+    instances paid and idle; None above the largest size); ``split`` is the fewest blocks whose
+    sizes add up to exactly ``nodes`` (largest first: 3 of 1, 2, 4, ... is 2 + 1; None when
+    they would pass ``CB_MAX_INSTANCES_ACROSS_BLOCKS`` or no sum of sizes makes ``nodes``).
+    A size AWS sells is its own round-up and a one-block split."""
+    if nodes < 1:
+        return None, None
+    ordered = sorted(set(CB_INSTANCE_COUNTS if sizes is None else sizes))
+    up = next((s for s in ordered if s >= nodes), None)
+    split = None
+    if nodes <= CB_MAX_INSTANCES_ACROSS_BLOCKS:
+        # the fewest blocks summing to nodes (coin change; sizes are few, nodes <= 256)
+        best: list = [()] + [None] * nodes
+        for n in range(1, nodes + 1):
+            for s in ordered:
+                if s > n:
+                    break
+                prev = best[n - s]
+                if prev is not None and (best[n] is None or len(prev) + 1 < len(best[n])):
+                    best[n] = tuple(sorted(prev + (s,), reverse=True))
+        split = best[nodes]
+    return up, split

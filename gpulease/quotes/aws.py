@@ -25,7 +25,8 @@ from typing import Any, Iterable, Optional
 from gpulease.catalog.fetchers.clients import AwsClients, aws_call
 from gpulease.errors import CloudError, Finding, InputError
 from gpulease.purchase import CAPACITY_BLOCK
-from gpulease.quotes import (CB_MAX_ADVANCE_DAYS, CB_MAX_INSTANCES, valid_block_hours)
+from gpulease.quotes import (CB_MAX_ADVANCE_DAYS, CB_MAX_INSTANCES, valid_block_count,
+                             valid_block_hours)
 from gpulease.clock import format_utc
 from gpulease.quotes.model import Quote, SpotRisk, utc
 
@@ -44,7 +45,7 @@ def check_block_request(*, instance_count: int, duration_hours: int,
                         now: dt.datetime, flag: str = "--duration-hours") -> None:
     """Raise InputError (exit 2) for a Capacity Block search AWS would refuse or never answer."""
     bad = []
-    if not 1 <= instance_count <= CB_MAX_INSTANCES:
+    if not valid_block_count(instance_count):
         bad.append(Finding("--count", f"a Capacity Block holds 1 to {CB_MAX_INSTANCES} instances "
                            f"(got {instance_count}); split larger clusters over several blocks"))
     if not valid_block_hours(duration_hours):

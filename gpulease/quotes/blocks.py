@@ -21,8 +21,9 @@ BLOCK_CHECKPOINT_MINUTES = 10
 
 
 def window_block(decision) -> Optional[dict]:
-    """The Capacity Block a window decision buys: {hours, start, end, nodes}, the block's own
-    time (a remainder run on other capacity is not part of it); None when the window is not a
+    """The Capacity Block a window decision buys: {hours, start, end, nodes, count}, the block's
+    own time (a remainder run on other capacity is not part of it) and its instance count as
+    AWS sells it (``count`` >= ``nodes`` when rounded up); None when the window is not a
     block."""
     w = getattr(decision, "window", None)
     if w is None or w.model != CAPACITY_BLOCK or w.bought_from is None:
@@ -30,7 +31,7 @@ def window_block(decision) -> Optional[dict]:
     hours = round((w.bought_until - w.bought_from).total_seconds() / 3600.0)
     return {"hours": hours, "start": format_utc(w.bought_from),
             "end": format_utc(w.bought_until),
-            "nodes": w.nodes}
+            "nodes": w.nodes, "count": sum(getattr(w, "blocks", ()) or ()) or w.nodes}
 
 
 def block_schedule(block: dict) -> list[tuple[str, str, int]]:

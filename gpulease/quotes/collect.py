@@ -77,7 +77,9 @@ def check_limits(offerings: list, req: QuoteRequest, now: dt.datetime) -> None:
     bad = []
     blocks = any(sold_as(o, CAPACITY_BLOCK) for o in offerings)
     calendar = any(sold_as(o, FUTURE_RESERVATION) for o in offerings)
-    if blocks and req.count is not None and not 1 <= req.count <= CB_MAX_INSTANCES:
+    from gpulease.quotes import valid_block_count
+
+    if blocks and req.count is not None and not valid_block_count(req.count):
         bad.append(Finding("--count", f"a Capacity Block holds 1 to {CB_MAX_INSTANCES} "
                            f"instances (got {req.count}): ask for at most {CB_MAX_INSTANCES} "
                            "(split larger clusters over several blocks), or leave Capacity "

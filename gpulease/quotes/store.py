@@ -25,7 +25,7 @@ from gpulease.catalog.schema import findings_from
 from gpulease.clouds import registry
 from gpulease.errors import CatalogError, Finding
 from gpulease.purchase import CAPACITY_BLOCK
-from gpulease.quotes import CB_MAX_INSTANCES, QUOTE_KINDS
+from gpulease.quotes import CB_MAX_INSTANCES, QUOTE_KINDS, valid_block_count
 from gpulease.quotes.model import Quote, QuoteBook, SpotRisk, parse_time
 
 FORMAT = "gpulease-quotes/1"
@@ -90,8 +90,9 @@ class QuoteRow(_Strict):
         elif self.hourly_usd is None:
             problems.append("a rate needs hourly_usd (USD per node-hour)")
         if self.kind == CAPACITY_BLOCK and self.instance_count is not None \
-                and self.instance_count > CB_MAX_INSTANCES:
-            problems.append(f"a Capacity Block has at most {CB_MAX_INSTANCES} instances")
+                and not valid_block_count(self.instance_count):
+            problems.append(f"a Capacity Block has 1 to {CB_MAX_INSTANCES} instances (the "
+                            "sizes AWS sells: gpulease.quotes.CB_INSTANCE_COUNTS)")
         if problems:
             raise ValueError("; ".join(problems))
         return self

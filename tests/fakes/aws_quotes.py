@@ -8,7 +8,8 @@ DescribeCapacityBlockOfferings
 - ``CapacityDurationHours`` is required; it must be whole days, 1-14 days in 1-day steps, then
   7-day steps up to 182 days, else ``InvalidParameterValue``;
 - ``InstanceType`` (or ``InstanceTypePreferences``) is required (``MissingParameter``);
-  ``InstanceCount`` is 1 to 64 ("Each Capacity Block can have up to 64 instances");
+  ``InstanceCount`` must be a count AWS sells (``gpulease.quotes.CB_INSTANCE_COUNTS``: 1 to 64,
+  "Each Capacity Block can have up to 64 instances"; docs/catalog.md "Block sizes");
 - ``EndDateRange`` before ``StartDateRange`` is ``InvalidParameterValue``; a start more than
   eight weeks ahead finds nothing ("start time up to eight weeks in the future");
 - every block ends at 11:30 UTC; the answer lists up to 3 offerings (the earliest that fit),
@@ -105,10 +106,12 @@ def describe_capacity_block_offerings(self):
     itype = p.get("InstanceType") or (prefs[0].get("InstanceType") if prefs else None)
     if not itype:
         raise _err("MissingParameter", "The request must contain the parameter InstanceType")
+    from gpulease.quotes import CB_INSTANCE_COUNTS, CB_MAX_INSTANCES
+
     count = int(p.get("InstanceCount") or 1)
-    if not 1 <= count <= 64:
+    if count not in CB_INSTANCE_COUNTS:
         raise _err("InvalidParameterValue", f"Value ({count}) for parameter InstanceCount is "
-                   "invalid. Each Capacity Block can have up to 64 instances.")
+                   f"invalid. Each Capacity Block can have up to {CB_MAX_INSTANCES} instances.")
     now = CLOCK["now"]
     start = _time(p["StartDateRange"], "StartDateRange") if p.get("StartDateRange") else now
     end = _time(p["EndDateRange"], "EndDateRange") if p.get("EndDateRange") else None

@@ -213,7 +213,7 @@ def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec
         wrong = [(k, got, want) for k, got, want in (
             ("region", pin.region, c.region),
             ("instance_type", pin.instance_type, c.offering.instance_type),
-            ("instance_count", pin.instance_count, c.purchase.reserved)) if got != want]
+            ("instance_count", pin.instance_count, _block_count(c))) if got != want]
         if wrong:
             return ("guardrail", Finding(path, "the pinned block no longer fits the plan: "
                     + "; ".join(f"{k} is {got!r}, the plan needs {want!r}"
@@ -229,14 +229,16 @@ def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec
     hours = block["hours"] if block else builders.capacity_block_hours(c.spec.hours_per_month)
     dates = ({"start_date_range": block["start"], "end_date_range": block["end"]} if block
              else {})
+    # the block's instance count as AWS sells it (a window's may be rounded up above its nodes)
+    count = _block_count(c)
     try:
         offer = aws.ec2.get_capacity_block_offering(
-            capacity_duration_hours=hours, instance_count=c.purchase.reserved,
+            capacity_duration_hours=hours, instance_count=count,
             instance_type=c.offering.instance_type, opts=pulumi.InvokeOptions(provider=provider),
             **dates)
     except Exception as exc:  # noqa: BLE001 - the provider's "nothing found" is an exception
         return Finding(c.spec.config_path, f"no EC2 Capacity Block offering for "
-                       f"{c.purchase.reserved} x {c.offering.instance_type} for {hours} h in "
+                       f"{count} x {c.offering.instance_type} for {hours} h in "
                        f"{c.region} ({str(exc).strip().splitlines()[-1][:300]}); set "
                        "gpulease:clouds.aws.capacity_blocks: false (reserve with an ODCR), "
                        f"change {c.spec.config_path}.hours_per_month or its regions",
@@ -244,9 +246,16 @@ def _capacity_block(c: ClusterDecision, provider: aws.Provider, stack: StackSpec
     return CapacityBlockPin(
         offering_id=offer.capacity_block_offering_id, region=c.region,
         availability_zone=offer.availability_zone, instance_type=c.offering.instance_type,
-        instance_count=c.purchase.reserved, start=offer.start_date_range or "",
+        instance_count=count, start=offer.start_date_range or "",
         end=offer.end_date_range or "", upfront_fee_usd=_fee(offer.upfront_fee),
         purchase_approved=False)
+
+
+def _block_count(c: ClusterDecision) -> int:
+    """Instances of the cluster's Capacity Block: a window's block as sold (rounded up to a
+    size AWS sells), else the reserved nodes."""
+    block = builders.window_block(c)
+    return block["count"] if block else c.purchase.reserved
 
 
 def _fee(text) -> float:
