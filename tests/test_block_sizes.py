@@ -140,3 +140,22 @@ def test_quote_checks_and_the_pin_refuse_a_size_aws_does_not_sell(monkeypatch):
     with pytest.raises(ValueError, match="3 is not a Capacity Block size AWS sells"):
         CapacityBlockConfig(**pin)
     assert CapacityBlockConfig(**dict(pin, instance_count=4)).instance_count == 4
+
+
+def test_explain_shows_the_rounded_up_block_and_the_split(monkeypatch, tmp_path):
+    import contextlib
+    import io
+
+    import yaml
+
+    from gpulease.cli import main
+    monkeypatch.setattr(quotes, "CB_INSTANCE_COUNTS", POWERS_OF_TWO)
+    f = tmp_path / "Pulumi.t.yaml"
+    f.write_text(yaml.safe_dump({"config": _values(24)}))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["explain", "--config", str(f), "--now", "2026-12-03T09:00:00Z"])
+    text = " ".join(out.getvalue().split())
+    assert code == 0, text
+    assert "one block of 4 instances for 3 nodes (rounded up to a size AWS sells)" in text
+    assert "Capacity Block sizes: split into 2 blocks of 2 + 1 instances" in text

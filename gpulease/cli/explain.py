@@ -276,6 +276,15 @@ def _remainder_text(x: dict) -> str:
             f"({_money(r['usd'])})")
 
 
+def _blocks_text(x: dict) -> str:
+    """A Capacity Block rounded up to a size AWS sells: its count beside the nodes."""
+    b = x.get("blocks") or []
+    if not b or sum(b) == x["nodes"]:
+        return ""
+    return (f"; one block of {sum(b)} instances for {x['nodes']} nodes (rounded up to a size "
+            "AWS sells)")
+
+
 def render_window(c: ClusterDecision, o: ui.Out) -> None:
     """Every purchase model priced for the window: allowed by the priority band, total, when
     it runs, the quote behind it (with its date and start) or why it cannot be used."""
@@ -289,11 +298,17 @@ def render_window(c: ClusterDecision, o: ui.Out) -> None:
         rows.append([x["model"] + mark, "yes" if x["allowed"] else "no",
                      _money(x["total_usd"]) if x["total_usd"] is not None else "-",
                      x["start"] or "-", x["end"] or "-",
-                     (_quote_text(x["quote"], x["estimated"]) + _remainder_text(x))
+                     (_quote_text(x["quote"], x["estimated"]) + _blocks_text(x)
+                      + _remainder_text(x))
                      if x["feasible"] else (x["unavailable"] or "no price")])
     o.print(o.table([ui.Col("model"), ui.Col("allowed"), ui.Col("total", right=True),
                      ui.Col("run starts"), ui.Col("run ends"),
                      ui.Col("quote (date, start) / why not", wrap=True)], rows, indent=4))
+    # the block sizes AWS sells (docs/catalog.md, "Block sizes"): a split priced, not planned
+    for x in wd.options:
+        for p in x.get("passed_over") or ():
+            if p["why"].startswith("split into"):
+                o.print(f"Capacity Block sizes: {p['why']}", indent=2)
     if wd.months > 1:   # a commitment: a monthly bill over its term
         o.print(f"{_money(wd.total_usd)} over {wd.months} months: {_money(wd.monthly_usd)} a "
                 "month in the plan", indent=2)
