@@ -175,8 +175,10 @@ def export_outputs(env: EnvironmentDecision, catalog: Catalog,
                                           for s in env.storage})
     pulumi.export("total_hourly_usd", money.json_number(ledger.hourly_usd(env)))
     pulumi.export("total_monthly_usd", money.json_number(total))
+    if ledger.one_time_usd:   # never inside total_monthly_usd (docs/policy.md "one-time money")
+        pulumi.export("total_one_time_usd", money.json_number(ledger.one_time_usd))
     pulumi.export("budget_monthly_usd", money.json_number(budget))
-    pulumi.export("budget_headroom_usd", money.json_number(budget - total))
+    pulumi.export("budget_headroom_usd", money.json_number(budget - ledger.budget_usd))
     pulumi.export("catalog_version", catalog.version)
     pulumi.export("catalog_as_of", catalog.as_of)
     if env.stack.gate is not None:

@@ -22,6 +22,12 @@ TEMPLATE = "gpulease-template"
 MONTHLY_USD = "gpulease-monthly-usd"
 #: GCP: estimated monthly cost in integer US cents ("123456"), since labels cannot hold ".".
 MONTHLY_CENTS = "gpulease-monthly-cents"
+#: AWS: a window's one-time purchase the resource carries, USD with cents, never part of
+#: MONTHLY_USD (docs/policy.md, "Windows: one-time money"); its dates are BILLED_UNTIL's
+#: resource's window. Only on resources that carry one-time money.
+ONE_TIME_USD = "gpulease-one-time-usd"
+#: GCP: the same in integer US cents.
+ONE_TIME_CENTS = "gpulease-one-time-cents"
 #: idle window (minutes) stamped from the cluster's ``idle_minutes`` config; read by the reaper.
 IDLE_MINUTES = "gpulease-idle-minutes"
 #: set by the reaper when it first sees the cluster idle (UTC, label-safe timestamp).

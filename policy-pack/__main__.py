@@ -147,7 +147,9 @@ def stack_validator(rule: Rule):
             args.not_applicable("no budget_monthly_usd in the policy config or stack outputs")
         ctx = RuleContext(environment=str((args.get_config() or {}).get("environment", "")),
                           budget_monthly_usd=budget,
-                          planned_monthly_usd=_stack_output(args.resources, "total_monthly_usd"))
+                          planned_monthly_usd=_stack_output(args.resources, "total_monthly_usd"),
+                          planned_one_time_usd=_stack_output(args.resources,
+                                                             "total_one_time_usd"))
         for urn, message in rule.stack_check(guarded(args.resources), ctx):  # type: ignore[misc]
             report_violation(message, urn or None)
     return validate

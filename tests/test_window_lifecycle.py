@@ -73,7 +73,8 @@ def test_a_started_block_is_continued_not_replanned(first, tmp_path, capsys):
     w = c["window"]
     assert (w["model"], w["quote"]["offering_id"], w["quote"]["pinned"]) == (
         "capacity_block", PIN["offering_id"], True)
-    assert (w["start"], c["monthly_usd"]) == ("2027-01-04T11:30:00Z", PIN["upfront_fee_usd"])
+    assert (w["start"], c["one_time"]["usd"], c["monthly_usd"]) == (
+        "2027-01-04T11:30:00Z", PIN["upfront_fee_usd"], 0)
     rows = {r["name"]: r for r in doc["against"]["resources"]}
     assert "train-block" not in rows and doc["against"]["one_time_usd"] == 0
     # the start action has passed: left out (AWS rejects a start time in the past), with a note

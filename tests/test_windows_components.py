@@ -116,8 +116,14 @@ def test_an_approved_window_block_is_declared_empty_and_scheduled_around_it(monk
         "tags"]} if r.by_type(ASG) and any(a.name == "train-asg" for a in r.by_type(ASG)) \
         else True
     # the block's price, once, on the block
-    assert r.ledger.by_cluster()["train"] == d.monthly_money
-    assert r.ledger.get(BLOCK, "train-block").monthly_usd == money.usd(39.33 * 2 * 264)
+    # the block's price, once, on the block, one-time: never in a monthly figure or tag
+    assert r.ledger.by_cluster()["train"] + r.ledger.one_time_by_cluster()["train"] == \
+        d.monthly_money
+    assert r.ledger.get(BLOCK, "train-block").one_time_usd == money.usd(39.33 * 2 * 264)
+    assert r.ledger.get(BLOCK, "train-block").monthly_usd == 0
+    block_tags = r.one(BLOCK, "train-block").inputs["tags"]
+    assert block_tags[tags.MONTHLY_USD] == "0.00"
+    assert block_tags[tags.ONE_TIME_USD] == f"{39.33 * 2 * 264:.2f}"
     assert d.monthly_usd == pytest.approx(39.33 * 2 * 264 + d.costs.egress_usd)
 
 
@@ -129,7 +135,8 @@ def test_a_window_reservation_ends_with_its_run():
     odcr = r.one(ODCR, "train-odcr")
     assert odcr.inputs["endDateType"] == "limited", odcr.urn
     assert odcr.inputs["endDate"] == builders.reservation_end(d) == "2027-01-14T00:00:00Z"
-    assert r.ledger.by_cluster()["train"] == d.monthly_money
+    assert r.ledger.by_cluster().get("train", 0) + r.ledger.one_time_by_cluster()["train"] \
+        == d.monthly_money
 
 
 def test_block_schedule_times():
@@ -194,8 +201,9 @@ def test_a_flex_start_window_is_an_empty_mig_and_a_resize_request():
     labels = r.one(TEMPLATE, "tune-on-demand-template").inputs["labels"]
     # billed until the run's end: 24 h of queue allowance + 100 h
     assert labels[tags.label_key(tags.BILLED_UNTIL)] == "20270109t0400z"
-    assert r.ledger.by_cluster()["tune"] == d.monthly_money
-    assert r.ledger.get(MIG, "tune-on_demand").monthly_usd == money.usd(2 * 38 * 100)
+    assert r.ledger.by_cluster().get("tune", 0) + r.ledger.one_time_by_cluster()["tune"] == \
+        d.monthly_money
+    assert r.ledger.get(MIG, "tune-on_demand").one_time_usd == money.usd(2 * 38 * 100)
 
 
 def test_a_calendar_window_is_a_future_reservation_the_reserved_mig_consumes():
@@ -223,7 +231,7 @@ def test_a_calendar_window_is_a_future_reservation_the_reserved_mig_consumes():
     assert aff["specificReservation"]["values"] == [fr["reservationName"]]
     assert not r.by_type("gcp:compute/reservation:Reservation")
     assert r.ledger.get("gcp:compute/futureReservation:FutureReservation",
-                        "tune-reservation").monthly_usd == money.usd(2 * 40 * 120)
+                        "tune-reservation").one_time_usd == money.usd(2 * 40 * 120)
 
 
 def test_window_resources_conform_to_the_api_specs(monkeypatch):

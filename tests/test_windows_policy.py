@@ -236,16 +236,81 @@ def test_the_plan_shows_a_window_as_one_time_money_with_its_dates(tmp_path):
     assert code == 0, out
     p = json.loads(out)
     c = p["clusters"][0]
-    assert c["one_time"]["usd"] == c["window"]["total_usd"] == c["monthly_usd"]
+    # split, never in a monthly figure: the cluster's $/month is its monthly part only (no
+    # dataset here: 0), the purchase is one_time with its dates
+    assert c["one_time"]["usd"] == c["window"]["total_usd"] > 0
+    assert c["monthly_usd"] == 0
     assert (c["one_time"]["from"], c["one_time"]["until"]) == (c["window"]["start"],
                                                                c["window"]["end"])
-    assert p["totals"]["one_time_usd"] == c["one_time"]["usd"]
+    tot = p["totals"]
+    assert tot["one_time_usd"] == c["one_time"]["usd"]
+    assert tot["monthly_usd"] == pytest.approx(sum(r["monthly_usd"] for r in p["resources"]))
+    assert tot["by_cluster"].get("l4job", 0) == 0
+    assert "l4job" not in str(tot["by_purchase_model"]) and not any(
+        v for v in tot["by_purchase_model"].values())
+    carriers = [r for r in p["resources"] if r.get("one_time")]
+    assert carriers and sum(r["one_time"]["usd"] for r in carriers) == pytest.approx(
+        tot["one_time_usd"])
+    for r in carriers:   # per resource: the amount with its dates, and tags kept apart
+        assert (r["one_time"]["from"], r["one_time"]["until"]) == (
+            c["one_time"]["from"], c["one_time"]["until"])
+        assert r["monthly_usd"] == 0
+        labels = r["tags"]   # a GCP MIG carries no labels; a template or reservation does
+        if labels:
+            assert labels.get("gpulease-monthly-cents") == "0"
+            assert labels.get("gpulease-one-time-cents") == str(
+                round(r["one_time"]["usd"] * 100))
+    # the budget judges the month's spend: monthly + the one-time purchase whole
+    assert p["budget"]["headroom_usd"] == pytest.approx(
+        100000 - tot["monthly_usd"] - tot["one_time_usd"])
     code, text = _cli(["plan", "--config", str(f), *now])
     total = next(line for line in text.splitlines() if line.startswith("Total: "))
     assert f"one-time ${c['one_time']['usd']:,.2f}" in total
     assert total.startswith("Total: $0.00/month + one-time"), total
     code, text = _cli(["explain", "--config", str(f), *now])
     assert f"One-time ${c['one_time']['usd']:,.2f}, {c['window']['start']}" in text
+    # the HTML card and the pipeline's markdown say the same
+    from gpulease.pipeline import markdown
+    md = markdown.render(p)
+    assert "**Monthly cost: $0.00**" in md
+    assert (f"l4job ${c['one_time']['usd']:,.2f} (flex_start" in md
+            or f"l4job ${c['one_time']['usd']:,.2f} (" in md)
+    assert f"one-time ${c['one_time']['usd']:,.2f} counted whole" in md
+    from gpulease.planner import html
+    v = html.report_variables(p)
+    assert v["monthly"] == "$0.00" and v["one_time"] == f"${c['one_time']['usd']:,.2f}"
+    assert v["one_time_rows"][0]["from"] == c["one_time"]["from"]
+    assert v["budget"].monthly == pytest.approx(c["one_time"]["usd"])
+
+
+def test_cost_tags_keep_one_time_money_apart_on_both_clouds():
+    from gpulease.clouds import registry
+    aws, gcp = (registry.get(n) for n in registry.NAMES)
+    a = aws.cost_tags({}, 12.5, 38270.51)
+    g = gcp.cost_tags({}, 12.5, 38270.51)
+    both = {**a, **g}
+    assert both["gpulease-monthly-usd"] == "12.50" and both["gpulease-monthly-cents"] == "1250"
+    assert both["gpulease-one-time-usd"] == "38270.51"
+    assert both["gpulease-one-time-cents"] == "3827051"
+    # no one-time money: no one-time tag (plans of monthly stacks are unchanged)
+    assert not any("one-time" in k for k in {**aws.cost_tags({}, 1), **gcp.cost_tags({}, 1)})
+
+
+def test_the_budget_guardrail_counts_the_one_time_purchase_whole(tmp_path):
+    """A window whose purchase is above the monthly budget fails budget-cap although its
+    monthly figure is $0: the one-time amount counts whole (docs/policy.md)."""
+    import json
+
+    import yaml
+    from gpulease.guardrails.rules import RuleContext, check_budget_cap
+    total = plan(dict(L4_MONTH), aws=()).clusters[0].window.total_usd
+    ctx = RuleContext(budget_monthly_usd=total - 1, planned_monthly_usd=0.0,
+                      planned_one_time_usd=total)
+    (msg,) = [m for _, m in check_budget_cap([], ctx)]
+    assert "one-time window purchases" in msg and "exceeds the budget" in msg
+    assert check_budget_cap([], RuleContext(budget_monthly_usd=total + 1,
+                                            planned_monthly_usd=0.0,
+                                            planned_one_time_usd=total)) == []
 
 
 # ---- issue 34 item 2: quotes over estimates ----------------------------------------------------

@@ -226,7 +226,8 @@ def _violations(prun, spec) -> list[dict]:
     ledger = getattr(prun.result, "ledger", None)
     return evaluate(prun.resources, budget_monthly_usd=spec.budget_monthly_usd,
                     environment=spec.environment,
-                    planned_monthly_usd=ledger.monthly_usd if ledger else None)
+                    planned_monthly_usd=ledger.monthly_usd if ledger else None,
+                    planned_one_time_usd=ledger.one_time_usd if ledger else None)
 
 
 def _conformance(prun) -> list[dict]:
@@ -496,8 +497,9 @@ def render_summary(plan: dict[str, Any], o: ui.Out) -> None:
                   else ("conformance: ok", "green"))
     if warnings:
         checks.append((ui.plural(warnings, "warning"), "yellow"))
+    once = (f" + one-time {ui.money(tot['one_time_usd'])}" if tot.get("one_time_usd") else "")
     parts: list = [("Plan", "bold"), f" of {plan['stack']}: {ui.money(tot['monthly_usd'])}/month"
-                   f" ({plural_resources(tot)}) · budget {ui.money(b['monthly_usd'])} · "]
+                   f"{once} ({plural_resources(tot)}) · budget {ui.money(b['monthly_usd'])} · "]
     for i, c in enumerate(checks):
         parts += ([" · "] if i else []) + [c]
     o.line(*parts)
@@ -654,7 +656,7 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
           ui.nodes_text(c["nodes"], c["gpus_per_node"], c["gpu"]), ui.purchase_mix(c["purchase"]),
           c["template"], c["network"], ui.money(c["hourly_usd"]),
           ui.money(c["monthly_usd"]) if not c.get("one_time") else
-          f"one-time {ui.money(c['monthly_usd'])}"]
+          f"{ui.money(c['monthly_usd'])} + one-time {ui.money(c['one_time']['usd'])}"]
          for c in plan["clusters"]], indent=2))
     for c in plan["clusters"]:
         o.print()
@@ -663,8 +665,8 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
             t = c["one_time"]
             o.line(("  " + c["name"], "cyan"),
                    f": one-time {ui.money(t['usd'])} ({ui.model_word(t['model'])}), "
-                   f"{t['from']} to {t['until']}: counted whole in the total and the budget, "
-                   "never divided by month (docs/policy.md, \"Windows: one-time money\")")
+                   f"{t['from']} to {t['until']}: never in a $/month figure; the budget "
+                   "counts it whole (docs/policy.md, \"Windows: one-time money\")")
         if c.get(CAPACITY_BLOCK):
             o.line(("  " + c["name"], "cyan"),
                    ": Capacity Block " + capacity_block_text(c[CAPACITY_BLOCK]))
@@ -696,15 +698,16 @@ def render_plan(plan: dict[str, Any], o: ui.Out, *, all_resources: bool = False,
         o.line(f"{label}: ", value)
     once = tot.get("one_time_usd") or 0
     if once:   # never inside a $/month figure (docs/policy.md, "Windows: one-time money")
-        o.line("Total: ", (f"{ui.money(tot['monthly_usd'] - once)}/month", "bold"),
+        o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
                " + ", (f"one-time {ui.money(once)}", "bold"),
                f" (window purchases; the budget counts them whole in the month they are "
-               f"bought: {ui.money(tot['monthly_usd'])}) estimated · "
+               f"bought: {ui.money(tot['monthly_usd'] + once)}) estimated · "
                f"{ui.money(tot['hourly_usd'])}/hour with every node up")
     else:
         o.line("Total: ", (f"{ui.money(tot['monthly_usd'])}/month", "bold"),
                f" estimated · {ui.money(tot['hourly_usd'])}/hour with every node up")
-    o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ", *_budget_cell(b, tot["monthly_usd"]))
+    o.line(f"Budget: {ui.money(b['monthly_usd'])}/month · ",
+           *_budget_cell(b, tot["monthly_usd"] + (tot.get("one_time_usd") or 0)))
     o.print()
     render_findings(plan, o)
 

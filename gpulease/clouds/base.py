@@ -138,9 +138,11 @@ class Cloud(abc.ABC):
         """A value as this cloud's resources carry it (what the reaper's filters match)."""
 
     @abc.abstractmethod
-    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any) -> dict[str, str]:
+    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any,
+                  one_time_usd: Any = 0) -> dict[str, str]:
         """The tags/labels the cost transform stamps: ``values`` encoded, plus the monthly cost
-        in this cloud's encoding."""
+        in this cloud's encoding and - only when non-zero - the one-time amount apart
+        (``tags.ONE_TIME_USD`` / ``ONE_TIME_CENTS``: never inside the monthly figure)."""
 
     # ---- node groups and bootstrap ---------------------------------------------------------
     @abc.abstractmethod

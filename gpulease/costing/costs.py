@@ -84,3 +84,26 @@ def resource_monthly_usd(type_: str, name: str, ctx: Optional[CostContext],
         if ctx.egress_anchor is None:
             total += c.amount("egress_usd")
     return total
+
+
+def one_time_decision(d) -> bool:
+    """True when a cluster decision's money is one-time: a window bought whole (a Capacity
+    Block, flex-start, calendar mode, a reservation, on-demand or spot for the work item), not
+    a commitment's monthly bill (docs/policy.md, "Windows: one-time money")."""
+    w = getattr(d, "window", None) if d is not None else None
+    return w is not None and w.months == 1 and not w.lock_in_months
+
+
+def resource_costs(type_: str, name: str, ctx: Optional[CostContext],
+                   catalog: Catalog) -> tuple[Decimal, Decimal]:
+    """(monthly, one-time) money of one resource: what it carries (``resource_monthly_usd``)
+    split so that a window's one-time purchase is never in a monthly figure. A resource of a
+    one-time window cluster carries one-time money, except the monthly dataset moves (egress)
+    and storage; everything else is monthly."""
+    total = resource_monthly_usd(type_, name, ctx, catalog)
+    if ctx is None or not one_time_decision(ctx.decision) or type_ in HOURLY_INFRA \
+            or name in ctx.fixed_monthly or type_ in BUCKET_TYPES:
+        return total, money.ZERO
+    monthly = (ctx.decision.costs.amount("egress_usd")
+               if name == ctx.anchor and ctx.egress_anchor is None else money.ZERO)
+    return monthly, total - monthly

@@ -41,13 +41,15 @@ def evaluate_guarded(resources: Sequence[GuardedResource], ctx: RuleContext,
 
 
 def evaluate(resources: list, *, budget_monthly_usd: float, environment: str,
-             planned_monthly_usd: Optional[float] = None) -> list[dict]:
+             planned_monthly_usd: Optional[float] = None,
+             planned_one_time_usd: Optional[float] = None) -> list[dict]:
     """The plan's ``violations``: every rule over the recorded resources of one program run.
 
     ``planned_monthly_usd`` is the run's cost-ledger total (``ProgramRun.result.ledger``): the
     budget rules judge it, so costs on resources that cannot carry labels still count."""
     ctx = RuleContext(environment=environment, budget_monthly_usd=budget_monthly_usd,
-                      planned_monthly_usd=planned_monthly_usd)
+                      planned_monthly_usd=planned_monthly_usd,
+                      planned_one_time_usd=planned_one_time_usd)
     return evaluate_guarded(guarded(resources), ctx)
 
 

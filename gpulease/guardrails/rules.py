@@ -70,6 +70,10 @@ class RuleContext:
     #: then fall back to the cost tags, which miss what cannot carry labels (GCP reservations,
     #: instance group managers) and say so.
     planned_monthly_usd: Optional[float] = None
+    #: the plan's one-time window purchases (``totals.one_time_usd``; the ``total_one_time_usd``
+    #: stack output): the budget rules add them whole (docs/policy.md, "Windows: one-time
+    #: money"); they are never part of ``planned_monthly_usd``.
+    planned_one_time_usd: Optional[float] = None
     #: resource options of the resource being checked; None = not visible to the caller
     #: (CrossGuard exposes ``protect`` but not ``retainOnDelete``).
     protect: Optional[bool] = None
@@ -732,15 +736,27 @@ def tagged_monthly_usd(resources: Sequence[GuardedResource]) -> Decimal:
                 total += money.usd(str(t[tags.MONTHLY_USD]))
             elif kind == "labels" and tags.MONTHLY_CENTS in t:
                 total += tags.from_cents(t[tags.MONTHLY_CENTS])
+            # a window's one-time purchase counts whole against the budget, apart
+            if kind == "tags" and tags.ONE_TIME_USD in t:
+                total += money.usd(str(t[tags.ONE_TIME_USD]))
+            elif kind == "labels" and tags.ONE_TIME_CENTS in t:
+                total += tags.from_cents(t[tags.ONE_TIME_CENTS])
         except (TypeError, ValueError, ArithmeticError):
             continue  # an unknown/secret value during preview is not a number yet
     return total
 
 
 def monthly_total(resources: Sequence[GuardedResource], ctx: RuleContext) -> tuple[Decimal, str]:
-    """(monthly USD the budget rules judge, what it is): the planned total when visible, else
-    the tagged total (a lower bound); money, to the cent as the plan shows it."""
+    """(USD the budget rules judge, what it is): the planned total when visible, else the
+    tagged total (a lower bound); money, to the cent as the plan shows it. One-time window
+    purchases count whole, beside the monthly figure (docs/policy.md, "Windows: one-time
+    money")."""
     if ctx.planned_monthly_usd is not None:
+        once = money.usd(ctx.planned_one_time_usd or 0)
+        if once:
+            return (money.usd(ctx.planned_monthly_usd) + once,
+                    f"planned monthly cost {money.fmt(money.usd(ctx.planned_monthly_usd))} + "
+                    f"one-time window purchases {money.fmt(once)} (counted whole) =")
         return money.usd(ctx.planned_monthly_usd), "planned monthly cost"
     return tagged_monthly_usd(resources), ("tagged monthly cost (a lower bound: GCP "
                                            "reservations and instance group managers carry no "

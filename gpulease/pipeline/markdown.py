@@ -62,6 +62,7 @@ def render(plan: dict, *, title: str = "gpulease cost estimate") -> str:
     else:
         lines.append(f"**Monthly cost: {money.fmt(monthly)}** (no baseline: run `gpulease plan "
                      "--diff BASE` for the change)")
+    lines += _one_time(plan)
     lines.append("")
     lines += _clusters(plan, diff)
     lines += _budget(plan)
@@ -95,7 +96,9 @@ def _clusters(plan: dict, diff: Optional[dict]) -> list[str]:
                             for k, n in (c.get("purchase") or {}).items() if n)
             rows.append(f"| {_esc(c.get('name'))} | {_esc(c.get('cloud'))} | "
                         f"{_esc(c.get('region'))} | {_esc(c.get('instance_type'))} | "
-                        f"{c.get('nodes', '')} | {_esc(mix)} | {money.fmt(c.get('monthly_usd'))} |")
+                        f"{c.get('nodes', '')} | {_esc(mix)} | {money.fmt(c.get('monthly_usd'))}"
+                        + (f" + one-time {money.fmt(c['one_time']['usd'])}"
+                           if c.get("one_time") else "") + " |")
     if not rows:
         return []
     return ["<details><summary>Per cluster</summary>", "", head, *rows, "", "</details>", ""]
@@ -105,10 +108,26 @@ def _budget(plan: dict) -> list[str]:
     b = plan.get("budget") or {}
     if "monthly_usd" not in b:
         return []
-    total = (plan.get("totals") or {}).get("monthly_usd")
+    totals = plan.get("totals") or {}
+    total = totals.get("monthly_usd")
+    once = totals.get("one_time_usd") or 0
     state = "**over budget**" if b.get("over") else "within budget"
-    return [f"Budget: {money.fmt(b['monthly_usd'])}/month · plan {money.fmt(total)} · {state} "
+    plan_text = (money.fmt(total) if not once else
+                 f"{money.fmt(total)}/month + one-time {money.fmt(once)} counted whole")
+    return [f"Budget: {money.fmt(b['monthly_usd'])}/month · plan {plan_text} · {state} "
             f"(headroom {money.fmt(b.get('headroom_usd'))})", ""]
+
+
+def _one_time(plan: dict) -> list[str]:
+    """A window's one-time purchases, with their dates: never in the monthly figure
+    (docs/policy.md, "Windows: one-time money")."""
+    rows = [c for c in plan.get("clusters") or [] if c.get("one_time")]
+    if not rows:
+        return []
+    return ["", "**One-time (window purchases, not monthly):** " + "; ".join(
+        f"{_esc(c.get('name'))} {money.fmt(c['one_time']['usd'])} "
+        f"({_esc(c['one_time']['model'])}, {c['one_time']['from']} to "
+        f"{c['one_time']['until']})" for c in rows)]
 
 
 def _gate(plan: dict) -> list[str]:

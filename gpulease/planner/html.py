@@ -302,6 +302,11 @@ def cluster_views(plan: Mapping[str, Any]) -> list[dict]:
                                       if (c.get("purchase") or {}).get(RESERVED) else None),
             "template": c.get("template"), "network": c.get("network"),
             "hourly": money(c.get("hourly_usd")), "monthly": money(monthly),
+            # a window's purchase, never in the monthly figure (docs/policy.md)
+            "one_time": money((c.get("one_time") or {}).get("usd")) if c.get("one_time")
+            else None,
+            "one_time_dates": (f"{c['one_time']['from']} to {c['one_time']['until']}"
+                               if c.get("one_time") else None),
             "share": percent(float(monthly) / total) if monthly is not None and total > 0
             else "-",
             "rationale": c.get("rationale") or "",
@@ -340,7 +345,10 @@ def report_variables(plan: Mapping[str, Any]) -> dict[str, Any]:
     budget = plan.get("budget") or {}
     catalog = plan.get("catalog") or {}
     monthly = float(totals.get("monthly_usd") or 0.0)
-    state = budget_state(monthly, float(budget.get("monthly_usd") or 0.0))
+    one_time = float(totals.get("one_time_usd") or 0.0)
+    # the budget judges the month's spend: monthly + one-time window purchases whole
+    state = budget_state(float(_money.usd(monthly) + _money.usd(one_time)),
+                         float(budget.get("monthly_usd") or 0.0))
     violations = list(plan.get("violations") or [])
     mandatory = sum(1 for v in violations if v.get("level") == "mandatory")
     by_cluster = totals.get("by_cluster") or _sum_by(plan.get("resources") or [], "cluster")
@@ -366,6 +374,10 @@ def report_variables(plan: Mapping[str, Any]) -> dict[str, Any]:
         "prices_text": _prices_text(plan.get("prices")),
         "inventory_text": _inventory_text(plan.get("inventory")),
         "monthly": money(monthly), "hourly": money(totals.get("hourly_usd")),
+        "one_time": money(one_time) if one_time else None,
+        "one_time_rows": [{"cluster": c.get("name"), "usd": money(c["one_time"]["usd"]),
+                           "from": c["one_time"]["from"], "until": c["one_time"]["until"]}
+                          for c in plan.get("clusters") or [] if c.get("one_time")],
         "budget": state, "budget_bar": budget_bar(state), "budget_money": money(state.budget),
         "headroom_money": money(abs(state.headroom)),
         "budget_share": percent(state.share),

@@ -74,6 +74,7 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
     by_model: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
     by_cluster: dict[str, Decimal] = defaultdict(lambda: money.ZERO)
     cloud_of_cluster = {c.name: c.cloud for c in env.clusters}
+    once_of = {c.name: one_time_json(c) for c in env.clusters}
     # in URN order, not registration order: the SDK registers concurrently, so the order of
     # `prun.resources` varies from run to run; a committed plan must diff cleanly (issue 36)
     for r in sorted(prun.resources, key=lambda r: r.urn):
@@ -91,9 +92,17 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             "inputs": r.inputs, "protect": r.protect, "retain_on_delete": r.retain_on_delete,
             "ignore_changes": list(r.ignore_changes), "autoname": r.autoname,
         })
+        if entry is not None and entry.one_time_usd:
+            # a window's one-time purchase, never in monthly_usd: its amount and dates
+            # (docs/policy.md, "Windows: one-time money"); absent on monthly resources
+            t = once_of.get(cluster) or {}
+            resources[-1]["one_time"] = {"usd": money.json_number(entry.one_time_usd),
+                                         "from": t.get("from"), "until": t.get("until")}
         by_cluster[cluster] += cost
 
     for c in env.clusters:
+        if once_of[c.name] is not None:   # one-time money: never a monthly figure
+            continue
         for model in (*NODE_MODELS, WINDOW):
             v = c.costs.amount(f"{model}_usd") + (c.costs.amount("spot_rework_usd")
                                                   if model == SPOT else money.ZERO)
@@ -112,6 +121,8 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
     if monthly != ledger.monthly_usd:   # every priced resource is declared: one total
         raise AssertionError(f"plan resources total {monthly} != cost ledger "
                              f"{ledger.monthly_usd}")
+    one_time = ledger.one_time_usd
+    judged = monthly + one_time     # what the budget judges (docs/policy.md, one-time money)
     budget = money.usd(env.stack.budget_monthly_usd)
     num = money.json_number
     prices = used_prices(env, catalog, {r.type for r in prun.resources if r.custom})
@@ -150,17 +161,17 @@ def build_plan(prun: ProgramRun, *, stack: str) -> dict[str, Any]:
             "by_cluster": {k: num(v) for k, v in sorted(by_cluster.items())},
             "by_purchase_model": {k: num(v) for k, v in by_model.items()},
             "by_storage_tier": {k: num(v) for k, v in by_tier.items()},
-            # the part of monthly_usd that is one-time window purchases, counted whole
-            # (docs/policy.md, "Windows: one-time money")
-            "one_time_usd": num(money.total(
-                money.usd(c.window.total_usd) for c in env.clusters
-                if one_time_json(c) is not None)),
+            # one-time window purchases, never part of monthly_usd (docs/policy.md,
+            # "Windows: one-time money"): the resources' one_time amounts; each with its dates
+            # in clusters[].one_time
+            "one_time_usd": num(one_time),
             "resources": len(resources),
             # owned pools (docs/owned.md): clusters' shares at the amortised rate + idle lines
             "owned_usd": num(owned_total),
         },
-        "budget": {"monthly_usd": num(budget), "headroom_usd": num(budget - monthly),
-                   "over": monthly > budget},
+        # the budget judges the month's spend: monthly_usd + one_time_usd whole
+        "budget": {"monthly_usd": num(budget), "headroom_usd": num(budget - judged),
+                   "over": judged > budget},
         "outputs": prun.outputs,
         # owned pools and where each cluster runs (docs/owned.md, "Plan JSON")
         "owned": {**owned_json(env), "lines": [
@@ -257,7 +268,11 @@ def cluster_json(c, now: Optional[float] = None,
         "purchase": c.purchase.as_dict(), "template": c.template, "network": c.network,
         "distributed": c.distributed, "commitment_term": c.commitment_term,
         "hourly_usd": money.json_number(c.hourly_usd),
-        "monthly_usd": money.json_number(c.monthly_money), "costs": c.costs.as_dict(),
+        # a window's one-time purchase is never in monthly_usd: only its monthly dataset
+        # moves stay (one_time below has the purchase with its dates)
+        "monthly_usd": money.json_number(c.costs.amount("egress_usd")
+                                         if one_time_json(c) is not None else c.monthly_money),
+        "costs": c.costs.as_dict(),
         # Demand (docs/policy.md "Demand profiles"): the steps as configured, the nodes of the
         # baseline / burst parts with their purchase, hours and cost, and the lock-in.
         "demand": [st.as_dict() for st in c.spec.steps],

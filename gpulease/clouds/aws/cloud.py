@@ -56,9 +56,12 @@ class AwsCloud(Cloud):
     def tag_value(self, value: object) -> str:
         return str(value)                              # tags keep their values
 
-    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any) -> dict[str, str]:
+    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any,
+                  one_time_usd: Any = 0) -> dict[str, str]:
         out = dict(values)
         out[tags.MONTHLY_USD] = tags.usd(monthly_usd)
+        if one_time_usd:
+            out[tags.ONE_TIME_USD] = tags.usd(one_time_usd)
         return out
 
     def node_group_models(self, used: tuple[str, ...]) -> tuple[str, ...]:

@@ -62,9 +62,12 @@ class GcpCloud(Cloud):
     def tag_value(self, value: object) -> str:
         return tags.label_value(value)
 
-    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any) -> dict[str, str]:
+    def cost_tags(self, values: Mapping[str, str], monthly_usd: Any,
+                  one_time_usd: Any = 0) -> dict[str, str]:
         out = {tags.label_key(k): tags.label_value(v) for k, v in values.items()}
         out[tags.MONTHLY_CENTS] = tags.cents(monthly_usd)   # labels cannot hold "."
+        if one_time_usd:
+            out[tags.ONE_TIME_CENTS] = tags.cents(one_time_usd)
         return out
 
     def node_group_models(self, used: tuple[str, ...]) -> tuple[str, ...]:
