@@ -62,6 +62,7 @@ def test_worked_example_prices_every_model_exactly():
     assert round(opts["commitment"].total_usd, 2) == 4_998_939.55
     assert round(opts["on_demand"].total_usd - cb.total_usd, 2) == 22_611.84
     assert not opts["flex_start"].feasible and "no flex-start price" in opts["flex_start"].unavailable
+    assert "no citable rate" in opts["flex_start"].unavailable   # issue 34 item 3
     assert not opts["calendar"].feasible and "GCP" in opts["calendar"].unavailable
 
 
@@ -81,8 +82,8 @@ def test_without_quotes_guaranteed_work_falls_back_to_a_reservation():
     opts = W.price_window(item(), RATES, [])
     best = W.cheapest(opts, W.GUARANTEED)
     assert best.model == "reservation"
-    assert by_model(opts)["capacity_block"].unavailable == \
-        "no Capacity Block quote for the type in the region"
+    assert by_model(opts)["capacity_block"].unavailable.startswith(
+        "no Capacity Block quote for the type in the region: no citable published rate")
 
 
 def test_live_offerings_cheapest_fitting_one_wins_and_others_say_why():
@@ -228,3 +229,9 @@ def test_checkpointed_work_finishes_the_rest_off_the_block():
     got = W.capacity_block(before, [RATE_QUOTE])
     assert got.remainder["end"] == "2027-01-04T11:30:00Z" and got.billed_node_hours == \
         pytest.approx(8 * 336 + 8 * got.remainder["hours"])
+
+
+def test_calendar_mode_without_a_rate_says_no_citable_rate():
+    w = dataclasses.replace(item(), cloud="gcp")
+    opt = W.calendar(w, None, [])
+    assert not opt.feasible and "no citable rate" in opt.unavailable

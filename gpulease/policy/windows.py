@@ -254,8 +254,9 @@ def flex_start(w: WorkItem, rate: Optional[float], quote: Optional[Quote] = None
     d = w.run_hours
     if rate is None:
         return WindowOption(FLEX_START, nodes=w.nodes,
-                            unavailable="no flex-start price (offline: none published; `gpulease "
-                                        "catalog quotes` reads the DWS SKUs)")
+                            unavailable="no flex-start price: no citable rate (Google publishes "
+                                        "none outside its Billing Catalog; `gpulease catalog "
+                                        "quotes --source live` reads the DWS SKUs)")
     usd = w.nodes * rate * d
     why = None
     if d > FLEX_START_MAX_RUN_HOURS + 1e-9:
@@ -427,7 +428,8 @@ def capacity_block(w: WorkItem, quotes: Sequence[Quote]) -> WindowOption:
             passed.append((q, last if lengths[0] else
                            f"{d:.1f} h is longer than the longest block (182 days)"))
     if best is None:
-        why = ("no Capacity Block quote for the type in the region" if not passed else
+        why = ("no Capacity Block quote for the type in the region: no citable published rate "
+               "(`gpulease catalog quotes --source live` asks AWS for offerings)" if not passed else
                "no quoted block fits: " + "; ".join(why for _, why in passed[:3]))
         return WindowOption(CAPACITY_BLOCK, nodes=w.nodes, unavailable=why,
                             passed_over=tuple(passed))
@@ -445,8 +447,9 @@ def calendar(w: WorkItem, rate: Optional[float], quotes: Sequence[Quote],
                                         "purchase option")
     if rate is None:
         return WindowOption(CALENDAR, nodes=w.nodes,
-                            unavailable="no calendar-mode price (offline: none published; "
-                                        "`gpulease catalog quotes` reads the SKUs)")
+                            unavailable="no calendar-mode price: no citable rate (Google "
+                                        "publishes none outside its Billing Catalog; `gpulease "
+                                        "catalog quotes --source live` reads the SKUs)")
     days = calendar_days_for(d)
     if days is None:
         return WindowOption(CALENDAR, nodes=w.nodes,
