@@ -269,6 +269,13 @@ def test_the_plan_shows_a_window_as_one_time_money_with_its_dates(tmp_path):
     assert total.startswith("Total: $0.00/month + one-time"), total
     code, text = _cli(["explain", "--config", str(f), *now])
     assert f"One-time ${c['one_time']['usd']:,.2f}, {c['window']['start']}" in text
+    assert "+ one-time" in text and "counted whole against the budget" in text
+    code, out = _cli(["explain", "--config", str(f), "--json", *now])
+    e = json.loads(out)
+    assert e["totals"]["one_time_usd"] == c["one_time"]["usd"]
+    assert e["totals"]["monthly_usd"] == tot["monthly_usd"]
+    assert e["clusters"][0]["monthly_usd"] == 0 and e["clusters"][0]["one_time"] == c["one_time"]
+    assert e["budget"]["headroom_usd"] == p["budget"]["headroom_usd"]
     # the HTML card and the pipeline's markdown say the same
     from gpulease.pipeline import markdown
     md = markdown.render(p)

@@ -124,7 +124,9 @@ def cluster_doc(c: ClusterDecision, start: Optional[dt.date] = None,
         "nodes": c.nodes, "purchase": c.purchase.as_dict(), "template": c.template,
         "network": c.network, "distributed": c.distributed,
         "commitment_term": c.commitment_term, "hourly_usd": money.json_number(c.hourly_usd),
-        "monthly_usd": money.json_number(c.monthly_money), "costs": c.costs.as_dict(),
+        # a window's purchase is one-time (one_time), never in monthly_usd (docs/policy.md)
+        "monthly_usd": money.json_number(c.monthly_money - one_time_money(c)),
+        "one_time": one_time_json(c), "costs": c.costs.as_dict(),
         "demand": [st.as_dict() for st in c.spec.steps], "baseline_nodes": c.baseline_nodes,
         "parts": [part.as_dict() for part in c.parts],
         COMMITMENT: commitment_doc(c, start),
@@ -285,6 +287,20 @@ def _blocks_text(x: dict) -> str:
             "AWS sells)")
 
 
+def one_time_money(c) -> money.Decimal:
+    """The cluster's one-time window purchase (``gpulease.costing.costs.one_time_money``)."""
+    from gpulease.costing.costs import one_time_money as once
+
+    return once(c)
+
+
+def one_time_json(c):
+    """The cluster's one-time purchase with its dates, as plan JSON has it."""
+    from gpulease.planner.plan import one_time_json as once
+
+    return once(c)
+
+
 def render_window(c: ClusterDecision, o: ui.Out) -> None:
     """Every purchase model priced for the window: allowed by the priority band, total, when
     it runs, the quote behind it (with its date and start) or why it cannot be used."""
@@ -358,13 +374,18 @@ def render_cluster(c: ClusterDecision, o: ui.Out, start: Optional[dt.date] = Non
          ui.Col("$/hour", right=True), ui.Col("$/month", right=True, style="bold")],
         [[c.cloud, c.region, c.zone or "-", o_.instance_type,
           ui.nodes_text(c.nodes, o_.gpus_per_node, o_.gpu), _mix(c.purchase), c.network,
-          c.template, _money(c.hourly_usd), _money(c.monthly_money)]], indent=2))
+          c.template, _money(c.hourly_usd),
+          _money(c.monthly_money) if not one_time_money(c) else
+          f"{_money(c.monthly_money - one_time_money(c))} + one-time "
+          f"{_money(one_time_money(c))}"]], indent=2))
     if c.placement is not None:   # the cloud share of a cluster partly on an owned pool
         for why in c.placement.why:
             o.line(f"Owned first: {why}", indent=2)
     for x in c.coverage:          # reserved nodes existing holdings cover (docs/owned.md)
         o.line(f"Covered: {x.why}", indent=2)
-    o.print("Cost breakdown (per month)", indent=2, style="bold")
+    o.print("Cost breakdown (per month)" if not one_time_money(c) else
+            "Cost breakdown (the window's one-time purchase; dataset moves per month)",
+            indent=2, style="bold")
     costs = c.costs.as_dict()
     o.print(o.table([ui.Col("cost"), ui.Col("$/month", right=True)],
                     [[label, _money(costs[key])] for key, label in _COST_ROWS
@@ -480,6 +501,8 @@ def render_text(env: EnvironmentDecision, clusters: list[ClusterDecision],
         o.line(("Environment: ", "bold"), f"clusters {_money(t['clusters_usd'])} + storage "
                f"{_money(t['storage_usd'])}{shared} = ",
                (f"{_money(t['monthly_usd'])}/month", "bold"),
+               (f" + one-time {_money(t['one_time_usd'])} (window purchases, counted whole "
+                "against the budget)" if t.get("one_time_usd") else ""),
                f"; budget {_money(t['budget_usd'])} (headroom ",
                (_money(t["headroom_usd"]), "green" if t["headroom_usd"] >= 0 else "bold red"),
                ")")
@@ -552,9 +575,12 @@ def totals_doc(env: EnvironmentDecision, ledger, why: Optional[str] = None) -> d
     """The environment's monthly money as `plan` totals it (``gpulease.money``): clusters and
     storage from the decision, shared infrastructure from the program's ledger; their sum is
     the ledger's total, to the cent (tests/test_money.py)."""
-    from gpulease.costing.costs import HOURLY_INFRA
+    from gpulease.costing.costs import HOURLY_INFRA, one_time_money
 
-    clusters = sum((c.monthly_money for c in env.clusters), money.ZERO)
+    # a window's one-time purchase is never in a monthly figure; the budget adds it whole
+    # (docs/policy.md, "Windows: one-time money")
+    one_time = sum((one_time_money(c) for c in env.clusters), money.ZERO)
+    clusters = sum((c.monthly_money for c in env.clusters), money.ZERO) - one_time
     storage = sum((s.monthly_money for s in env.storage), money.ZERO)
     shared = None if ledger is None else sum(
         (e.monthly_usd for e in ledger.entries.values() if e.type in HOURLY_INFRA), money.ZERO)
@@ -564,8 +590,9 @@ def totals_doc(env: EnvironmentDecision, ledger, why: Optional[str] = None) -> d
     hourly = (money.usd(env.hourly_usd) if ledger is None else ledger.hourly_usd(env))
     return {"clusters_usd": clusters, "storage_usd": storage, "shared_usd": shared,
             "owned_usd": owned,
-            "monthly_usd": monthly, "hourly_usd": hourly, "budget_usd": budget,
-            "headroom_usd": budget - monthly, "shared_not_priced": why}
+            "monthly_usd": monthly, "one_time_usd": one_time, "hourly_usd": hourly,
+            "budget_usd": budget, "headroom_usd": budget - monthly - one_time,
+            "shared_not_priced": why}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -621,6 +648,7 @@ def run(args: argparse.Namespace) -> int:
                                "storage_usd": num(totals["storage_usd"]),
                                "shared_usd": num(totals["shared_usd"]),
                                "owned_usd": num(totals["owned_usd"]),
+                               "one_time_usd": num(totals["one_time_usd"]),
                                "shared_not_priced": totals["shared_not_priced"]},
                     "budget": {"monthly_usd": num(totals["budget_usd"]),
                                "headroom_usd": num(totals["headroom_usd"])},

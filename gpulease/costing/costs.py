@@ -107,3 +107,11 @@ def resource_costs(type_: str, name: str, ctx: Optional[CostContext],
     monthly = (ctx.decision.costs.amount("egress_usd")
                if name == ctx.anchor and ctx.egress_anchor is None else money.ZERO)
     return monthly, total - monthly
+
+
+def one_time_money(d) -> Decimal:
+    """The one-time part of a cluster decision's money (what its resources carry as one-time,
+    to the cent): all but its monthly dataset moves for a one-time window, else 0."""
+    if not one_time_decision(d):
+        return money.ZERO
+    return d.monthly_money - d.costs.amount("egress_usd")

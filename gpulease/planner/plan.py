@@ -10,6 +10,7 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any, Collection, Optional
 
+from gpulease.costing.costs import one_time_money
 from gpulease.clock import format_utc
 from gpulease.clouds import registry
 from gpulease import money
@@ -270,8 +271,7 @@ def cluster_json(c, now: Optional[float] = None,
         "hourly_usd": money.json_number(c.hourly_usd),
         # a window's one-time purchase is never in monthly_usd: only its monthly dataset
         # moves stay (one_time below has the purchase with its dates)
-        "monthly_usd": money.json_number(c.costs.amount("egress_usd")
-                                         if one_time_json(c) is not None else c.monthly_money),
+        "monthly_usd": money.json_number(c.monthly_money - one_time_money(c)),
         "costs": c.costs.as_dict(),
         # Demand (docs/policy.md "Demand profiles"): the steps as configured, the nodes of the
         # baseline / burst parts with their purchase, hours and cost, and the lock-in.
