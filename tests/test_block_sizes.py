@@ -159,3 +159,31 @@ def test_explain_shows_the_rounded_up_block_and_the_split(monkeypatch, tmp_path)
     assert code == 0, text
     assert "one block of 4 instances for 3 nodes (rounded up to a size AWS sells)" in text
     assert "Capacity Block sizes: split into 2 blocks of 2 + 1 instances" in text
+
+
+def test_a_cached_offering_of_a_size_aws_does_not_sell_is_refused(monkeypatch):
+    from gpulease.quotes.store import QuoteRow
+    row = {"kind": "capacity_block", "cloud": "aws", "region": "us-east-1",
+           "instance_type": "p5.48xlarge", "quoted_at": "2026-12-03T08:00:00Z",
+           "source": "aws:DescribeCapacityBlockOfferings", "start": "2027-01-04T11:30:00Z",
+           "end": "2027-01-05T11:30:00Z", "instance_count": 3, "upfront_usd": 2831.76,
+           "offering_id": "cb-0123456789abcdef0", "zone": "us-east-1a", "live": True}
+    assert QuoteRow(**row).instance_count == 3
+    with pytest.raises(ValueError, match="a Capacity Block has 1 to 64 instances"):
+        QuoteRow(**dict(row, instance_count=65))
+    monkeypatch.setattr(quotes, "CB_INSTANCE_COUNTS", POWERS_OF_TWO)
+    with pytest.raises(ValueError, match="the sizes AWS sells"):
+        QuoteRow(**row)
+
+
+def test_the_tagged_budget_fallback_counts_one_time_tags_whole():
+    from gpulease.guardrails.rules import GuardedResource, RuleContext, check_budget_cap
+    block = GuardedResource(urn="u1", type="aws:ec2/capacityBlockReservation:CapacityBlockReservation",
+                            name="b", props={"tags": {"gpulease-monthly-usd": "0.00",
+                                                      "gpulease-one-time-usd": "30000.00"}})
+    fr = GuardedResource(urn="u2", type="gcp:compute/instanceTemplate:InstanceTemplate",
+                         name="t", props={"labels": {"gpulease-monthly-cents": "1000",
+                                                     "gpulease-one-time-cents": "500000"}})
+    (msg,) = [m for _, m in check_budget_cap([block, fr], RuleContext(budget_monthly_usd=35000))]
+    assert "$35,010.00 exceeds the budget $35,000.00" in msg
+    assert check_budget_cap([block, fr], RuleContext(budget_monthly_usd=35010)) == []

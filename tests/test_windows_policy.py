@@ -288,6 +288,9 @@ def test_the_plan_shows_a_window_as_one_time_money_with_its_dates(tmp_path):
     assert v["monthly"] == "$0.00" and v["one_time"] == f"${c['one_time']['usd']:,.2f}"
     assert v["one_time_rows"][0]["from"] == c["one_time"]["from"]
     assert v["budget"].monthly == pytest.approx(c["one_time"]["usd"])
+    code, page = _cli(["plan", "--config", str(f), "--format", "html", *now])
+    assert code == 0 and 'id="one-time">$' + f"{c['one_time']['usd']:,.2f}</b>" in page
+    assert f"l4job ${c['one_time']['usd']:,.2f} {c['one_time']['from']}" in page
 
 
 def test_cost_tags_keep_one_time_money_apart_on_both_clouds():
