@@ -57,7 +57,7 @@ def test_offerings_answer_like_the_api(ec2):
                                       start=dt.datetime(2027, 1, 4, tzinfo=UTC),
                                       end=dt.datetime(2027, 1, 25, tzinfo=UTC), now=NOW)
     assert [q.start for q in got] == [dt.datetime(2027, 1, d, 11, 30, tzinfo=UTC)
-                                      for d in (4, 5, 6)]
+                                      for d in range(4, 4 + aws_quotes.MAX_OFFERS)]
     q = got[0]
     assert q.end - q.start == dt.timedelta(hours=264) and q.live and q.zone == "us-east-1a"
     assert q.upfront_usd == pytest.approx(39.33 * 8 * 264) and q.quoted_at == NOW
@@ -81,7 +81,7 @@ def test_offerings_page_through_next_token(ec2):
     assert len(first["CapacityBlockOfferings"]) == 2 and first["NextToken"]
     got = qa.capacity_block_offerings(ec2, "us-east-1", instance_type="p5.48xlarge",
                                       instance_count=1, duration_hours=24, now=NOW)
-    assert len(got) == 3      # the paginator followed the token
+    assert len(got) == aws_quotes.MAX_OFFERS == 6     # the paginator followed the token
 
 
 @pytest.mark.parametrize("kw,code", [
@@ -144,7 +144,7 @@ def test_beyond_eight_weeks_nothing_is_offered(ec2):
 def test_quotes_expire_when_they_age_or_their_start_passes(ec2):
     q = qa.capacity_block_offerings(ec2, "us-east-1", instance_type="p5.48xlarge",
                                     instance_count=1, duration_hours=24, now=NOW)[-1]
-    assert q.start == dt.datetime(2026, 12, 5, 11, 30, tzinfo=UTC)
+    assert q.start == dt.datetime(2026, 12, 8, 11, 30, tzinfo=UTC)   # the 6th: 3 .. 8 Dec
     assert q.expired(NOW + dt.timedelta(hours=1), 24) is None
     assert "h ago" in q.expired(NOW + dt.timedelta(hours=25), 24)
     assert "has passed" in q.expired(q.start, 1000)
@@ -334,7 +334,7 @@ def test_cache_round_trip_and_replacement(tmp_path, ec2):
                                         instance_count=2, duration_hours=48, now=NOW)
     write_cache(again, [], path=path)
     book = parse_document(json.loads(path.read_text()), source=str(path))
-    assert [q.instance_count for q in book.quotes] == [2, 2, 2]     # the old answer replaced
+    assert [q.instance_count for q in book.quotes] == [2] * aws_quotes.MAX_OFFERS  # replaced
     assert book.quotes[0] == again[0]
 
 
@@ -388,7 +388,7 @@ def test_command_live_caches_and_shows_offerings(capsys, tmp_path, monkeypatch, 
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     live = [q for q in doc["quotes"] if q["status"] == "live"]
-    assert len(live) == 3 and live[0]["hours"] == 264 and live[0]["start"] == \
+    assert len(live) == aws_quotes.MAX_OFFERS and live[0]["hours"] == 264 and live[0]["start"] == \
         "2027-01-04T11:30:00Z"
     assert cache.is_file() and doc["cache"] == [str(cache)]
     assert any(r["placement_score"] == 3 for r in doc["spot_risk"])   # one type: "always low"

@@ -12,7 +12,9 @@ DescribeCapacityBlockOfferings
   "Each Capacity Block can have up to 64 instances"; docs/catalog.md "Block sizes");
 - ``EndDateRange`` before ``StartDateRange`` is ``InvalidParameterValue``; a start more than
   eight weeks ahead finds nothing ("start time up to eight weeks in the future");
-- every block ends at 11:30 UTC; the answer lists up to 3 offerings (the earliest that fit),
+- every block ends at 11:30 UTC; the answer lists up to ``MAX_OFFERS`` (6) offerings (the
+  earliest that fit; the newer User Guide copy: "we provide the details of up to 6 available
+  blocks" - an older copy said 3, docs/catalog.md "Block sizes"),
   ``UpfrontFee`` is a decimal string (the total), ``CurrencyCode`` USD, ``Tenancy`` default;
   an instance type or zone with no stock answers an empty list; ``MaxResults`` / ``NextToken``
   page the answer.
@@ -46,6 +48,9 @@ class Stock:
     max_instances: int = 64
 
 
+#: offerings one answer lists at most (EC2 User Guide, "Find and purchase Capacity Blocks", the
+#: copy matching the API model of 2025-04-30: "up to 6 available blocks").
+MAX_OFFERS = 6
 #: what can be booked; tests replace the list.
 STOCK: list[Stock] = []
 #: (region, zone ID or None for the region) -> score for the types asked.
@@ -126,7 +131,7 @@ def describe_capacity_block_offerings(self):
         day = start.replace(hour=11, minute=30, second=0, microsecond=0)
         if day < start:
             day += dt.timedelta(days=1)
-        while day <= horizon and len(offers) < 3:
+        while day <= horizon and len(offers) < MAX_OFFERS:
             block_end = day + dt.timedelta(hours=hours)
             if end is not None and block_end > end:
                 break
@@ -141,7 +146,7 @@ def describe_capacity_block_offerings(self):
                 "CurrencyCode": "USD", "Tenancy": "default"})
             day += dt.timedelta(days=1)
     offers.sort(key=lambda o: (o["StartDate"], o["AvailabilityZone"]))
-    offers = offers[:3]
+    offers = offers[:MAX_OFFERS]
     size = int(p.get("MaxResults") or 1000)
     if not 1 <= size <= 1000:
         raise _err("InvalidParameterValue", f"Value ({size}) for parameter MaxResults is invalid.")
