@@ -17,6 +17,9 @@ from gpulease.recommend import profile as pf
 from gpulease.recommend.saving import Profile, saving_usd
 
 
+METRICS, BILL = "metrics", "bill"
+
+
 @dataclass
 class ClusterResult:
     name: str
@@ -36,6 +39,8 @@ class ClusterResult:
     kind: str = "profile"
     #: a cloud failure: nothing was derived for this cluster.
     error: Optional[str] = None
+    #: where the demand was read: "metrics" (GPU utilization) or "bill" (billed node-hours).
+    source: str = METRICS
 
     def as_json(self) -> dict:
         return {"name": self.name, "cloud": self.cloud, "region": self.region,
@@ -43,7 +48,7 @@ class ClusterResult:
                 "observed": self.observed, "profile": [s.as_dict() for s in self.profile],
                 "current": self.current, "yaml": self.yaml, "saving_usd": self.saving_usd,
                 "saving_note": self.saving_note, "kind": self.kind, "note": self.note,
-                "error": self.error}
+                "error": self.error, "source": self.source}
 
 
 @dataclass
@@ -52,6 +57,9 @@ class Report:
     environment: str
     window_days: int
     clusters: list = field(default_factory=list)
+    source: str = METRICS
+    #: the billed month read (source "bill").
+    month: Optional[str] = None
 
     @property
     def failed(self) -> list:
@@ -63,7 +71,7 @@ class Report:
 
     def as_json(self) -> dict:
         return {"stack": self.stack, "environment": self.environment,
-                "window_days": self.window_days,
+                "window_days": self.window_days, "source": self.source, "month": self.month,
                 "clusters": [c.as_json() for c in self.clusters]}
 
 
@@ -142,20 +150,56 @@ def run(spec, catalog, decision, adaptors: Mapping[tuple, Any], *, now: float,
                         gpus_per_node=int(d.offering.gpus_per_node),
                         threshold_pct=threshold_pct, percentile=percentile,
                         max_steps=max_steps)
-        res.samples, res.observed, res.profile = der.samples, der.observed, der.profile
-        res.kind, res.note = der.kind, der.note
-        res.yaml = pf.render_yaml(d.name, der, replaces=_replaces(res.current))
-        if der.kind == "no-data":
-            res.saving_note = "no data: no saving computed"
-            continue
-        say(f"pricing the {d.name} profile against the current plan")
-        try:
-            res.saving_usd = saving_usd(spec, catalog, Profile(d.name, der.profile),
-                                        current=decision)
-            if der.kind == "idle":
-                res.saving_note = "the saving of removing the cluster"
-        except GpuleaseError as exc:
-            first = getattr(exc, "findings", None)
-            res.saving_note = ("the profile's plan is infeasible: "
-                               + (str(first[0]) if first else str(exc)))
+        _finish(res, der, spec, catalog, decision, say)
+    return report
+
+
+def _finish(res: ClusterResult, der: pf.Derivation, spec, catalog, decision,
+            say: Callable[[str], None]) -> None:
+    """The derivation into the result: its figures, the YAML to paste, the monthly saving."""
+    res.samples, res.observed, res.profile = der.samples, der.observed, der.profile
+    res.kind, res.note = der.kind, der.note
+    res.yaml = pf.render_yaml(res.name, der, replaces=_replaces(res.current))
+    if der.kind == "no-data":
+        res.saving_note = "no data: no saving computed"
+        return
+    say(f"pricing the {res.name} profile against the current plan")
+    try:
+        res.saving_usd = saving_usd(spec, catalog, Profile(res.name, der.profile),
+                                    current=decision)
+        if der.kind == "idle":
+            res.saving_note = "the saving of removing the cluster"
+    except GpuleaseError as exc:
+        first = getattr(exc, "findings", None)
+        res.saving_note = ("the profile's plan is infeasible: "
+                           + (str(first[0]) if first else str(exc)))
+
+
+def run_from_bill(spec, catalog, decision, usage, *, max_steps: int = pf.DEFAULT_MAX_STEPS,
+                  percentile: float = pf.BASELINE_PERCENTILE,
+                  progress: Optional[Callable[[str], None]] = None) -> Report:
+    """Recommend a demand profile for every cluster of ``spec`` from a billed month.
+
+    ``usage``: what gpulease.spend.usage.read answers - ``month``, ``start``, ``end`` and
+    ``clusters`` ``{cluster: (nodes per hour, resources, lines)}`` (attributes ``nodes``,
+    ``resources``, ``lines``); a cluster absent from it billed no compute that month (idle).
+    """
+    say = progress or (lambda _m: None)
+    start, end = usage.start.timestamp(), usage.end.timestamp()
+    days = int(round((end - start) / 86400))
+    report = Report(stack=spec.stack, environment=spec.environment, window_days=days,
+                    source=BILL, month=usage.month)
+    for d in decision.clusters:
+        place = location(d, spec)
+        res = ClusterResult(name=d.name, cloud=place[0], region=d.region, window_days=days,
+                            current=current_of(d.spec), source=BILL)
+        report.clusters.append(res)
+        got = usage.clusters.get(d.name)
+        hours = int(round((end - start) / pf.PERIOD_S))
+        der = pf.derive_running(got.nodes if got else (0,) * hours, start=start, end=end,
+                                gpus_per_node=int(d.offering.gpus_per_node),
+                                instances=got.resources if got else 0,
+                                lines=got.lines if got else 0, percentile=percentile,
+                                max_steps=max_steps)
+        _finish(res, der, spec, catalog, decision, say)
     return report

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from gpulease.clock import format_utc
 from gpulease.model import HOURS_PER_MONTH, DemandStep
@@ -190,45 +190,98 @@ def derive(series: Mapping[str, Sequence[tuple[float, float]]], *, start: float,
        there is no baseline) of least squared error; each range is a step at its top level with
        the mean monthly hours of its levels.
     """
-    if max_steps < 2:
-        raise ValueError(f"max_steps must be at least 2 (a baseline and a peak), got {max_steps}")
+    _check_steps(max_steps)
     hours = int(round((end - start) / PERIOD_S))
     h = hourly(series, start=start, hours=hours, threshold_pct=threshold_pct)
-    observed: dict = {
-        "window_start": format_utc(start, minutes=True),
-        "window_end": format_utc(end, minutes=True), "hours": hours,
-        "hours_observed": 0, "hours_with_data": sum(1 for p in h.present if p),
-        "instances": h.instances, "gpus_per_node": gpus_per_node,
-        "threshold_pct": threshold_pct, "baseline_percentile": percentile,
-        "baseline_gpus": 0, "peak_gpus": 0, "peak_hours_per_month": 0.0,
-        "mean_busy_gpus": 0.0, "busy_gpu_hours": 0, "curve": []}
+    observed = _observed(start, end, hours, gpus_per_node, percentile,
+                         hours_with_data=sum(1 for p in h.present if p), instances=h.instances,
+                         threshold_pct=threshold_pct)
     first = next((k for k, p in enumerate(h.present) if p), None)
     if first is None:
         return Derivation((), observed, h.samples, kind="no-data",
                           note=f"no GPU utilization data in the {hours // 24}-day window")
     busy = h.busy[first:]
     span = len(busy)
+    return _from_busy(busy, observed, h.samples, gpus_per_node=gpus_per_node,
+                      percentile=percentile, max_steps=max_steps,
+                      monthly=lambda c: HOURS_PER_MONTH * c / span,
+                      idle=f"no GPU reached {threshold_pct:g}% in {span} observed hour(s) "
+                           f"({h.instances} instance(s) reported)")
+
+
+def derive_running(nodes: Sequence[int], *, start: float, end: float, gpus_per_node: int,
+                   instances: int = 0, lines: int = 0, percentile: float = BASELINE_PERCENTILE,
+                   max_steps: int = DEFAULT_MAX_STEPS) -> Derivation:
+    """The demand profile of one cluster from the nodes it ran each hour of a billed month
+    (``nodes[k]``: the hour starting at ``start`` + k h; gpulease.spend.usage reads them).
+
+    The same steps as :func:`derive`, with "running" for "busy", and the month's hours kept as
+    billed: level k's monthly hours are the hours it ran, H[k], not rescaled to a 730-hour
+    month, so that a plan with these hours bills what this month billed (`gpulease spend`
+    compares billed node-hours with planned node-hours the same way). Two corrections: a
+    cluster first billed mid-month is extrapolated to the whole month (H[k] x month hours /
+    hours from its first billed hour), and a level is capped at 730 h (always on: a 31-day
+    month bills 744)."""
+    _check_steps(max_steps)
+    hours = len(nodes)
+    running = sum(1 for n in nodes if n)
+    observed = _observed(start, end, hours, gpus_per_node, percentile,
+                         hours_with_data=running, instances=instances, threshold_pct=None)
+    observed["measure"] = "running"
+    first = next((k for k, n in enumerate(nodes) if n), None)
+    month = format_utc(start, minutes=True)[:7]
+    if first is None:
+        return Derivation((), observed, lines, kind="idle",
+                          note=f"no compute hours billed in {month}: the cluster did not run")
+    busy = tuple(nodes[first:])
+    span = len(busy)
+    return _from_busy(busy, observed, lines, gpus_per_node=gpus_per_node, percentile=percentile,
+                      max_steps=max_steps,
+                      monthly=lambda c: min(HOURS_PER_MONTH, c * hours / span), idle="")
+
+
+def _check_steps(max_steps: int) -> None:
+    if max_steps < 2:
+        raise ValueError(f"max_steps must be at least 2 (a baseline and a peak), got {max_steps}")
+
+
+def _observed(start: float, end: float, hours: int, gpus_per_node: int, percentile: float, *,
+              hours_with_data: int, instances: int, threshold_pct) -> dict:
+    return {
+        "window_start": format_utc(start, minutes=True),
+        "window_end": format_utc(end, minutes=True), "hours": hours,
+        "hours_observed": 0, "hours_with_data": hours_with_data,
+        "instances": instances, "gpus_per_node": gpus_per_node,
+        "threshold_pct": threshold_pct, "baseline_percentile": percentile,
+        "baseline_gpus": 0, "peak_gpus": 0, "peak_hours_per_month": 0.0,
+        "mean_busy_gpus": 0.0, "busy_gpu_hours": 0, "curve": []}
+
+
+def _from_busy(busy: Sequence[int], observed: dict, samples: int, *, gpus_per_node: int,
+               percentile: float, max_steps: int, monthly: Callable[[int], float],
+               idle: str) -> Derivation:
+    """Steps 2-4 of :func:`derive` over the observed span ``busy`` (nodes per hour);
+    ``monthly``: level k's hours in the span -> its monthly hours."""
+    span = len(busy)
     counts = duration_counts(busy)
     peak = len(counts) - 1
-    monthly = [HOURS_PER_MONTH * c / span for c in counts]
+    per_month = [monthly(c) for c in counts]
     observed.update(
         hours_observed=span, peak_gpus=peak * gpus_per_node,
-        peak_hours_per_month=round(monthly[peak], 1) if peak else 0.0,
+        peak_hours_per_month=round(per_month[peak], 1) if peak else 0.0,
         mean_busy_gpus=round(sum(busy) * gpus_per_node / span, 2),
         busy_gpu_hours=sum(busy) * gpus_per_node,
-        curve=[{"gpus": k * gpus_per_node, "hours_per_month": round(monthly[k], 1)}
+        curve=[{"gpus": k * gpus_per_node, "hours_per_month": round(per_month[k], 1)}
                for k in range(1, peak + 1)])
     if peak == 0:
-        return Derivation((), observed, h.samples, kind="idle", note=(
-            f"no GPU reached {threshold_pct:g}% in {span} observed hour(s) "
-            f"({h.instances} instance(s) reported)"))
+        return Derivation((), observed, samples, kind="idle", note=idle)
     base = baseline_level(counts, percentile)
     observed["baseline_gpus"] = base * gpus_per_node
     steps: list[Step] = [Step(base * gpus_per_node, HOURS_PER_MONTH)] if base else []
     burst_groups = max(1, max_steps - len(steps))
     if base < peak:
-        steps += _burst_steps(monthly[base + 1:], base + 1, gpus_per_node, burst_groups)
-    return Derivation(tuple(steps), observed, h.samples)
+        steps += _burst_steps(per_month[base + 1:], base + 1, gpus_per_node, burst_groups)
+    return Derivation(tuple(steps), observed, samples)
 
 
 def _num(x: float) -> str:
@@ -252,12 +305,13 @@ def render_yaml(name: str, d: Derivation, *, replaces: str = "") -> str:
     base = o.get("baseline_gpus", 0)
     for k, (step, text) in enumerate(zip(d.profile, body)):
         if k == 0 and base and step.gpus == base:
-            note = (f"baseline: busy in at least {100 - o['baseline_percentile']:g}% of the "
-                    "hours, kept running")
+            note = (f"baseline: {o.get('measure', 'busy')} in at least "
+                    f"{100 - o['baseline_percentile']:g}% of the hours, kept running")
             if len(d.profile) == 1:
                 note += " (also the peak)"
         elif k == len(d.profile) - 1:
-            note = f"peak: {step.gpus} GPUs busy {_num(o['peak_hours_per_month'])} h/month"
+            note = (f"peak: {step.gpus} GPUs {o.get('measure', 'busy')} "
+                    f"{_num(o['peak_hours_per_month'])} h/month")
         else:
             note = "burst"
         lines.append(f"      - {text.ljust(width)}   # {note}")

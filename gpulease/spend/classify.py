@@ -182,14 +182,21 @@ def classify(groups: list[Group], index: PlanIndex, *, source_total: Decimal, so
 
 
 def _owner(g: Group, index: PlanIndex) -> tuple[Optional[str], Optional[str], str]:
-    if g.cluster_tag is not None:
-        cluster = index.cluster_of_tag(g.cluster_tag)
-        if cluster is not None and index.env_matches(g.env_tag):
+    return owner(index, g.cluster_tag, g.env_tag, g.resource_id, g.resource_name)
+
+
+def owner(index: PlanIndex, cluster_tag: Optional[str], env_tag: Optional[str],
+          resource_id: Optional[str], resource_name: Optional[str]
+          ) -> tuple[Optional[str], Optional[str], str]:
+    """The plan cluster (or "shared") a line belongs to, how it was matched, and why not."""
+    if cluster_tag is not None:
+        cluster = index.cluster_of_tag(cluster_tag)
+        if cluster is not None and index.env_matches(env_tag):
             return cluster, BY_TAG, ""
         if cluster is None:
-            return None, None, f"tagged for cluster {g.cluster_tag!r}, not in this plan"
-        return None, None, f"tagged for environment {g.env_tag!r}, not {index.environment!r}"
-    cluster = index.cluster_of_resource(g.resource_id, g.resource_name)
+            return None, None, f"tagged for cluster {cluster_tag!r}, not in this plan"
+        return None, None, f"tagged for environment {env_tag!r}, not {index.environment!r}"
+    cluster = index.cluster_of_resource(resource_id, resource_name)
     if cluster is not None:
         return cluster, BY_RESOURCE, ""
     return None, None, "no gpulease cost tag, not a resource of the plan"
