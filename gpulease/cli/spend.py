@@ -6,8 +6,9 @@ import datetime as dt
 import html
 from typing import Any
 
-from gpulease.cli import COMMANDS, ui
-from gpulease.cli.common import FORMATS, add_output_args, add_stack_args, print_json
+from gpulease.cli import COMMANDS, spend_change, ui
+from gpulease.cli.common import (FORMATS, add_output_args, add_stack_args, load_stack,
+                                 print_json)
 from gpulease.errors import EXIT_FAILED, EXIT_OK, ConfigError, Finding
 
 DESCRIPTION = """\
@@ -111,8 +112,11 @@ def run(args: argparse.Namespace) -> int:
         steps.step("classifying every line and reconciling with the plan")
         bill = C.classify(groups, C.PlanIndex.of(plan), source_total=total, source_rows=rows,
                           kind=src.kind)
-        doc = R.reconcile(plan, bill, catalog_prices=catalog_prices(plan, _catalog(args)),
+        loaded = load_stack(args, announce_warnings=False)
+        doc = R.reconcile(plan, bill, catalog_prices=catalog_prices(plan, loaded.catalog),
                           source=src.path, month=args.month)
+        spend_change.add(doc, plan, loaded.spec, loaded.source,
+                         lambda: _usage(con, src, plan, args.month, steps))
     if args.format == "json":
         print_json(doc)
     elif args.format == "html":
@@ -126,10 +130,16 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _catalog(args: argparse.Namespace):
-    from gpulease.cli.common import load_stack
+def _usage(con, src, plan: dict, month, steps):
+    """The bill's nodes per hour for the config change (its month: --month, else the only
+    one)."""
+    from gpulease.spend import classify as C
+    from gpulease.spend import usage as U
 
-    return load_stack(args, announce_warnings=False).catalog
+    steps.step("reading the nodes billed per hour for the config change")
+    month = U.pick_month(con, src, month)
+    gpn = {c["name"]: int(c.get("gpus_per_node") or 1) for c in plan.get("clusters", ())}
+    return U.read(con, src, C.PlanIndex.of(plan), gpn, month=month)
 
 
 def _cause_text(c: dict) -> str:
@@ -163,6 +173,12 @@ def render_table(doc: dict[str, Any], o: ui.Out) -> None:
     p = doc["provisional"]
     if p["rows"]:
         o.print(f"provisional: {p['rows']:,} lines, {ui.money(p['usd'])} ({p['why']})")
+    change = spend_change.text_lines(doc)
+    if change:
+        o.print()
+        o.line(("config change", "bold"), " (what makes next month's plan match what ran):")
+        for line in change:
+            o.print("  " + line if line else "")
 
 
 def render_html(doc: dict[str, Any]) -> str:
