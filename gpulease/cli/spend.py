@@ -28,8 +28,13 @@ the columns.
 Classes: matched (gpulease's cost tags of this environment first, then a resource id or name of
 the plan), unmatched, credit, tax, adjustment (corrections included). They add up to the bill's
 own total to the cent (`conserved` in the JSON; exit 1 if not). Lines younger than 48 hours and
-corrections are provisional: the view says how many and how much. docs/spend.md has the
-details."""
+corrections are provisional: the view says how many and how much.
+
+Last, the config change that makes next month's plan match what really ran, per cluster, as
+YAML naming the stack file and the config path (`config_change` in the JSON): the demand
+derived from the nodes billed per hour when the hours differ (as `gpulease recommend
+--from-bill` derives it), a priority out of the spot band when spot fell back to on-demand.
+docs/spend.md has the details."""
 
 EPILOG = """\
 examples:
