@@ -19,6 +19,7 @@ from gpulease.config import values_for_pulumi
 from gpulease.model import EnvironmentDecision
 from gpulease.planner.mocks import ProgramRun, run_program
 from gpulease.purchase import CAPACITY_BLOCK, NODE_MODELS, SPOT, WINDOW
+from gpulease.quotes import stale_rate
 
 PLAN_FORMAT = "gpulease-plan/1"
 
@@ -223,6 +224,9 @@ def _block_warnings(env: EnvironmentDecision, now: float) -> list[str]:
             out.append(f"{c.name}: Capacity Block {pin.offering_id} ended at {pin.end}: its "
                        f"nodes are gone; remove the pin from {c.spec.config_path} (another "
                        "block needs a new quote, pin and approval)")
+        stale = stale_rate(c.window.quote, c.window.judged_at) if c.window else None
+        if stale:
+            out.append(f"{c.name}: {stale}")
     return out
 
 

@@ -24,7 +24,7 @@ from gpulease.policy import windows as W
 from gpulease.policy.templates import Facts, choose_template
 from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START,
                                FUTURE_RESERVATION, LABELS, ON_DEMAND, RESERVATION, RESERVED, SPOT)
-from gpulease.quotes import sold_as
+from gpulease.quotes import sold_as, stale_rate
 from gpulease.quotes.model import Quote
 
 #: the purchase mix column each window model bills as (the node groups carry these).
@@ -248,6 +248,9 @@ def rationale(spec, d: WindowDecision, rules) -> str:
                 else f"the rate ${q['hourly_usd']:,.4f} per node-hour")
         head += f" ({what}, {q['source']}, {when} {q['quoted_at'][:10]}" + (
             "; availability not checked" if d.estimated else "") + ")"
+        stale = stale_rate(q, d.judged_at)
+        if stale:
+            head += f" [{stale}]"
     if d.blocks and sum(d.blocks) != d.nodes:
         head += (f", one block of {sum(d.blocks)} instances for {d.nodes} nodes (AWS sells "
                  "blocks of "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from gpulease.clock import parse_time
 from gpulease.clouds import registry
 from gpulease.purchase import CALENDAR, CAPACITY_BLOCK, FLEX_START, FUTURE_RESERVATION
 
@@ -73,6 +74,37 @@ CALENDAR_MAX_ADVANCE_DAYS = 120
 WINDOW_OPTIONS = (CAPACITY_BLOCK, FLEX_START, FUTURE_RESERVATION)
 #: Kinds of quote: a capacity purchase for a window.
 QUOTE_KINDS = (CAPACITY_BLOCK, FLEX_START, CALENDAR)
+
+
+#: A published window rate (not a live offering) older than this many days is flagged by the plan
+#: and explain. AWS revises Capacity Block prices on a schedule (its pricing page announced an
+#: update "scheduled ... on January 1, 2025" beside the rates it replaced), and flex-start and
+#: calendar-mode prices follow Compute Engine's price changes; half a year is gpulease's
+#: default for "ask for a live quote before trusting this", not a cloud figure
+#: (docs/catalog.md, "Quotes").
+PUBLISHED_RATE_MAX_AGE_DAYS = 180
+
+
+def stale_age_days(quote: Optional[dict], judged_at) -> Optional[int]:
+    """The age in whole days of a window's published rate when it is older than
+    :data:`PUBLISHED_RATE_MAX_AGE_DAYS` (None: live, undated or young enough). ``quote``: a
+    WindowDecision's quote dict (``live``, ``quoted_at``); ``judged_at``: an aware datetime."""
+    if not quote or quote.get("live") or not quote.get("quoted_at"):
+        return None
+    quoted = parse_time(str(quote["quoted_at"]), date_ok=True)
+    age = (judged_at - quoted).total_seconds() / 86400
+    return int(age) if age > PUBLISHED_RATE_MAX_AGE_DAYS else None
+
+
+def stale_rate(quote: Optional[dict], judged_at) -> Optional[str]:
+    """Why a window's published rate is too old to trust as is (None: it is not)."""
+    age = stale_age_days(quote, judged_at)
+    if age is None:
+        return None
+    return (f"the published rate ${float(quote['hourly_usd']):,.4f} per node-hour "
+            f"({quote.get('source')}, {str(quote['quoted_at'])[:10]}) is {age} days old, "
+            f"older than {PUBLISHED_RATE_MAX_AGE_DAYS}: the cloud may have changed it - get a "
+            "live quote (`gpulease catalog quotes`) before relying on this estimate")
 
 
 def sold_as(offering, option: str) -> bool:
