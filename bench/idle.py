@@ -463,7 +463,8 @@ class Sim:
                                    "Tags": [{"Key": BUSY_WITNESS, "Value": "1"}]}]})
         created = dt.datetime.fromtimestamp(START, dt.timezone.utc)
         for c in self.clusters:
-            kv = {tags.CLUSTER: c.name, tags.ENVIRONMENT: ENV, tags.IDLE_MINUTES: str(IDLE_MINUTES)}
+            kv = {tags.CLUSTER: c.name, tags.ENVIRONMENT: ENV, tags.IDLE_MINUTES: str(IDLE_MINUTES),
+                  tags.DECLARED: tags.declared_value(ENV, c.name)}
             if c.baseline:
                 kv[tags.BASELINE_NODES] = str(c.baseline)
             kv.update(rs.tag_values(list(c.schedule), lead_minutes=rs.DEFAULT_LEAD_MINUTES,

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from gpulease import tags
 from gpulease.errors import CloudError
 from gpulease.reaper.claims import Claim, expired, token_of
-from gpulease.reaper.decision import ClusterRef, Membership, Node, combined_tags
+from gpulease.reaper.decision import (ClusterRef, Membership, Node, combined_tags,
+                                      undeclared)
 from gpulease.reaper.engine import Reservation
 from gpulease.reaper.errors import GroupGone, MalformedResponse, TransientError
 from gpulease.retry import Backoff
@@ -137,6 +138,9 @@ class AwsReaper:
         #: API calls made, by "service.Operation" (the bench prints them).
         self.calls: Counter = Counter()
         self._odcr: Optional[dict] = None  # (environment, cluster) -> reservations, per run
+        #: groups tagged like a cluster but not declared by the program, as discovery last
+        #: found them (:func:`gpulease.reaper.decision.undeclared`): reported, never acted on.
+        self.undeclared: list[dict] = []
 
     @classmethod
     def for_region(cls, region: str, session: Any = None, endpoint_url: Optional[str] = None,
@@ -221,6 +225,7 @@ class AwsReaper:
     # ---- discovery ----------------------------------------------------------------------
     def discover(self, environments: Optional[frozenset]) -> list[ClusterRef]:
         self._odcr = None
+        self.undeclared = []
         filters = [{"Name": "tag-key", "Values": [tags.CLUSTER]}]
         if environments is not None:
             filters.append({"Name": f"tag:{tags.ENVIRONMENT}", "Values": sorted(environments)})
@@ -290,10 +295,16 @@ class AwsReaper:
             return None
         if environments is not None and env not in environments:
             return None
+        name = str(g["AutoScalingGroupName"])
+        if not tags.is_declared(gtags, env, cluster):
+            self.undeclared.append(undeclared(
+                cloud="aws", region=self.region, environment=env, cluster=cluster, group=name,
+                nodes=sum(1 for i in g.get("Instances", [])
+                          if i.get("LifecycleState") in _ASG_LIVE), group_tags=gtags))
+            return None
         # No launch times: a DescribeInstances sweep of every node costs more than it adds —
         # a node launched inside the window has no data for its start, which the decision's
         # coverage rule already treats as insufficient data.
-        name = str(g["AutoScalingGroupName"])
         nodes = tuple(Node(id=str(i["InstanceId"]), location=self.region, group=name,
                            protected=bool(i.get("ProtectedFromScaleIn", False)))
                       for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)

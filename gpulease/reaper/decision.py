@@ -908,3 +908,20 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
                    targets=tuple(sorted(goal.items())) if teardown == SCALE_TO_BASELINE else (),
                    holds=holding)
 
+
+
+def undeclared(*, cloud: str, region: str, environment: str, cluster: str, group: str,
+               nodes: int, group_tags: Mapping[str, str]) -> dict:
+    """The report entry of a group tagged like a cluster that the program did not declare
+    (tags.DECLARED missing, or with a value that is not the cluster's): never acted on.
+    Anyone who may tag a group could otherwise add it to a cluster - or, on a teardown, add a
+    group the reaper would then scale to zero (docs/reaper.md, "Declared groups")."""
+    raw = group_tags.get(tags.DECLARED)
+    why = (f"carries no {tags.DECLARED}" if raw is None else
+           f"carries {tags.DECLARED}={_shown(raw)}, which is not the value of "
+           f"{environment}/{cluster}")
+    return {"cloud": cloud, "region": region, "environment": environment, "cluster": cluster,
+            "group": group, "nodes": nodes,
+            "reason": (f"{group} is tagged {tags.CLUSTER}={_shown(cluster)}, "
+                       f"{tags.ENVIRONMENT}={_shown(environment)} but {why}: not declared by "
+                       "the program, left alone")}

@@ -142,6 +142,9 @@ class Outcome:
 class Report:
     outcomes: list = field(default_factory=list)
     apply: bool = False
+    #: groups tagged like a cluster that the program did not declare (tags.DECLARED): listed,
+    #: never acted on (:func:`gpulease.reaper.decision.undeclared`).
+    undeclared: list = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -152,7 +155,8 @@ class Report:
         return 1 if self.failed else 0
 
     def as_json(self) -> dict:
-        return {"apply": self.apply, "clusters": [o.as_json() for o in self.outcomes]}
+        return {"apply": self.apply, "clusters": [o.as_json() for o in self.outcomes],
+                "undeclared": [dict(u) for u in self.undeclared]}
 
 
 def catalog_pricer(catalog) -> Pricer:
@@ -314,6 +318,9 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
             report.outcomes.append(o)
             audit.write("error", **o.as_json())
             continue
+        for u in getattr(ad, "undeclared", None) or ():
+            report.undeclared.append(dict(u))
+            audit.write("undeclared", **u)
         refs = sorted(refs, key=lambda x: x.key)
         t = r.now()
         samples, exc = _safely(ad.cloud, "read GPU utilization", _read, ad, refs, now=t,
