@@ -43,7 +43,7 @@ PAGE_SIZE = {"describe_auto_scaling_groups": 100, "describe_scaling_activities":
 MAX_TAG_IDS = 200
 #: the instance tags discovery reads (one paged DescribeTags per region): the per-node idle
 #: mark and the busy witness (contract C10).
-_INSTANCE_KEYS = (tags.NODE_IDLE_SINCE, tags.BUSY_AT, tags.BUSY_WITNESS)
+_INSTANCE_KEYS = (tags.NODE_IDLE_SINCE, tags.BUSY_AT, tags.BUSY_WITNESS, tags.LEAVE_REQUESTED)
 _ASG_LIVE = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
 #: DescribeAutoScalingGroups shows a group being deleted with this Status (API reference,
 #: AutoScalingGroup.Status).
@@ -249,7 +249,9 @@ class AwsReaper:
                 ref = replace(ref, nodes=nodes, node_marks={
                     i: t[tags.NODE_IDLE_SINCE] for i, t in mine.items()
                     if tags.NODE_IDLE_SINCE in t}, busy_at={
-                    n.id: mine[n.id].get(tags.BUSY_AT) for n in nodes if n.witness})
+                    n.id: mine[n.id].get(tags.BUSY_AT) for n in nodes if n.witness},
+                    leave_requests={i: t[tags.LEAVE_REQUESTED] for i, t in mine.items()
+                                    if tags.LEAVE_REQUESTED in t})
                 per_cluster.setdefault(ref.key, []).append(ref)
         # A Capacity Block cluster runs its reserved nodes in `<c>-block-asg` beside `<c>-asg`:
         # one cluster, whose nodes are read, marked, claimed and scaled together.
@@ -286,6 +288,15 @@ class AwsReaper:
         ids = sorted({n.id for n in nodes})
         found = self._instance_tags((tags.BUSY_AT,), ids) if ids else {}
         return {i: found.get(i, {}).get(tags.BUSY_AT) for i in ids}
+
+    def leave_requests(self, nodes: Sequence[Node]) -> dict[str, Optional[str]]:
+        """The nodes' leave requests (tags.LEAVE_REQUESTED instance tag, written by the node on
+        itself) as EC2 has them now: {id: value, or None}. Discovery reads them for every
+        instance already (one DescribeTags listing), so the engine needs this only for refs
+        built elsewhere."""
+        ids = sorted({n.id for n in nodes})
+        found = self._instance_tags((tags.LEAVE_REQUESTED,), ids) if ids else {}
+        return {i: found.get(i, {}).get(tags.LEAVE_REQUESTED) for i in ids}
 
     def _ref(self, g: dict, environments: Optional[frozenset]) -> Optional[ClusterRef]:
         gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
@@ -644,4 +655,6 @@ def _merged(parts: list[ClusterRef]) -> ClusterRef:
                                      default=None),
                       node_marks={k: v for r in parts for k, v in r.node_marks.items()},
                       busy_at=None if all(r.busy_at is None for r in parts) else
-                      {k: v for r in parts for k, v in (r.busy_at or {}).items()})
+                      {k: v for r in parts for k, v in (r.busy_at or {}).items()},
+                      leave_requests=None if all(r.leave_requests is None for r in parts) else
+                      {k: v for r in parts for k, v in (r.leave_requests or {}).items()})

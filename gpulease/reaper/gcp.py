@@ -354,9 +354,18 @@ class GcpReaper:
         each node writes through its metadata server, read with instances.getGuestAttributes
         (one call per node: the API reads one instance). {id: value, or None when the node has
         none — a 404 (no such entry, or the instance is gone) or an answer without it}."""
+        return self._guest_attribute(nodes, tags.BUSY_AT_GUEST_ATTRIBUTE)
+
+    def leave_requests(self, nodes: Sequence[Node]) -> dict[str, Optional[str]]:
+        """The nodes' leave requests: the guest attribute tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE
+        each node writes through its own metadata server (no IAM permission: the node service
+        account holds none on its MIG), one instances.getGuestAttributes call per node."""
+        return self._guest_attribute(nodes, tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE)
+
+    def _guest_attribute(self, nodes: Sequence[Node], path: str) -> dict[str, Optional[str]]:
         from google.api_core.exceptions import NotFound
 
-        namespace, key = tags.BUSY_AT_GUEST_ATTRIBUTE.split("/", 1)
+        namespace, key = path.split("/", 1)
         out: dict[str, Optional[str]] = {}
         for n in sorted(nodes, key=lambda x: x.id):
             def get(n=n):
@@ -364,7 +373,7 @@ class GcpReaper:
                     return self.instances.get_guest_attributes(request={
                         "project": self.project, "zone": n.location,
                         "instance": n.name or n.id,
-                        "query_path": tags.BUSY_AT_GUEST_ATTRIBUTE}, **_NO_RETRY)
+                        "query_path": path}, **_NO_RETRY)
                 except NotFound:
                     return None
             got = self._call("compute.instances.getGuestAttributes", get)
