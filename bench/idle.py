@@ -23,8 +23,10 @@ lookback the engine can ask for (checked on every read: a read reaching past the
 bench). With ``autostop`` the node-side autostop runs on every node every 5 minutes after a
 15-minute boot delay (templates/bootstrap/autostop.timer.j2): its idle count is this file's
 port of the rendered script's shell lines, and its schedule and group rules are the Python
-programs of the rendered ``autostop.sh`` themselves, executed in-process; its
-TerminateInstanceInAutoScalingGroup goes to moto like the script's ``aws`` call.
+programs of the rendered ``autostop.sh`` themselves, executed in-process; like the script it
+asks to leave (the instance tag ``gpulease-leave-requested`` on itself: a node may act only on
+itself, issue 35 item 6), and the reaper's next run removes the node (counted as the reaper's
+stop).
 
 The users: a job that starts when its cluster lacks free nodes scales the group up (a cold
 start); jobs are placed on free nodes in instance-id order (a packing scheduler). Without the
@@ -254,6 +256,8 @@ def _rendered_autostop(c: Cluster, minutes: int = AUTOSTOP_MINUTES) -> str:
         tag_keep=tags.KEEP, tag_baseline=tags.BASELINE_NODES, tag_billed=tags.BILLED_UNTIL,
         tag_busy_at=BUSY_AT, tag_busy_witness=BUSY_WITNESS,
         busy_at_guest_attribute=tags.BUSY_AT_GUEST_ATTRIBUTE,
+        tag_leave_requested=tags.LEAVE_REQUESTED,
+        leave_requested_guest_attribute=tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE,
         busy_at_refresh_s=BUSY_AT_REFRESH_S,
         tag_cluster=tags.CLUSTER, tag_environment=tags.ENVIRONMENT,
         metadata_url="http://169.254.169.254", region=REGION, project="",
@@ -444,7 +448,7 @@ class Sim:
         self.described: dict = {}
         self.n = {k: 0 for k in ("false_during", "false_due", "below_baseline", "cold_starts",
                                  "stops_reaper", "stops_autostop", "engine_runs",
-                                 "autostop_fallbacks", "busy_at_writes")}
+                                 "leave_requests", "busy_at_writes")}
         self.idle_gpu_min = {c.name: 0 for c in clusters}
         self.run_gpu_min = {c.name: 0 for c in clusters}
         self.events: list = []
@@ -463,7 +467,8 @@ class Sim:
                                    "Tags": [{"Key": BUSY_WITNESS, "Value": "1"}]}]})
         created = dt.datetime.fromtimestamp(START, dt.timezone.utc)
         for c in self.clusters:
-            kv = {tags.CLUSTER: c.name, tags.ENVIRONMENT: ENV, tags.IDLE_MINUTES: str(IDLE_MINUTES)}
+            kv = {tags.CLUSTER: c.name, tags.ENVIRONMENT: ENV, tags.IDLE_MINUTES: str(IDLE_MINUTES),
+                  tags.DECLARED: tags.declared_value(ENV, c.name)}
             if c.baseline:
                 kv[tags.BASELINE_NODES] = str(c.baseline)
             kv.update(rs.tag_values(list(c.schedule), lead_minutes=rs.DEFAULT_LEAD_MINUTES,
@@ -620,20 +625,11 @@ class Sim:
         verdict = a.verdict(iid, described)
         if verdict != "leave" and not verdict.startswith("leave:"):
             return
-        from botocore.exceptions import ClientError
-
-        try:
-            self.asg.terminate_instance_in_auto_scaling_group(
-                InstanceId=iid, ShouldDecrementDesiredCapacity=True)
-        except ClientError:
-            self.n["autostop_fallbacks"] += 1
-            if verdict.startswith("leave:"):
-                return          # a baseline in force: the script keeps the node running
-            # `shutdown -h now`: the group replaces the stopped node
-            self.asg.terminate_instance_in_auto_scaling_group(
-                InstanceId=iid, ShouldDecrementDesiredCapacity=False)
-        self.described.pop(c.name, None)
-        self._refresh(m, "autostop")
+        # the node may act only on itself (issue 35 item 6): it asks, as the script's
+        # `ec2 create-tags` does, and the reaper's next run removes it (docs/reaper.md,
+        # "Leave requests"); the removal then counts as the reaper's
+        self.ec2b.create_tags([iid], {tags.LEAVE_REQUESTED: str(int(now))})
+        self.n["leave_requests"] += 1
 
     def _reap(self, m: int) -> None:
         from gpulease.reaper import engine

@@ -101,6 +101,7 @@ def build(n_clusters: int, n_nodes: int, witness: bool = False) -> dict:
         # (first-job grace 0: the passes run in simulated time right after creation, while the
         # groups' CreatedTime is real time; without it every idle cluster is held as new)
         kv = {tags.CLUSTER: name, tags.ENVIRONMENT: "bench", tags.IDLE_MINUTES: str(IDLE_MINUTES),
+              tags.DECLARED: tags.declared_value("bench", name),
               tags.FIRST_JOB_GRACE: "0"}
         asg.create_auto_scaling_group(
             AutoScalingGroupName=name, LaunchTemplate={"LaunchTemplateName": "gpu-lt"},

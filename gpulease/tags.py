@@ -54,6 +54,27 @@ KEEP = "gpulease-keep"
 #: --max-actions (gpulease/reaper/claims.py, docs/reaper.md).
 CLAIM = "gpulease-reaper-claim"
 
+#: the program's declaration of a node group (issue 35 item 6): on the AWS Auto Scaling group
+#: (propagated to its instances) and on the GCP instance template (so its VMs carry it), value
+#: :func:`declared_value` of the group's environment and cluster. The reaper counts a group as
+#: a cluster's only when it carries this with the value its own tags derive; a group merely
+#: tagged like a cluster (anyone may copy tags) is reported and left alone. No node may write
+#: it: the AWS node policy denies the key, the GCP node service account has no setLabels.
+DECLARED = "gpulease-declared"
+#: AWS: the node's own request to leave its Auto Scaling group (issue 35 item 6), an instance
+#: tag written by the node on itself only (ec2:CreateTags on ${ec2:SourceInstanceARN}), value
+#: the epoch second (ASCII digits) of the request. Auto Scaling documents no condition key
+#: that names the instance of TerminateInstanceInAutoScalingGroup, so a node that may call it
+#: may terminate every member of its group: the node asks, the reaper removes
+#: (docs/reaper.md, "Leave requests").
+LEAVE_REQUESTED = "gpulease-leave-requested"
+#: GCP: where the node writes its leave request (a guest attribute, "namespace/key", written
+#: through its own metadata server: no IAM permission at all).
+LEAVE_REQUESTED_GUEST_ATTRIBUTE = "gpulease/leave-requested"
+#: the only instance tag keys an AWS node may write (on itself): the busy witness and the leave
+#: request. The node policy's aws:TagKeys condition is built from this tuple.
+NODE_WRITTEN = (BUSY_AT, LEAVE_REQUESTED)
+
 #: what a bucket holds ("dataset", "work"): informational, set by the storage components.
 PURPOSE = "gpulease-purpose"
 
@@ -85,6 +106,23 @@ SCHEDULE = "gpulease-schedule"
 SCHEDULE_LEAD = "gpulease-schedule-lead-minutes"
 #: minutes after a cluster's creation before it can first be marked idle (default 120).
 FIRST_JOB_GRACE = "gpulease-first-job-grace-minutes"
+
+
+def declared_value(environment: str, cluster: str) -> str:
+    """The value of DECLARED on a node group of ``cluster`` in ``environment``: ``v1-`` and 20
+    hex digits of SHA-256 over both (label-safe on GCP). It is no secret - anyone can compute it;
+    what keeps nodes from declaring a group is that no node may write the key. The value ties
+    the declaration to the cluster's own tags: a declared group retagged to another cluster no
+    longer counts for either."""
+    import hashlib
+
+    digest = hashlib.sha256(f"gpulease\x00{environment}\x00{cluster}".encode()).hexdigest()
+    return f"v1-{digest[:20]}"
+
+
+def is_declared(group_tags, environment: str, cluster: str) -> bool:
+    """Whether tags/labels ``group_tags`` carry the program's declaration for that cluster."""
+    return str(group_tags.get(DECLARED, "")) == declared_value(environment, cluster)
 
 
 def schedule_key(index: int) -> str:

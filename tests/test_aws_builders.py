@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
+from gpulease import tags
 from gpulease.catalog import load_catalog
 from gpulease.clouds.aws import builders
 from gpulease.errors import ConfigError
@@ -167,46 +169,63 @@ def _stmt(policy, sid):
 
 
 def test_node_policy_is_least_privilege():
-    pol = builders.node_policy(partition="aws", cluster="c1", environment="prod",
-                               cluster_tag="gpulease-cluster",
-                               environment_tag="gpulease-environment", dataset_bucket="ds",
-                               dataset_prefix="data/", checkpoint_bucket="ck",
-                               checkpoint_prefix="checkpoints/c1/")
-    assert _stmt(pol, "ReadDataset") == {"Sid": "ReadDataset", "Effect": "Allow",
-                                         "Action": "s3:GetObject",
-                                         "Resource": "arn:aws:s3:::ds/data/*"}
-    assert _stmt(pol, "ListDataset")["Condition"] == {"StringLike": {"s3:prefix": ["data/*"]}}
-    ck = _stmt(pol, "ReadWriteCheckpoints")
-    assert ck["Resource"] == "arn:aws:s3:::ck/checkpoints/c1/*"
-    assert "s3:DeleteObject" not in ck["Action"] and "s3:PutObject" in ck["Action"]
-    assert _stmt(pol, "GpuMetrics")["Condition"] == {
-        "StringEquals": {"cloudwatch:namespace": "CWAgent"}}
-    assert _stmt(pol, "NodeAutostop")["Condition"]["StringEquals"] == {
-        "autoscaling:ResourceTag/gpulease-cluster": "c1",
-        "autoscaling:ResourceTag/gpulease-environment": "prod"}
-    # the autostop reads the opt-out and baseline tags and the members of its own ASG:
-    # read-only, no resource-level permissions
-    assert _stmt(pol, "NodeAutostopOptOut") == {
-        "Sid": "NodeAutostopOptOut", "Effect": "Allow",
-        "Action": ["autoscaling:DescribeAutoScalingInstances",
-                   "autoscaling:DescribeAutoScalingGroups"],
-        "Resource": "*"}
-    # Only actions without resource-level permissions use "*", and never a write without a fence:
-    # an unfenced "*" statement holds nothing but these read-only Describe actions.
+    """Every statement of the node policy, exactly (issue 35 item 6: no simulator here - moto
+    5.2.5 implements neither SimulateCustomPolicy nor SimulatePrincipalPolicy, and its request
+    authorizer evaluates StringEquals only, no policy variables, no ForAllValues / Null)."""
+    pol = builders.node_policy(partition="aws", dataset_bucket="ds", dataset_prefix="data/",
+                               checkpoint_bucket="ck", checkpoint_prefix="checkpoints/c1/")
+    assert pol == {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ListDataset", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": "arn:aws:s3:::ds", "Condition": {"StringLike": {"s3:prefix": ["data/*"]}}},
+        {"Sid": "ReadDataset", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": "arn:aws:s3:::ds/data/*"},
+        {"Sid": "ListCheckpoints", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": "arn:aws:s3:::ck",
+         "Condition": {"StringLike": {"s3:prefix": ["checkpoints/c1/*"]}}},
+        {"Sid": "ReadWriteCheckpoints", "Effect": "Allow",
+         "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+         "Resource": "arn:aws:s3:::ck/checkpoints/c1/*"},
+        {"Sid": "GpuMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData",
+         "Resource": "*", "Condition": {"StringEquals": {"cloudwatch:namespace": "CWAgent"}}},
+        {"Sid": "DiscoverPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances",
+         "Resource": "*"},
+        # the autostop reads the opt-out and baseline tags and the members of its own ASG:
+        # read-only, no resource-level permissions
+        {"Sid": "NodeAutostopOptOut", "Effect": "Allow",
+         "Action": ["autoscaling:DescribeAutoScalingInstances",
+                    "autoscaling:DescribeAutoScalingGroups"], "Resource": "*"},
+        # the one write on EC2: two tag keys, on the node itself
+        {"Sid": "NodeSelfTags", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": "${ec2:SourceInstanceARN}",
+         "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": [
+             "gpulease-busy-at", "gpulease-leave-requested"]},
+             "Null": {"aws:TagKeys": "false"}}},
+        # and never any other key, whatever else the role is given
+        {"Sid": "NodeTagsNothingElse", "Effect": "Deny",
+         "Action": ["ec2:CreateTags", "ec2:DeleteTags", "autoscaling:CreateOrUpdateTags",
+                    "autoscaling:DeleteTags"], "Resource": "*",
+         "Condition": {"ForAnyValue:StringNotEquals": {"aws:TagKeys": [
+             "gpulease-busy-at", "gpulease-leave-requested"]}}}]}
+    assert tags.NODE_WRITTEN == ("gpulease-busy-at", "gpulease-leave-requested")
+    assert tags.DECLARED not in tags.NODE_WRITTEN
+    # no node terminates, scales or stops anything: the reaper does (leave requests)
+    text = json.dumps(pol)
+    for verb in ("Terminate", "Stop", "SetDesiredCapacity", "UpdateAutoScalingGroup",
+                 "Detach", "EnterStandby", "SetInstanceHealth"):
+        assert verb not in text, verb
+    # Only actions without resource-level permissions use "*" unfenced, and those are reads.
     read_only = {"ec2:DescribeInstances", "autoscaling:DescribeAutoScalingInstances",
                  "autoscaling:DescribeAutoScalingGroups"}
     for s in pol["Statement"]:
-        if s["Resource"] == "*" and "Condition" not in s:
+        if s["Effect"] == "Allow" and s["Resource"] == "*" and "Condition" not in s:
             actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
             assert set(actions) <= read_only, s
-        assert s["Effect"] == "Allow" and "*" not in str(s["Action"]), s
+        assert "*" not in str(s["Action"]), s
 
 
 def test_node_policy_without_dataset_has_no_dataset_read():
-    pol = builders.node_policy(partition="aws", cluster="c1", environment="dev",
-                               cluster_tag="k", environment_tag="e", dataset_bucket=None,
-                               dataset_prefix=None, checkpoint_bucket="ck",
-                               checkpoint_prefix="checkpoints/c1/")
+    pol = builders.node_policy(partition="aws", dataset_bucket=None, dataset_prefix=None,
+                               checkpoint_bucket="ck", checkpoint_prefix="checkpoints/c1/")
     assert not [s for s in pol["Statement"] if s["Sid"] in ("ReadDataset", "ListDataset")]
 
 

@@ -273,6 +273,7 @@ def _reaps_a_dry_run_against_moto(venv: Path, project: Path) -> None:
             Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": "dev-sandbox",
                    "ResourceType": "auto-scaling-group"}
                   for k, v in {tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev",
+                               tags.DECLARED: tags.declared_value("dev", "sandbox"),
                                tags.IDLE_MINUTES: "30"}.items()])
         env = _clean_env(project, AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="testing",
                          AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")

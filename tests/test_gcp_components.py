@@ -344,7 +344,9 @@ def test_least_privilege_service_account(prod):
     env, r = prod
     roles = sorted(p.inputs["role"] for p in r.by_type(T_PIAM)
                    if p.name.startswith("pretrain-"))
-    assert roles == sorted(builders.PROJECT_ROLES)
+    # the project roles, and the node's one compute read (tests/test_node_privilege.py)
+    read = r.one("gcp:projects/iAMCustomRole:IAMCustomRole", "pretrain-node-read")
+    assert roles == sorted(builders.PROJECT_ROLES + (read.outputs["name"],))
     for p in r.by_type(T_PIAM):
         assert p.inputs["role"] not in ("roles/owner", "roles/editor"), p.urn
         assert p.inputs["project"] == "acme-test", p.urn

@@ -39,6 +39,7 @@ def idle_marked_cluster(moto_url, monkeypatch):
         Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": k != tags.IDLE_SINCE,
                "ResourceId": "dev-alpha", "ResourceType": "auto-scaling-group"}
               for k, v in {tags.CLUSTER: "alpha", tags.ENVIRONMENT: "dev",
+                           tags.DECLARED: tags.declared_value("dev", "alpha"),
                            tags.IDLE_MINUTES: "30", tags.FIRST_JOB_GRACE: "0",
                            tags.IDLE_SINCE: tags.timestamp_label(now - 3600)}.items()])
     (iid,) = [i["InstanceId"] for i in asg.describe_auto_scaling_groups(

@@ -117,7 +117,7 @@ def test_aws_a_failed_leave_with_a_baseline_never_powers_off(tmp_path):
         "describe-auto-scaling-instances": (0, ASG),
         "describe-auto-scaling-groups": asg_doc(ASG, {tags.BASELINE_NODES: "1"},
                                                 members=LOWER[:1] + (INSTANCE_ID,)),
-        "terminate-instance-in-auto-scaling-group": (1, "")})
+        "create-tags": (1, "")})
     bin_dir = tmp_path / "bin"
     (bin_dir / "shutdown").write_text(f"#!/bin/sh\ntouch {tmp_path / 'powered-off'}\n")
     (bin_dir / "shutdown").chmod(0o755)
@@ -125,9 +125,13 @@ def test_aws_a_failed_leave_with_a_baseline_never_powers_off(tmp_path):
     with FakeMetadata("aws") as fake:
         proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
     assert proc.returncode == 0, proc.stderr
-    terminate = _calls(tmp_path, "aws")[-1]
-    assert terminate[:2] == ["autoscaling", "terminate-instance-in-auto-scaling-group"]
-    assert "--should-decrement-desired-capacity" in terminate
+    # the node asks the reaper to remove it (it may act on itself only: issue 35 item 6)
+    ask = _calls(tmp_path, "aws")[-1]
+    assert ask[:2] == ["ec2", "create-tags"]
+    assert ask[ask.index("--resources") + 1] == INSTANCE_ID
+    assert ask[ask.index("--tags") + 1].startswith(f"Key={tags.LEAVE_REQUESTED},Value=")
+    assert not any(c[:1] == ["autoscaling"] and "terminate" in c[1] for c in _calls(tmp_path,
+                                                                                   "aws"))
     assert not (tmp_path / "powered-off").exists()
     assert "could not leave the group (it has a baseline): keeps running" in proc.stderr
 

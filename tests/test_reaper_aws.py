@@ -56,7 +56,8 @@ class Env:
         self.cw = boto3.client("cloudwatch", region_name=REGION)
 
     def cluster(self, env: str, name: str, nodes: int = 2, idle_minutes: int = 30,
-                extra: dict | None = None, gpulease: bool = True) -> tuple[str, list[str], float]:
+                extra: dict | None = None, gpulease: bool = True,
+                declared: bool = True) -> tuple[str, list[str], float]:
         n = next(_names)
         lt = f"lt-{name}-{n}"
         self.ec2.create_launch_template(LaunchTemplateName=lt, LaunchTemplateData={
@@ -65,8 +66,11 @@ class Env:
         # (FIRST_JOB_GRACE 0: the scenarios start right after creation; the first-job grace has
         # tests of its own)
         kv = {tags.CLUSTER: name, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: str(idle_minutes),
+              tags.DECLARED: tags.declared_value(env, name),
               tags.FIRST_JOB_GRACE: "0"} \
             if gpulease else {"team": "someone-else"}
+        if not declared:
+            kv.pop(tags.DECLARED, None)
         kv.update(extra or {})
         self.asg.create_auto_scaling_group(
             AutoScalingGroupName=asg, LaunchTemplate={"LaunchTemplateName": lt},

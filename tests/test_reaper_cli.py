@@ -68,6 +68,7 @@ def test_aws_json_document(moto_env, capsys, tmp_path):
         Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": "dev-sandbox",
                "ResourceType": "auto-scaling-group"}
               for k, v in {tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev",
+                           tags.DECLARED: tags.declared_value("dev", "sandbox"),
                            tags.IDLE_MINUTES: "30", tags.FIRST_JOB_GRACE: "0"}.items()])
     audit = tmp_path / "audit.jsonl"
     code = main(["reap", "--stack", "dev", "--json", "--audit-log", str(audit)])
@@ -93,7 +94,7 @@ def test_gcp_text_dry_run_through_endpoint_override(capsys, monkeypatch, tmp_pat
         now = time.time()
         ids = fake.add_mig("us-central1-b", "sb-mig", 2, launched=now - 3 * 3600, labels={
             tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev", tags.IDLE_MINUTES: "30",
-            tags.FIRST_JOB_GRACE: "0"})
+            tags.FIRST_JOB_GRACE: "0", tags.DECLARED: tags.declared_value("dev", "sandbox")})
         for i in ids:
             fake.put_points(i, now - 2 * 3600, now + 60, 0.4)
         code = main(["reap", "--all", "--cloud", "gcp", "--project", "acme-ml",
@@ -171,6 +172,7 @@ def test_gateway_failure_still_prints_json_and_writes_the_audit(moto_env, capsys
             Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": k != tags.IDLE_SINCE,
                    "ResourceId": f"dev-{name}", "ResourceType": "auto-scaling-group"}
                   for k, v in {tags.CLUSTER: name, tags.ENVIRONMENT: "dev",
+                               tags.DECLARED: tags.declared_value("dev", name),
                                tags.IDLE_MINUTES: "30", tags.FIRST_JOB_GRACE: "0",
                                tags.IDLE_SINCE: marked}.items()])
         (iid,) = [i["InstanceId"] for i in asg.describe_auto_scaling_groups(

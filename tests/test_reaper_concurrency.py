@@ -320,6 +320,7 @@ def test_worst_interleaving_on_gcp_never_exceeds_the_cap():
             for i in range(2):
                 for iid in fake.add_mig("europe-west4-a", f"{env}-c{i}-mig", 2, launched=t0,
                                         labels={tags.CLUSTER: f"c{i}", tags.ENVIRONMENT: env,
+                                                tags.DECLARED: tags.declared_value(env, f"c{i}"),
                                                 tags.IDLE_MINUTES: "30",
                                                 tags.FIRST_JOB_GRACE: "0"}):
                     fake.put_points(iid, t0, t0 + 4 * 3600, 0.0)

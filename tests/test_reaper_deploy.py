@@ -142,6 +142,7 @@ def test_lambda_bundle_runs_without_pydantic_or_pulumi(tmp_path):
             Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": "g",
                    "ResourceType": "auto-scaling-group"}
                   for k, v in {tags.CLUSTER: "sb", tags.ENVIRONMENT: "dev",
+                               tags.DECLARED: tags.declared_value("dev", "sb"),
                                tags.IDLE_MINUTES: "30", tags.FIRST_JOB_GRACE: "0"}.items()])
         proc = subprocess.run([sys.executable, "-I", "-c", BOOT, str(bundle)], env=env,
                               capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S)

@@ -279,12 +279,14 @@ def test_function_bundle_dry_run_against_the_gcp_fake(tmp_path):
     try:
         now = time.time()
         lab = {tags.CLUSTER: "sandbox", tags.ENVIRONMENT: "dev", tags.IDLE_MINUTES: "30",
-               tags.FIRST_JOB_GRACE: "0"}
+               tags.FIRST_JOB_GRACE: "0", tags.DECLARED: tags.declared_value("dev", "sandbox")}
         idle = fake.add_mig("europe-west4-a", "sandbox-spot", 2, labels=lab, launched=now - 6 * 3600)
         busy = fake.add_mig("europe-west4-a", "train-spot", 1, launched=now - 6 * 3600,
-                            labels={**lab, tags.CLUSTER: "train"})
+                            labels={**lab, tags.CLUSTER: "train",
+                                    tags.DECLARED: tags.declared_value("dev", "train")})
         other = fake.add_mig("europe-west4-a", "x-spot", 1, launched=now - 6 * 3600,
-                             labels={**lab, tags.CLUSTER: "x", tags.ENVIRONMENT: "prod"})
+                             labels={**lab, tags.CLUSTER: "x", tags.ENVIRONMENT: "prod",
+                                     tags.DECLARED: tags.declared_value("prod", "x")})
         for i in idle + other:
             fake.put_points(i, now - 3 * 3600, now, 0.5)
         fake.put_points(busy[0], now - 3 * 3600, now, 80.0)

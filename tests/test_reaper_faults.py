@@ -170,6 +170,7 @@ def test_discovery_failing_in_one_region_leaves_the_other_region_handled(world, 
         Tags=[{"Key": k, "Value": v, "PropagateAtLaunch": True, "ResourceId": "dev-west",
                "ResourceType": "auto-scaling-group"} for k, v in {
                    tags.CLUSTER: "west", tags.ENVIRONMENT: "dev", tags.IDLE_MINUTES: "30",
+                   tags.DECLARED: tags.declared_value("dev", "west"),
                    tags.FIRST_JOB_GRACE: "0"}.items()])
     east = world.reaper(REGION)
     world.proxy.add("DescribeAutoScalingGroups", "non-json-200", times=None,

@@ -46,6 +46,7 @@ class Site:
     def idle(self, name: str, size: int = 2, env: str = "dev") -> list[str]:
         ids = self.fake.add_mig(ZONE, f"{name}-mig", size, launched=T0, labels={
             tags.CLUSTER: name, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: "30",
+            tags.DECLARED: tags.declared_value(env, name),
             tags.FIRST_JOB_GRACE: "0"})
         for i in ids:
             self.fake.put_points(i, T0, T0 + 4 * 3600, 0.3)

@@ -44,6 +44,7 @@ def gcp():
 def labels(env, cluster, **extra):
     # (FIRST_JOB_GRACE 0: the scenarios start right after creation; the grace has its own tests)
     return {tags.CLUSTER: cluster, tags.ENVIRONMENT: env, tags.IDLE_MINUTES: "30",
+            tags.DECLARED: tags.declared_value(env, cluster),
             tags.FIRST_JOB_GRACE: "0", **extra}
 
 

@@ -390,15 +390,14 @@ def test_every_node_runs_the_witness_every_minute(cloud, environment):
 
 def test_the_node_may_tag_only_itself_with_only_the_witness_key():
     from gpulease.clouds.aws import builders
-    policy = builders.node_policy(partition="aws", cluster="c", environment="e",
-                                  cluster_tag=tags.CLUSTER, environment_tag=tags.ENVIRONMENT,
-                                  dataset_bucket=None, dataset_prefix=None,
+    policy = builders.node_policy(partition="aws", dataset_bucket=None, dataset_prefix=None,
                                   checkpoint_bucket="b", checkpoint_prefix="p/")
-    stmt = next(s for s in policy["Statement"] if s["Sid"] == "NodeBusyWitness")
+    stmt = next(s for s in policy["Statement"] if s["Sid"] == "NodeSelfTags")
     assert stmt["Action"] == "ec2:CreateTags" and stmt["Resource"] == "${ec2:SourceInstanceARN}"
-    assert stmt["Condition"] == {"ForAllValues:StringEquals": {"aws:TagKeys": [tags.BUSY_AT]},
-                                 "Null": {"aws:TagKeys": "false"}}
-    assert _json.dumps(policy).count("ec2:CreateTags") == 1
+    assert stmt["Condition"] == {"ForAllValues:StringEquals": {"aws:TagKeys": [
+        tags.BUSY_AT, tags.LEAVE_REQUESTED]}, "Null": {"aws:TagKeys": "false"}}
+    allows = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+    assert _json.dumps(allows).count("ec2:CreateTags") == 1
 
 
 def test_gcp_nodes_have_guest_attributes_on():
@@ -431,4 +430,5 @@ def test_gcp_a_transient_witness_read_is_retried(gcp):
     gcp.faults["getGuestAttributes"] = [503, 429]
     o = gcp_reap(reaper(gcp), T0 + 45 * 60)["demo"]
     assert o.state == d.BUSY and "reported itself busy" in o.reason, o.reason
-    assert sum(p.endswith("/getGuestAttributes") for _, p in gcp.log) == 3
+    # two refused and retried, then the leave-request read and the witness read (one each)
+    assert sum(p.endswith("/getGuestAttributes") for _, p in gcp.log) == 4

@@ -60,7 +60,8 @@ class History:
         name = f"gpulease-{env}-{cluster}-asg"
         self.ec2.create_launch_template(LaunchTemplateName=f"{name}-lt", LaunchTemplateData={
             "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})
-        kv = {tags.CLUSTER: cluster, tags.ENVIRONMENT: env, **(extra or {})}
+        kv = {tags.CLUSTER: cluster, tags.ENVIRONMENT: env,
+              tags.DECLARED: tags.declared_value(env, cluster), **(extra or {})}
         self.asg.create_auto_scaling_group(
             AutoScalingGroupName=name, LaunchTemplate={"LaunchTemplateName": f"{name}-lt"},
             MinSize=0, MaxSize=16, DesiredCapacity=nodes, AvailabilityZones=[f"{REGION}a"],

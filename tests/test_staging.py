@@ -1,4 +1,5 @@
-"""The monthly dataset copy into a work bucket's stage/, and the GCP autostop grant, under mocks."""
+"""The monthly dataset copy into a work bucket's stage/, under mocks (the nodes' own grants:
+tests/test_node_privilege.py)."""
 from __future__ import annotations
 
 import json
@@ -9,13 +10,12 @@ import pytest
 
 from gpulease import money
 from gpulease import naming
-from gpulease.bootstrap.render import render_user_data
 from gpulease.catalog import load_catalog
 from gpulease.clouds.aws import deploy as aws_adaptor
 from gpulease.clouds.gcp import deploy as gcp_adaptor
 from gpulease.clouds import staging as cross_staging
 from gpulease.clouds.aws import staging as aws_staging
-from gpulease.clouds.gcp import autostop, staging as gcp_staging
+from gpulease.clouds.gcp import staging as gcp_staging
 from gpulease.costing import transform
 from gpulease.model import (CloudSpec, CostBreakdown, EnvironmentDecision, PurchaseMix,
                             StackSpec, TierShare)
@@ -33,9 +33,6 @@ T_POLICY = "aws:iam/rolePolicy:RolePolicy"
 T_S3LOC = "aws:datasync/s3Location:S3Location"
 T_OBJLOC = "aws:datasync/locationObjectStorage:LocationObjectStorage"
 T_TASK = "aws:datasync/task:Task"
-T_CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
-T_PIAM = "gcp:projects/iAMMember:IAMMember"
-T_MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
 TRANSFER_TYPES = (T_JOB, T_TASK, T_S3LOC, T_OBJLOC)
 
 
@@ -517,82 +514,6 @@ def test_route_matches_what_the_nodes_read():
     assert naming.staging_route(env.stack, home) is None
     nodata = make_cluster("n", "g6.xlarge", cloud="aws", region="us-east-1", dataset=None)
     assert naming.staging_route(env.stack, nodata) is None  # work bucket, nothing to copy
-
-
-# ---- GCP node-side autostop grant ------------------------------------------------------------
-@pytest.fixture(scope="module")
-def autostop_run():
-    st = make_storage("corpus", "us-central1", cloud="gcp")
-    env = make_env([
-        make_cluster("eval", "g2-standard-8", cloud="gcp", region="us-central1", dataset="corpus"),
-        make_cluster("eval-batch", "g2-standard-8", cloud="gcp", region="us-central1",
-                     dataset="corpus", index=1)], [st], env="dev")
-    return env, run(env)
-
-
-def test_autostop_custom_role_has_only_the_two_permissions(autostop_run):
-    env, r = autostop_run
-    role = r.one(T_CUSTOM_ROLE, "eval-autostop-role")
-    assert sorted(role.inputs["permissions"]) == ["compute.instanceGroupManagers.get",
-                                                  "compute.instanceGroupManagers.update"], role.urn
-    assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", role.inputs["roleId"]), role.urn
-    assert role.inputs["roleId"] == "gpulease_autostop_dev_eval", role.urn
-    assert r.one(T_CUSTOM_ROLE, "eval-batch-autostop-role").inputs["roleId"] != \
-        role.inputs["roleId"]
-    assert role.inputs["project"] == "acme-test", role.urn
-
-
-def test_autostop_binding_is_conditioned_on_the_clusters_migs(autostop_run):
-    env, r = autostop_run
-    bind = r.one(T_PIAM, "eval-autostop")
-    sa = r.one("gcp:serviceaccount/account:Account", "eval-sa")
-    assert bind.inputs["member"] == f"serviceAccount:{sa.outputs['email']}", bind.urn
-    assert bind.inputs["role"] == r.one(T_CUSTOM_ROLE, "eval-autostop-role").outputs["name"]
-    expr = bind.inputs["condition"]["expression"]
-    migs = [m for m in r.by_type(T_MIG) if cluster_of(r, m) == "eval"]
-    assert migs
-    zone = migs[0].inputs["zone"]
-    for m in migs:
-        assert (f'resource.name == "projects/acme-test/zones/{zone}/instanceGroupManagers/'
-                f'{m.inputs["name"]}"') in expr, bind.urn
-    # no instance clause: the grant holds no permission on instances
-    assert "/instances/" not in expr, bind.urn
-    assert "instanceGroupManagers/eval-batch" not in expr, bind.urn
-    other = r.one(T_PIAM, "eval-batch-autostop").inputs["condition"]["expression"]
-    assert "instanceGroupManagers/eval-on-demand\"" not in other
-
-
-def test_autostop_permissions_match_the_bootstrap_gcloud_call(autostop_run):
-    """The script deletes itself through the MIG: instanceGroupManagers.deleteInstances needs
-    .update on the MIG and nothing on the VM (the REST reference); gcloud reads the MIG first."""
-    env, _ = autostop_run
-    d = env.clusters[0]
-    text = render_user_data(stack=env.stack, decision=d, purchase_model="on_demand")
-    calls = re.findall(r"(?:gcloud|\"\$GCLOUD\") compute ([a-z -]+?) (?:\"|')", text)
-    assert calls and set(calls) >= {"instance-groups managed delete-instances"}, calls
-    gcloud_lines = [ln for ln in text.splitlines()
-                    if re.search(r'(gcloud|"\$GCLOUD") compute', ln) and "delete" in ln]
-    assert all("instance-groups managed delete-instances" in ln for ln in gcloud_lines), \
-        gcloud_lines  # no other deleting call that the role would not cover
-    assert set(autostop.AUTOSTOP_PERMISSIONS) == {"compute.instanceGroupManagers.get",
-                                                  "compute.instanceGroupManagers.update"}
-
-
-def test_no_autostop_grant_when_autostop_is_off():
-    env = make_env([make_cluster("pretrain", "g2-standard-8", cloud="gcp", region="us-central1",
-                                 dataset="corpus")],
-                   [make_storage("corpus", "us-central1", cloud="gcp")], env="prod")
-    r = run(env)  # prod: autostop off by default
-    assert not r.by_type(T_CUSTOM_ROLE)
-    assert not [b for b in r.by_type(T_PIAM) if b.name.endswith("-autostop")]
-
-
-def test_custom_role_id_is_valid_for_long_names():
-    env = make_env([], [], env="staging")
-    rid = autostop.custom_role_id(env.stack.environment, "x" * 80 + "-name")
-    assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
-    assert autostop.custom_role_id(env.stack.environment, "x" * 80 + "-name") != \
-        autostop.custom_role_id(env.stack.environment, "x" * 80 + "-other")
 
 
 def test_transfer_resources_carry_the_cost_tags(s3_to_s3):

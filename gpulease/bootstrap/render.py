@@ -167,6 +167,8 @@ def witness_variables() -> dict:
     renderer of ``autostop.sh.j2`` (the node files, bench/idle.py) gets them."""
     return {"tag_busy_at": tags.BUSY_AT,
             "busy_at_guest_attribute": tags.BUSY_AT_GUEST_ATTRIBUTE,
+            "tag_leave_requested": tags.LEAVE_REQUESTED,
+            "leave_requested_guest_attribute": tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE,
             "busy_at_refresh_s": BUSY_AT_REFRESH_S}
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from gpulease import tags
 from gpulease.clouds import registry
 from gpulease.cli import COMMANDS, ui
 from gpulease.cli.common import (add_catalog_args, add_output_args, cloud_cli, cloud_needs,
@@ -285,6 +286,14 @@ def render_text(report: engine.Report, *, audit_path: Optional[str] = None,
                     else r.note
                 o.print(f"keeps billing: reservation {r.id} ({r.count} x "
                         f"{r.instance_type}, {r.zone or r.region}): {cost}", indent=4)
+    if report.undeclared:
+        o.print()
+        o.line(("not declared by the program", "bold yellow"),
+               f": {ui.plural(len(report.undeclared), 'group')} tagged like a cluster, left "
+               f"alone (only groups carrying {tags.DECLARED} count; docs/reaper.md)")
+        for u in report.undeclared:
+            o.print(f"{u['environment']}/{u['cluster']} ({u['cloud']} {u['region']}): "
+                    f"{u['reason']}", indent=4)
     o.print()
     if report.apply:
         o.print("applied.", style="bold")

@@ -178,6 +178,10 @@ def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: Decimal,
             values.update(schedule.tag_values(
                 spec.schedule, lead_minutes=spec.schedule_lead_minutes,
                 first_job_grace_minutes=spec.first_job_grace_minutes))
+    if name in ctx.roles:
+        # a node group the program declares (AWS ASG, GCP MIG / instance template): the only
+        # groups the reaper counts as the cluster's (tags.DECLARED, docs/reaper.md)
+        values[tags.DECLARED] = tags.declared_value(stack.environment, ctx.cluster)
     if name in ctx.parts:
         values[tags.DEMAND_PART] = ctx.parts[name]
     if name in ctx.baseline_nodes:

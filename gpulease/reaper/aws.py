@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from gpulease import tags
 from gpulease.errors import CloudError
 from gpulease.reaper.claims import Claim, expired, token_of
-from gpulease.reaper.decision import ClusterRef, Membership, Node, combined_tags
+from gpulease.reaper.decision import (ClusterRef, Membership, Node, combined_tags,
+                                      undeclared)
 from gpulease.reaper.engine import Reservation
 from gpulease.reaper.errors import GroupGone, MalformedResponse, TransientError
 from gpulease.retry import Backoff
@@ -42,7 +43,7 @@ PAGE_SIZE = {"describe_auto_scaling_groups": 100, "describe_scaling_activities":
 MAX_TAG_IDS = 200
 #: the instance tags discovery reads (one paged DescribeTags per region): the per-node idle
 #: mark and the busy witness (contract C10).
-_INSTANCE_KEYS = (tags.NODE_IDLE_SINCE, tags.BUSY_AT, tags.BUSY_WITNESS)
+_INSTANCE_KEYS = (tags.NODE_IDLE_SINCE, tags.BUSY_AT, tags.BUSY_WITNESS, tags.LEAVE_REQUESTED)
 _ASG_LIVE = ("Pending", "Pending:Wait", "Pending:Proceed", "InService")
 #: DescribeAutoScalingGroups shows a group being deleted with this Status (API reference,
 #: AutoScalingGroup.Status).
@@ -137,6 +138,9 @@ class AwsReaper:
         #: API calls made, by "service.Operation" (the bench prints them).
         self.calls: Counter = Counter()
         self._odcr: Optional[dict] = None  # (environment, cluster) -> reservations, per run
+        #: groups tagged like a cluster but not declared by the program, as discovery last
+        #: found them (:func:`gpulease.reaper.decision.undeclared`): reported, never acted on.
+        self.undeclared: list[dict] = []
 
     @classmethod
     def for_region(cls, region: str, session: Any = None, endpoint_url: Optional[str] = None,
@@ -221,6 +225,7 @@ class AwsReaper:
     # ---- discovery ----------------------------------------------------------------------
     def discover(self, environments: Optional[frozenset]) -> list[ClusterRef]:
         self._odcr = None
+        self.undeclared = []
         filters = [{"Name": "tag-key", "Values": [tags.CLUSTER]}]
         if environments is not None:
             filters.append({"Name": f"tag:{tags.ENVIRONMENT}", "Values": sorted(environments)})
@@ -244,7 +249,9 @@ class AwsReaper:
                 ref = replace(ref, nodes=nodes, node_marks={
                     i: t[tags.NODE_IDLE_SINCE] for i, t in mine.items()
                     if tags.NODE_IDLE_SINCE in t}, busy_at={
-                    n.id: mine[n.id].get(tags.BUSY_AT) for n in nodes if n.witness})
+                    n.id: mine[n.id].get(tags.BUSY_AT) for n in nodes if n.witness},
+                    leave_requests={i: t[tags.LEAVE_REQUESTED] for i, t in mine.items()
+                                    if tags.LEAVE_REQUESTED in t})
                 per_cluster.setdefault(ref.key, []).append(ref)
         # A Capacity Block cluster runs its reserved nodes in `<c>-block-asg` beside `<c>-asg`:
         # one cluster, whose nodes are read, marked, claimed and scaled together.
@@ -282,6 +289,15 @@ class AwsReaper:
         found = self._instance_tags((tags.BUSY_AT,), ids) if ids else {}
         return {i: found.get(i, {}).get(tags.BUSY_AT) for i in ids}
 
+    def leave_requests(self, nodes: Sequence[Node]) -> dict[str, Optional[str]]:
+        """The nodes' leave requests (tags.LEAVE_REQUESTED instance tag, written by the node on
+        itself) as EC2 has them now: {id: value, or None}. Discovery reads them for every
+        instance already (one DescribeTags listing), so the engine needs this only for refs
+        built elsewhere."""
+        ids = sorted({n.id for n in nodes})
+        found = self._instance_tags((tags.LEAVE_REQUESTED,), ids) if ids else {}
+        return {i: found.get(i, {}).get(tags.LEAVE_REQUESTED) for i in ids}
+
     def _ref(self, g: dict, environments: Optional[frozenset]) -> Optional[ClusterRef]:
         gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
         cluster, env = gtags.get(tags.CLUSTER), gtags.get(tags.ENVIRONMENT)
@@ -290,10 +306,16 @@ class AwsReaper:
             return None
         if environments is not None and env not in environments:
             return None
+        name = str(g["AutoScalingGroupName"])
+        if not tags.is_declared(gtags, env, cluster):
+            self.undeclared.append(undeclared(
+                cloud="aws", region=self.region, environment=env, cluster=cluster, group=name,
+                nodes=sum(1 for i in g.get("Instances", [])
+                          if i.get("LifecycleState") in _ASG_LIVE), group_tags=gtags))
+            return None
         # No launch times: a DescribeInstances sweep of every node costs more than it adds —
         # a node launched inside the window has no data for its start, which the decision's
         # coverage rule already treats as insufficient data.
-        name = str(g["AutoScalingGroupName"])
         nodes = tuple(Node(id=str(i["InstanceId"]), location=self.region, group=name,
                            protected=bool(i.get("ProtectedFromScaleIn", False)))
                       for i in g.get("Instances", []) if i.get("LifecycleState") in _ASG_LIVE)
@@ -633,4 +655,6 @@ def _merged(parts: list[ClusterRef]) -> ClusterRef:
                                      default=None),
                       node_marks={k: v for r in parts for k, v in r.node_marks.items()},
                       busy_at=None if all(r.busy_at is None for r in parts) else
-                      {k: v for r in parts for k, v in (r.busy_at or {}).items()})
+                      {k: v for r in parts for k, v in (r.busy_at or {}).items()},
+                      leave_requests=None if all(r.leave_requests is None for r in parts) else
+                      {k: v for r in parts for k, v in (r.leave_requests or {}).items()})

@@ -179,6 +179,11 @@ class ClusterRef:
     #: none), by node id; a witness node missing here was not read. None = nothing read yet
     #: (the engine reads it for the nodes whose metrics say idle). Untrusted.
     busy_at: Optional[Mapping[str, Optional[str]]] = None
+    #: the nodes' own requests to leave their group (AWS: tags.LEAVE_REQUESTED on the
+    #: instance; GCP: the guest attribute tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE), raw, by node
+    #: id, for the nodes that carry one; None = not read yet (the engine reads them for
+    #: :func:`leave_candidates`). Untrusted: see :func:`leave_request`.
+    leave_requests: Optional[Mapping[str, str]] = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -664,6 +669,9 @@ def witness_candidates(ref: ClusterRef, samples: Samples, *, now: float,
     for n in ref.nodes:
         if not n.witness:
             continue
+        if (ref.leave_requests or {}).get(n.id) is not None:
+            out.append(n)           # its leave request is honoured only with the witness read
+            continue
         since, _ = parse_mark(ref.node_marks.get(n.id), now=now, policy=policy)
         own = end - window * 60 if since is None else min(end - window * 60, since)
         if any(assess_nodes([n], samples, now=now, policy=policy, start=start, span="",
@@ -671,6 +679,62 @@ def witness_candidates(ref: ClusterRef, samples: Samples, *, now: float,
                for start in {cluster_start, own}):
             out.append(n)
     return out
+
+
+#: a node re-asks to leave at every autostop check while it stays idle (every 5 min): a request
+#: older than this is from a node that stopped asking (it turned busy, or its check fails).
+LEAVE_REQUEST_TTL_S = 30 * 60
+
+
+def leave_candidates(ref: ClusterRef, samples: Samples, *, now: float,
+                     policy: Policy) -> list[Node]:
+    """The nodes whose leave request the decision may need (GCP reads one guest attribute per
+    node): nodes gpulease's bootstrap runs the autostop on (they carry tags.BUSY_WITNESS, set
+    at launch with it) with no busy sample over the last LEAVE_REQUEST_TTL_S, in a cluster the
+    reaper may act on at all."""
+    if window_minutes(ref, policy) is None or tags.KEEP in ref.tags:
+        return []
+    since = now - LEAVE_REQUEST_TTL_S
+    return [n for n in ref.nodes
+            if n.witness and not any(since <= t < now and _usable(v) and v >= policy.threshold_pct
+                       for t, v in samples.get(n.id, ()))]
+
+
+def leave_request(node: Node, raw: Optional[str], samples: Samples, *, now: float,
+                  policy: Policy, busy_at: Optional[Mapping[str, Optional[str]]],
+                  window: int) -> tuple[Optional[int], str]:
+    """Whether the node's own request to leave its group (issue 35 item 6) is honoured now:
+    (its epoch second, "") or (None, why not; "" when it carries none). The node may act on
+    nothing but itself, so it asks and the reaper removes it: the request is evidence about
+    that node only, and only while it holds - written at most LEAVE_REQUEST_TTL_S ago and not
+    in the future, no busy sample in the cluster's ``window`` (minutes) before it nor since
+    (the node counted that long idle before it asked; metrics arrive late, so a sample from
+    before the request is often the newest there is: one that says busy contradicts it), and,
+    for a node that publishes one, a busy witness that does not say busy since (missing or
+    unreadable: held, as always). The floor, the prepaid groups, the holds and the opt-out are
+    the caller's, exactly as for the reaper's own per-node removals."""
+    if raw is None:
+        return None, ""
+    what = f"node {node.id} asked to leave ({tags.LEAVE_REQUESTED})"
+    text = str(raw).strip()
+    if not _EPOCH.fullmatch(text):
+        return None, f"{what} with an unreadable value {_shown(raw)}: ignored"
+    at = int(text)
+    if at > now + CLOCK_SKEW_S:
+        return None, f"{what} at {_node_time(at)}, in the future: ignored"
+    if at < now - LEAVE_REQUEST_TTL_S:
+        return None, (f"{what} at {format_utc(at)}, over {LEAVE_REQUEST_TTL_S // 60} min ago "
+                      "and not since: ignored")
+    busy = [(t, v) for t, v in samples.get(node.id, ())
+            if at - window * 60 <= t < now and _usable(v) and v >= policy.threshold_pct]
+    if busy:
+        t, v = max(busy, key=lambda s: s[1])
+        return None, (f"{what} at {format_utc(at)} but reached {v:.1f}% at "
+                      f"{format_utc(t, minutes=True)}: ignored")
+    held = witness(node, busy_at, now=now, start=at)
+    if held is not None:
+        return None, f"{what} at {format_utc(at)} but {held['detail']}: ignored"
+    return at, ""
 
 
 def _span(start: float, now: float, policy: Policy, window: int) -> str:
@@ -736,6 +800,15 @@ def node_plan(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy, 
     end = evidence_end(now, policy)
     out: list[NodeAction] = []
     for n in ref.nodes:
+        if n.id not in protected and not blocked and ref.leave_requests:
+            at, _ = leave_request(n, ref.leave_requests.get(n.id), samples, now=now,
+                                  policy=policy, busy_at=ref.busy_at, window=window)
+            if at is not None:
+                out.append(NodeAction(n.id, n.group, "remove", (
+                    f"node {n.id} asked to leave at {format_utc(at)} ({tags.LEAVE_REQUESTED}: "
+                    "idle by its own checks), above its group's floor, no busy sample "
+                    "since: removed from its group")))
+                continue
         raw = ref.node_marks.get(n.id)
         since, problem = parse_mark(raw, now=now, policy=policy)
         start = end - window * 60 if since is None else min(end - window * 60, since)
@@ -908,3 +981,20 @@ def decide(ref: ClusterRef, samples: Samples, *, now: float, policy: Policy) -> 
                    targets=tuple(sorted(goal.items())) if teardown == SCALE_TO_BASELINE else (),
                    holds=holding)
 
+
+
+def undeclared(*, cloud: str, region: str, environment: str, cluster: str, group: str,
+               nodes: int, group_tags: Mapping[str, str]) -> dict:
+    """The report entry of a group tagged like a cluster that the program did not declare
+    (tags.DECLARED missing, or with a value that is not the cluster's): never acted on.
+    Anyone who may tag a group could otherwise add it to a cluster - or, on a teardown, add a
+    group the reaper would then scale to zero (docs/reaper.md, "Declared groups")."""
+    raw = group_tags.get(tags.DECLARED)
+    why = (f"carries no {tags.DECLARED}" if raw is None else
+           f"carries {tags.DECLARED}={_shown(raw)}, which is not the value of "
+           f"{environment}/{cluster}")
+    return {"cloud": cloud, "region": region, "environment": environment, "cluster": cluster,
+            "group": group, "nodes": nodes,
+            "reason": (f"{group} is tagged {tags.CLUSTER}={_shown(cluster)}, "
+                       f"{tags.ENVIRONMENT}={_shown(environment)} but {why}: not declared by "
+                       "the program, left alone")}

@@ -75,6 +75,10 @@ class Adaptor(Protocol):
     #: tags.BUSY_WITNESS (an adaptor whose nodes never do need not have it).
     def busy_witness(self, nodes: Sequence[d.Node]) -> dict: ...
 
+    #: the nodes' own leave requests (tags.LEAVE_REQUESTED; GCP: its guest attribute) as the
+    #: cloud has them now: {node id: raw value, or None when the node carries none}.
+    def leave_requests(self, nodes: Sequence[d.Node]) -> dict: ...
+
     #: each cluster's compute right now (node ids, capacity, deleted groups), by ref.key.
     def members(self, refs: Sequence[d.ClusterRef]) -> dict: ...
 
@@ -142,6 +146,9 @@ class Outcome:
 class Report:
     outcomes: list = field(default_factory=list)
     apply: bool = False
+    #: groups tagged like a cluster that the program did not declare (tags.DECLARED): listed,
+    #: never acted on (:func:`gpulease.reaper.decision.undeclared`).
+    undeclared: list = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -152,7 +159,8 @@ class Report:
         return 1 if self.failed else 0
 
     def as_json(self) -> dict:
-        return {"apply": self.apply, "clusters": [o.as_json() for o in self.outcomes]}
+        return {"apply": self.apply, "clusters": [o.as_json() for o in self.outcomes],
+                "undeclared": [dict(u) for u in self.undeclared]}
 
 
 def catalog_pricer(catalog) -> Pricer:
@@ -252,6 +260,26 @@ def _witness(ad: Adaptor, refs: Sequence[d.ClusterRef], samples: dict, *, now: f
     return out, failed
 
 
+def _leaves(ad: Adaptor, refs: Sequence[d.ClusterRef], samples: dict, *, now: float,
+            policy: d.Policy, audit: AuditLog) -> list:
+    """``refs`` with the leave requests of their candidate nodes read where discovery did not
+    bring them (GCP: one call per node, :func:`d.leave_candidates`). A read that fails leaves
+    the cluster without requests - no node leaves on a request the reaper did not see - and is
+    written to the audit log."""
+    want = {ref.key: d.leave_candidates(ref, samples, now=now, policy=policy)
+            for ref in refs if ref.leave_requests is None}
+    nodes = [n for ns in want.values() for n in ns]
+    got, exc = (_safely(ad.cloud, "read the leave requests", ad.leave_requests, nodes)
+                if nodes else ({}, None))
+    if exc is not None:
+        audit.write("error", cloud=ad.cloud, region=ad.label,
+                    reason=f"leave requests not read ({exc}): none honoured this run")
+        got = {}
+    return [replace(ref, leave_requests={n.id: got[n.id] for n in want[ref.key]
+                                         if got.get(n.id) is not None})
+            if ref.key in want else ref for ref in refs]
+
+
 def _safely(cloud: str, what: str, fn: Callable, *args: Any, **kw: Any):
     """(result, None) or (None, CloudError): the engine's guard around every adaptor call."""
     try:
@@ -314,6 +342,9 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
             report.outcomes.append(o)
             audit.write("error", **o.as_json())
             continue
+        for u in getattr(ad, "undeclared", None) or ():
+            report.undeclared.append(dict(u))
+            audit.write("undeclared", **u)
         refs = sorted(refs, key=lambda x: x.key)
         t = r.now()
         samples, exc = _safely(ad.cloud, "read GPU utilization", _read, ad, refs, now=t,
@@ -324,6 +355,7 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
                 report.outcomes.append(o)
                 audit.write("error", **o.as_json())
             continue
+        refs = _leaves(ad, refs, samples, now=t, policy=policy, audit=audit)
         got, exc = _safely(ad.cloud, "read the busy witness", _witness, ad, refs, samples,
                            now=t, policy=policy, fresh=False)
         refs, unread = got if exc is None else (refs, {ref.key: exc for ref in refs})

@@ -22,7 +22,8 @@ from gpulease import tags
 from gpulease.clock import format_utc
 from gpulease.errors import CloudError
 from gpulease.reaper.claims import Claim, expired, token_of
-from gpulease.reaper.decision import ClusterRef, Membership, Node, combined_tags
+from gpulease.reaper.decision import (ClusterRef, Membership, Node, combined_tags,
+                                      undeclared)
 from gpulease.reaper.engine import Reservation
 from gpulease.reaper.errors import GroupGone, MalformedResponse, TransientError
 from gpulease.retry import Backoff
@@ -204,6 +205,9 @@ class GcpReaper:
         self.calls: Counter = Counter()
         self._known: dict[str, _Instance] = {}
         self._affinity: dict[tuple, set] = {}
+        #: groups (MIGs, or lone VMs) labelled like a cluster but not declared by the program,
+        #: as discovery last found them (:func:`gpulease.reaper.decision.undeclared`).
+        self.undeclared: list[dict] = []
 
     @classmethod
     def for_project(cls, project: str, endpoint: Optional[str] = None, **kw: Any) -> "GcpReaper":
@@ -252,8 +256,13 @@ class GcpReaper:
         self._call("compute.instances.aggregatedList", list_all)
         return found
 
-    def _grouped(self, environments: Optional[frozenset]) -> dict[tuple, list]:
+    def _grouped(self, environments: Optional[frozenset],
+                 record: bool = False) -> dict[tuple, list]:
+        """Live instances by (environment, cluster), those the program declared only (the
+        label tags.DECLARED from the instance template; the node service account cannot set
+        labels). ``record``: the others go to ``self.undeclared``, one entry per MIG (or VM)."""
         by_cluster: dict[tuple, list] = {}
+        foreign: dict[tuple, list] = {}
         for zone, inst in self._list(tags.CLUSTER):
             labels = dict(inst.labels)
             cluster, env = labels.get(tags.CLUSTER), labels.get(tags.ENVIRONMENT)
@@ -261,14 +270,25 @@ class GcpReaper:
                 continue
             if environments is not None and env not in environments:
                 continue
+            if not tags.is_declared(labels, env, cluster):
+                meta = {i.key: i.value for i in inst.metadata.items} if inst.metadata else {}
+                group = meta.get(CREATED_BY) or f"projects/{self.project}/zones/{zone}/" \
+                    f"instances/{inst.name}"
+                foreign.setdefault((env, cluster, group), []).append(labels)
+                continue
             by_cluster.setdefault((env, cluster), []).append((zone, inst))
+        if record:
+            self.undeclared = [undeclared(
+                cloud="gcp", region=self.project, environment=env, cluster=cluster,
+                group=group, nodes=len(seen), group_tags=seen[0])
+                for (env, cluster, group), seen in sorted(foreign.items())]
         return by_cluster
 
     def discover(self, environments: Optional[frozenset]) -> list[ClusterRef]:
         self._known.clear()
         self._affinity.clear()
         refs = []
-        grouped = self._grouped(environments)
+        grouped = self._grouped(environments, record=True)
         # the MIGs' creation times (the first-job grace runs from them), one aggregated list
         migs = self._migs() if grouped else {}
         for (env, cluster), insts in sorted(grouped.items()):
@@ -334,9 +354,18 @@ class GcpReaper:
         each node writes through its metadata server, read with instances.getGuestAttributes
         (one call per node: the API reads one instance). {id: value, or None when the node has
         none — a 404 (no such entry, or the instance is gone) or an answer without it}."""
+        return self._guest_attribute(nodes, tags.BUSY_AT_GUEST_ATTRIBUTE)
+
+    def leave_requests(self, nodes: Sequence[Node]) -> dict[str, Optional[str]]:
+        """The nodes' leave requests: the guest attribute tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE
+        each node writes through its own metadata server (no IAM permission: the node service
+        account holds none on its MIG), one instances.getGuestAttributes call per node."""
+        return self._guest_attribute(nodes, tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE)
+
+    def _guest_attribute(self, nodes: Sequence[Node], path: str) -> dict[str, Optional[str]]:
         from google.api_core.exceptions import NotFound
 
-        namespace, key = tags.BUSY_AT_GUEST_ATTRIBUTE.split("/", 1)
+        namespace, key = path.split("/", 1)
         out: dict[str, Optional[str]] = {}
         for n in sorted(nodes, key=lambda x: x.id):
             def get(n=n):
@@ -344,7 +373,7 @@ class GcpReaper:
                     return self.instances.get_guest_attributes(request={
                         "project": self.project, "zone": n.location,
                         "instance": n.name or n.id,
-                        "query_path": tags.BUSY_AT_GUEST_ATTRIBUTE}, **_NO_RETRY)
+                        "query_path": path}, **_NO_RETRY)
                 except NotFound:
                     return None
             got = self._call("compute.instances.getGuestAttributes", get)

@@ -264,12 +264,15 @@ def assume_role_policy(service: str = "ec2.amazonaws.com") -> dict:
         "Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]}
 
 
-def node_policy(*, partition: str, cluster: str, environment: str, cluster_tag: str,
-                environment_tag: str, dataset_bucket: Optional[str],
+def node_policy(*, partition: str, dataset_bucket: Optional[str],
                 dataset_prefix: Optional[str], checkpoint_bucket: str,
                 checkpoint_prefix: str) -> dict:
     """Least-privilege inline policy of a GPU node: nothing account-wide except the actions
-    that have no resource-level permissions, each fenced by a condition or read-only."""
+    that have no resource-level permissions, each fenced by a condition or read-only; the one
+    write on EC2 is a tag on the node itself (:func:`self_tag_statement`), and an explicit Deny
+    keeps any other tag key out of reach whatever else the role is given
+    (:func:`tag_fence_statement`). A node never terminates or scales anything: it asks the
+    reaper to remove it (tags.LEAVE_REQUESTED, docs/reaper.md "Leave requests")."""
     s3 = f"arn:{partition}:s3:::"
     stmts: list[dict] = []
     if dataset_bucket and dataset_prefix is not None:
@@ -292,39 +295,54 @@ def node_policy(*, partition: str, cluster: str, environment: str, cluster_tag: 
     # Rendezvous discovery lists the cluster's peers by tag; Describe* supports no resources.
     stmts.append({"Sid": "DiscoverPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances",
                   "Resource": "*"})
-    # Node-side autostop: a node may only terminate members of ITS cluster's group.
-    stmts.append({"Sid": "NodeAutostop", "Effect": "Allow",
-                  "Action": "autoscaling:TerminateInstanceInAutoScalingGroup", "Resource": "*",
-                  "Condition": {"StringEquals": {
-                      f"autoscaling:ResourceTag/{cluster_tag}": cluster,
-                      f"autoscaling:ResourceTag/{environment_tag}": environment}}})
-    # Before it stops, the autostop reads the opt-out and the baseline where the reaper reads
-    # them: its own ASG's tags and live members (DescribeAutoScalingGroups). Both actions are
-    # read-only (access level List) and list no resource type in the Service Authorization
+    # Before it asks to leave, the autostop reads the opt-out and the baseline where the reaper
+    # reads them: its own ASG's tags and live members (DescribeAutoScalingGroups). Both actions
+    # are read-only (access level List) and list no resource type in the Service Authorization
     # Reference ("Actions, resources, and condition keys for Amazon EC2 Auto Scaling"), so they
     # take "*" and cannot be fenced by ResourceTag either.
     stmts.append({"Sid": "NodeAutostopOptOut", "Effect": "Allow",
                   "Action": ["autoscaling:DescribeAutoScalingInstances",
                              "autoscaling:DescribeAutoScalingGroups"],
                   "Resource": "*"})
-    stmts.append(busy_witness_statement())
+    stmts.append(self_tag_statement())
+    stmts.append(tag_fence_statement())
     return {"Version": "2012-10-17", "Statement": stmts}
 
 
-def busy_witness_statement() -> dict:
-    """The node's busy witness (contract C10, docs/reaper.md): a node may write ONE tag key,
-    tags.BUSY_AT, on ONE instance, itself. ``${ec2:SourceInstanceARN}`` is the ARN of the
-    instance whose role credentials signed the request (EC2 condition key "ec2:SourceInstanceARN",
-    used as a policy variable in AWS's own policies, e.g. the managed policy
-    AWSElasticDisasterRecoveryRecoveryInstancePolicy and the Systems Manager User Guide's
-    PutComplianceItems example); the resource must equal it. ``aws:TagKeys`` with
-    ForAllValues + a Null check admits requests whose only tag key is BUSY_AT (IAM User Guide,
-    "Controlling access during AWS requests", aws:TagKeys). Not ``aws:ARN``: IAM Access Analyzer
-    calls it an unsupported key, and a statement on it never matches."""
-    return {"Sid": "NodeBusyWitness", "Effect": "Allow", "Action": "ec2:CreateTags",
+#: every tagging action of the services a node's credentials could reach a group or an
+#: instance through (EC2 and EC2 Auto Scaling), the ones the tag fence denies for other keys.
+TAGGING_ACTIONS = ("ec2:CreateTags", "ec2:DeleteTags", "autoscaling:CreateOrUpdateTags",
+                   "autoscaling:DeleteTags")
+
+
+def self_tag_statement() -> dict:
+    """What a node may write (issue 21 item 4, issue 35 item 6): the tag keys
+    tags.NODE_WRITTEN (its busy witness, its leave request), on ONE instance, itself.
+    ``${ec2:SourceInstanceARN}`` is the ARN of the instance whose role credentials signed the
+    request (EC2 condition key "ec2:SourceInstanceARN", used as a policy variable in AWS's own
+    policies, e.g. the managed policy AWSElasticDisasterRecoveryRecoveryInstancePolicy and the
+    Systems Manager User Guide's PutComplianceItems example); the resource must equal it.
+    ``aws:TagKeys`` with ForAllValues + a Null check admits requests whose only tag keys are
+    these (IAM User Guide, "Controlling access during AWS requests", aws:TagKeys). Not
+    ``aws:ARN``: IAM Access Analyzer calls it an unsupported key, and a statement on it never
+    matches."""
+    return {"Sid": "NodeSelfTags", "Effect": "Allow", "Action": "ec2:CreateTags",
             "Resource": "${ec2:SourceInstanceARN}",
-            "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": [tags.BUSY_AT]},
+            "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": list(tags.NODE_WRITTEN)},
                           "Null": {"aws:TagKeys": "false"}}}
+
+
+def tag_fence_statement() -> dict:
+    """An explicit Deny of every tagging action with any key but tags.NODE_WRITTEN, on any
+    resource: whatever policy is attached to the node role later (a managed policy, a hand
+    edit), a node can never write tags.DECLARED (so never declare a group to the reaper), the
+    cluster's tags, the opt-out or the reaper's marks. An explicit Deny wins over every Allow
+    (IAM User Guide, "Policy evaluation logic"). ForAnyValue:StringNotEquals matches a request
+    carrying at least one other key; a request without tag keys is not tagging anything."""
+    return {"Sid": "NodeTagsNothingElse", "Effect": "Deny", "Action": list(TAGGING_ACTIONS),
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringNotEquals": {"aws:TagKeys":
+                                                          list(tags.NODE_WRITTEN)}}}
 
 
 def spot_event_pattern(detail_type: str) -> dict:

@@ -207,9 +207,8 @@ class GpuCluster(pulumi.ComponentResource):
         ds_bucket, ds_prefix = _split_uri(ds_uri) if ds_uri else (None, None)
         ck_bucket, ck_prefix = _split_uri(args.checkpoint_uri)
         self.node_policy_args = dict(
-            cluster=d.name, environment=args.environment, cluster_tag=tags.CLUSTER,
-            environment_tag=tags.ENVIRONMENT, dataset_bucket=ds_bucket,
-            dataset_prefix=ds_prefix, checkpoint_bucket=ck_bucket, checkpoint_prefix=ck_prefix)
+            dataset_bucket=ds_bucket, dataset_prefix=ds_prefix, checkpoint_bucket=ck_bucket,
+            checkpoint_prefix=ck_prefix)
         aws.iam.RolePolicy(
             f"{name}-node-policy", role=self.role.id,
             policy=json.dumps(builders.node_policy(partition=partition,

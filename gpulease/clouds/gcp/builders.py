@@ -51,10 +51,10 @@ BOOT_IMAGE = ("projects/ubuntu-os-accelerator-images/global/images/family/"
               "ubuntu-accelerator-2204-amd64-with-nvidia-570")
 
 #: Least-privilege project roles of a node service account (bucket roles are granted on the
-#: buckets themselves): metrics and logs written by the Ops Agent, and compute.viewer so the
-#: bootstrap can list the cluster's instances by label for torchrun rendezvous discovery.
-PROJECT_ROLES = ("roles/monitoring.metricWriter", "roles/logging.logWriter",
-                 "roles/compute.viewer")
+#: buckets themselves): metrics and logs written by the Ops Agent. Its one compute read (the
+#: instance list: rendezvous peers, autostop labels) is a custom role of one permission
+#: (gpulease.clouds.gcp.node_iam), not roles/compute.viewer; it holds no compute write.
+PROJECT_ROLES = ("roles/monitoring.metricWriter", "roles/logging.logWriter")
 DATASET_ROLE = "roles/storage.objectViewer"
 CHECKPOINT_ROLE = "roles/storage.objectUser"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpulease import naming
-from gpulease.clouds.gcp import autostop, builders, staging
+from gpulease.clouds.gcp import builders, node_iam, staging
 from gpulease.clouds.gcp.cloud import mig_name  # noqa: F401 (moved there: the reaper's IAM reads it)
 from gpulease.clouds.gcp.reservation import GceReservation
 from gpulease.clouds.gcp.storage import make_bucket
@@ -70,8 +70,6 @@ class GpuClusterArgs:
     project: str
     #: GCE name of the reservation of the reserved nodes (:func:`reservation_name`)
     reservation_name: str
-    #: minutes idle before a node stops itself (0 = never: no autostop grant)
-    autostop_minutes: int
     #: the stack configures AWS (staging from S3 declares the role there)
     aws_configured: bool = False
     spot_termination_action: str = "DELETE"
@@ -121,12 +119,6 @@ class GpuCluster(pulumi.ComponentResource):
         self._placement(name, args, child)
         self._reservation(name, args, child)
         self._node_groups(name, args, child)
-        # ---- node-side autostop: leave the MIG through deleteInstances -------------------
-        self.autostop_role = autostop.declare_autostop_grant(
-            name, environment=args.environment, autostop_minutes=args.autostop_minutes,
-            project=args.project, zone=self.zone,
-            mig_names=[mig_name(name, m) for m in self.names["models"]], member=self.member,
-            parent=self)
         self.register_outputs({
             "service_account": self.email,
             "migs": {m: mig.name for m, mig in self.migs.items()},
@@ -176,6 +168,10 @@ class GpuCluster(pulumi.ComponentResource):
             gcp.projects.IAMMember(f"{name}-{role.split('/')[-1].replace('.', '-')}",
                                    project=args.project, role=role, member=self.member,
                                    opts=child)
+        # no compute write at all: the node asks to leave, the reaper acts (node_iam)
+        self.read_role = node_iam.declare_node_reader(
+            name, environment=args.environment, project=args.project, member=self.member,
+            parent=self)
 
     def _work_bucket(self, name: str, args: GpuClusterArgs) -> None:
         """The work bucket (a dataset homed elsewhere), the nodes' dataset and checkpoint

@@ -22,9 +22,6 @@ from gpulease.model import ClusterDecision, EnvironmentDecision, StackSpec
 def cluster_args(c: ClusterDecision, stack: StackSpec, *, network: pulumi.Input[str],
                  subnetwork: pulumi.Input[str], bucket_dependencies: tuple) -> GpuClusterArgs:
     """What the cluster component reads of the stack, worked out here."""
-    # Imported here, as the node bootstrap is: only a stack with GCP clusters loads it.
-    from gpulease.bootstrap.render import autostop_minutes
-
     spec = stack.clouds["gcp"]
     return GpuClusterArgs(
         decision=c, environment=stack.environment,
@@ -36,7 +33,7 @@ def cluster_args(c: ClusterDecision, stack: StackSpec, *, network: pulumi.Input[
                                                  purchase_model=model),
         network=network, subnetwork=subnetwork, project=spec.project,
         reservation_name=reservation_name(stack, c.name),
-        autostop_minutes=autostop_minutes(stack, c), aws_configured="aws" in stack.clouds,
+        aws_configured="aws" in stack.clouds,
         spot_termination_action=spec.spot_termination_action, ssh_via_iap=spec.ssh_via_iap,
         bucket_dependencies=bucket_dependencies)
 

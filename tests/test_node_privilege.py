@@ -1,0 +1,122 @@
+"""Least privilege for nodes (issue 35 item 6), as the program declares it under mocks: each node
+may act only on itself, and every node group carries the program's declaration.
+
+No policy simulator is used: moto 5.2.5 implements neither IAM SimulateCustomPolicy nor
+SimulatePrincipalPolicy (its request authorizer evaluates StringEquals only: no policy
+variables, no ForAllValues / Null), and GCP's Policy Simulator is a cloud service. The
+statements are asserted exactly instead, here and in tests/test_aws_builders.py."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from gpulease import tags
+from gpulease.bootstrap.render import render_user_data
+from gpulease.clouds.aws import builders as aws_builders
+from gpulease.clouds.gcp import builders as gcp_builders, node_iam
+from tests.test_staging import make_cluster, make_env, make_storage, run
+
+T_CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+T_PIAM = "gcp:projects/iAMMember:IAMMember"
+T_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+T_ASG = "aws:autoscaling/group:Group"
+T_POLICY = "aws:iam/rolePolicy:RolePolicy"
+
+
+@pytest.fixture(scope="module")
+def both():
+    env = make_env([
+        make_cluster("eval", "g2-standard-8", cloud="gcp", region="us-central1",
+                     dataset="corpus"),
+        make_cluster("tune", "g6.xlarge", cloud="aws", region="us-east-1", dataset=None,
+                     index=1)], [make_storage("corpus", "us-central1", cloud="gcp")], env="dev")
+    return env, run(env)
+
+
+# ---- GCP ------------------------------------------------------------------------------------
+def test_gcp_node_account_holds_no_compute_write_and_no_compute_viewer(both):
+    env, r = both
+    sa = r.one("gcp:serviceaccount/account:Account", "eval-sa")
+    member = f"serviceAccount:{sa.outputs['email']}"
+    mine = [b for b in r.by_type(T_PIAM) if b.inputs["member"] == member]
+    role = r.one(T_CUSTOM_ROLE, "eval-node-read")
+    assert sorted(b.inputs["role"] for b in mine) == sorted(
+        ["roles/monitoring.metricWriter", "roles/logging.logWriter", role.outputs["name"]])
+    assert all("condition" not in b.inputs for b in mine)
+    # the one compute permission: the instance list (rendezvous peers, autostop labels)
+    assert role.inputs["permissions"] == ["compute.instances.list"]
+    assert role.inputs["roleId"] == "gpulease_node_dev_eval"
+    assert "roles/compute.viewer" not in json.dumps([b.inputs for b in r.by_type(T_PIAM)])
+    # no custom role of a node holds anything on MIGs or a write on instances
+    for cr in r.by_type(T_CUSTOM_ROLE):
+        if cr.name.endswith("-node-read"):
+            assert not [p for p in cr.inputs["permissions"]
+                        if "instanceGroupManagers" in p or not p.endswith((".list", ".get"))]
+    assert not [cr for cr in r.by_type(T_CUSTOM_ROLE) if cr.name.endswith("-autostop-role")]
+
+
+def test_gcp_the_autostop_asks_through_its_metadata_server(both):
+    env, _ = both
+    d = next(c for c in env.clusters if c.name == "eval")
+    text = render_user_data(stack=env.stack, decision=d, purchase_model="on_demand")
+    assert "delete-instances" not in text and "instance-groups managed" not in text
+    assert (f"computeMetadata/v1/instance/guest-attributes/"
+            f"{tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE}") in text
+    # the only gcloud compute calls left are reads
+    calls = set(re.findall(r'(?:gcloud|"\$GCLOUD") compute ([a-z-]+ [a-z-]+)', text))
+    assert calls == {"instances list"}, calls
+
+
+def test_gcp_instance_templates_carry_the_declaration(both):
+    env, r = both
+    templates = [t for t in r.by_type(T_TEMPLATE)
+                 if (t.inputs.get("labels") or {}).get(tags.CLUSTER) == "eval"]
+    assert templates
+    for t in templates:
+        assert t.inputs["labels"][tags.DECLARED] == tags.declared_value("dev", "eval"), t.urn
+
+
+def test_node_read_role_id_is_valid_for_long_names():
+    rid = node_iam.custom_role_id("staging", "x" * 80 + "-name")
+    assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", rid), rid
+    assert rid != node_iam.custom_role_id("staging", "x" * 80 + "-other")
+    assert gcp_builders.PROJECT_ROLES == ("roles/monitoring.metricWriter",
+                                          "roles/logging.logWriter")
+
+
+# ---- AWS ------------------------------------------------------------------------------------
+def test_aws_node_role_policy_is_exactly_the_builder(both):
+    env, r = both
+    (pol,) = [p for p in r.by_type(T_POLICY) if p.name == "tune-node-policy"]
+    doc = json.loads(pol.inputs["policy"])
+    bucket = doc["Statement"][0]["Resource"].split(":::")[1]
+    assert doc == aws_builders.node_policy(
+        partition="aws", dataset_bucket=None, dataset_prefix=None, checkpoint_bucket=bucket,
+        checkpoint_prefix=doc["Statement"][0]["Condition"]["StringLike"]["s3:prefix"][0][:-1])
+    assert "TerminateInstanceInAutoScalingGroup" not in pol.inputs["policy"]
+    (allow,) = [s for s in doc["Statement"] if s["Effect"] == "Allow"
+                and "ec2:CreateTags" in json.dumps(s["Action"])]
+    assert allow["Resource"] == "${ec2:SourceInstanceARN}"
+    (deny,) = [s for s in doc["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Condition"] == {"ForAnyValue:StringNotEquals": {
+        "aws:TagKeys": list(tags.NODE_WRITTEN)}}
+
+
+def test_aws_groups_carry_the_declaration(both):
+    env, r = both
+    groups = [g for g in r.by_type(T_ASG)
+              if any(t["key"] == tags.CLUSTER and t["value"] == "tune" for t in g.inputs["tags"])]
+    assert groups
+    for g in groups:
+        found = {t["key"]: t["value"] for t in g.inputs["tags"]}
+        assert found[tags.DECLARED] == tags.declared_value("dev", "tune"), g.urn
+
+
+def test_aws_the_autostop_asks_instead_of_terminating(both):
+    env, _ = both
+    d = next(c for c in env.clusters if c.name == "tune")
+    text = render_user_data(stack=env.stack, decision=d, purchase_model="on_demand")
+    assert "terminate-instance" not in text
+    assert f'--tags "Key={tags.LEAVE_REQUESTED},Value=$now"' in text
