@@ -352,32 +352,49 @@ POLICIES: dict[str, Policy] = {"uniform_progress": uniform_progress, "greedy": g
 #: priced replay has at most MAX_PRICE_TICKS ticks)
 GEN_GAP_HOURS = 5 / 60
 MAX_PRICE_TICKS = 1000
-#: traces in the priced ensemble and its seed (tests/test_deadline_pricing.py checks the
-#: ensemble's mean against fresh traces of the same model within 5 %)
-PRICE_TRACES = 32
+#: traces in the priced ensemble (at most) and its seed: replays stop once the mean's standard
+#: error is below PRICE_SE of it (at least PRICE_MIN_TRACES), measured on the cost at
+#: PRICE_SPOT_SHARE of on-demand (spot at ~30 % of list, /work/shared/DOMAIN.md's figure; the
+#: expectation itself is per model, price-free). tests/test_deadline_pricing.py checks the
+#: mean against fresh traces of the same model within 5 %.
+PRICE_TRACES = 256
+PRICE_MIN_TRACES = 32
+PRICE_SE = 0.01
+PRICE_SPOT_SHARE = 0.3
 PRICE_SEED = 37
 
 
 def markov_trace(up_hours: float, down_hours: float, ticks: int, rnd, *, nodes: int = 1,
-                 gap_hours: float = GEN_GAP_HOURS) -> list[int]:
+                 gap_hours: float = GEN_GAP_HOURS,
+                 first: Optional[tuple[bool, int]] = None) -> list[int]:
     """A generated availability trace: a two-state chain (spot there with ``nodes`` nodes /
     gone) whose spells last ``up_hours`` / ``down_hours`` on average (geometric in ticks),
-    starting in its stationary state. ``up_hours`` = inf: spot never goes."""
+    starting in its stationary state. ``up_hours`` = inf: spot never goes. ``first``: the
+    first spell (there?, ticks) already drawn (:func:`_expected_uncached` conditions on it)."""
     if not (up_hours > 0 and down_hours > 0 and gap_hours > 0):
         raise ValueError("spell means and the tick must be positive")
     if math.isinf(up_hours):
         return [nodes] * ticks
     p_up, p_down = min(1.0, gap_hours / up_hours), min(1.0, gap_hours / down_hours)
-    there = rnd.random() < up_hours / (up_hours + down_hours)
     out: list[int] = []
+    if first is None:
+        there = rnd.random() < up_hours / (up_hours + down_hours)
+    else:
+        there, n = first
+        out.extend([nodes if there else 0] * min(n, ticks))
+        there = not there
     while len(out) < ticks:
         # a spell lasts a geometric number of ticks (>= 1): the tick-by-tick chain, drawn
         # one spell at a time
-        p = p_up if there else p_down
-        n = 1 if p >= 1.0 else 1 + int(math.log(1.0 - rnd.random()) / math.log(1.0 - p))
+        n = _spell(rnd, p_up if there else p_down)
         out.extend([nodes if there else 0] * min(n, ticks - len(out)))
         there = not there
     return out
+
+
+def _spell(rnd, p: float) -> int:
+    """A geometric number of ticks (>= 1) with end probability ``p`` per tick."""
+    return 1 if p >= 1.0 else 1 + int(math.log(1.0 - rnd.random()) / math.log(1.0 - p))
 
 
 @dataclass(frozen=True)
@@ -429,32 +446,66 @@ def expected(job: Job, up_hours: float, down_hours: float, *, traces: int = PRIC
                      gap_hours or price_gap_hours(job), policy)
 
 
-def _expected_uncached(job, up, down, traces, seed, gap, policy) -> Expectation:
+def _expected_uncached(job, up, down, traces, seed, gap, policy,
+                       min_traces: int = PRICE_MIN_TRACES) -> Expectation:
     import random
 
     ticks = math.ceil((job.deadline_hours + job.work_hours + job.restart_hours) / gap) + 1
     rnd = random.Random(seed)
-    spot_h = od_h = fin = 0.0
-    worst = 0.0
     missed = 0
     # the outcome while spot never goes (most traces when interruptions are rare): replayed
     # once, reused for every trace whose spot lasts until that run is done
     plain = replay(policy, job, [job.nodes] * ticks, gap, spot_price=0.0)
     need = ticks if plain.finished_hours is None else min(
         ticks, math.ceil(plain.finished_hours / gap - EPS) + 1)
-    for _ in range(traces):
-        trace = markov_trace(up, down, ticks, rnd, nodes=job.nodes, gap_hours=gap)
-        if min(trace[:need]) >= job.nodes:
-            o = plain
-        else:
+    # E = P0 x plain + (1 - P0) x E[outcome | spot goes before that run is done]: P0 exactly
+    # (start there, first spell of >= need ticks), the rest sampled from the traces where spot
+    # goes - so rare interruptions are neither missed nor a source of noise
+    if math.isinf(up):
+        p0 = 1.0
+    else:
+        p_up, p_down = min(1.0, gap / up), min(1.0, gap / down)
+        p0 = up / (up + down) * (1.0 - p_up) ** (need - 1)
+    spot_h, od_h, fin, worst = plain.spot_hours, plain.on_demand_hours, plain.finished_hours, 0.0
+    worst = fin if fin is not None else math.inf
+    fin = worst
+    costs: list[float] = []
+    if p0 < 1.0 - 1e-4:
+        s_h = o_h = f_h = 0.0
+        for i in range(traces):
+            while True:                 # the first spell, unless it is the plain run's
+                there = rnd.random() < up / (up + down)
+                n = _spell(rnd, p_up if there else p_down)
+                if not (there and n >= need):
+                    break
+            trace = markov_trace(up, down, ticks, rnd, nodes=job.nodes, gap_hours=gap,
+                                 first=(there, n))
             o = replay(policy, job, trace, gap, spot_price=0.0)
-        spot_h += o.spot_hours
-        od_h += o.on_demand_hours
-        end = o.finished_hours if o.finished_hours is not None else math.inf
-        fin += end
-        worst = max(worst, end)
-        missed += not o.met_deadline
-    return Expectation(spot_h / traces, od_h / traces, fin / traces, worst, missed, traces, gap)
+            s_h += o.spot_hours
+            o_h += o.on_demand_hours
+            end = o.finished_hours if o.finished_hours is not None else math.inf
+            f_h += end
+            worst = max(worst, end)
+            missed += not o.met_deadline
+            costs.append(PRICE_SPOT_SHARE * o.spot_hours + o.on_demand_hours)
+            if i + 1 >= min_traces and _settled(costs, 1.0 - p0, p0 * (
+                    PRICE_SPOT_SHARE * plain.spot_hours + plain.on_demand_hours)):
+                break
+        k = len(costs)
+        spot_h = p0 * spot_h + (1 - p0) * s_h / k
+        od_h = p0 * od_h + (1 - p0) * o_h / k
+        fin = p0 * fin + (1 - p0) * f_h / k
+    return Expectation(spot_h, od_h, fin, worst, missed, len(costs), gap)
+
+
+def _settled(costs: list[float], weight: float, base: float) -> bool:
+    """True when the standard error of ``base + weight x mean(costs)`` is below PRICE_SE of
+    it."""
+    import statistics
+
+    mean = base + weight * statistics.fmean(costs)
+    se = weight * statistics.stdev(costs) / math.sqrt(len(costs))
+    return mean > 0 and se < PRICE_SE * mean
 
 
 def _cache(fn, size: int = 512):

@@ -101,6 +101,9 @@ class WorkItem:
     lost_hours: float = 0.0
     #: mean hours spot stays gone once interrupted (gpulease:policy.spot_outage_hours).
     spot_outage_hours: float = SPOT_OUTAGE_HOURS
+    #: False: the priority band rules spot out, so its option is not priced (the deadline
+    #: rule's expectation costs replays; what no band can choose is not worth them).
+    spot_allowed: bool = True
     #: communication share of a TCP-only gang (0 otherwise).
     communication_share: float = 0.0
     #: queueing time a flex-start request must be able to wait within the window.
@@ -269,6 +272,9 @@ def spot(w: WorkItem, rate: Optional[float], fallback_rate: Optional[float] = No
         return WindowOption(SPOT, nodes=w.nodes, unavailable="no price (no spot price)")
     n, d, lost = w.nodes, w.run_hours, w.lost_hours
     start = w.first_start
+    if not w.spot_allowed:
+        return WindowOption(SPOT, nodes=n, unavailable="not priced: the priority band does "
+                                                        "not allow spot")
     if fallback_rate is None:
         return WindowOption(SPOT, nodes=n, unavailable="no on-demand rate to fall back on: "
                                                         "the deadline cannot be guaranteed")
