@@ -304,6 +304,11 @@ WINDOW_PORTFOLIO = (
 )
 
 
+def _day(text: str) -> str:
+    """A portfolio date as the RFC 3339 time parse_time takes (a bare date: its midnight UTC)."""
+    return text if "T" in text else text + "T00:00:00Z"
+
+
 def window_stack(catalog) -> StackSpec:
     from gpulease.model import Window
     from gpulease.quotes.model import parse_time
@@ -311,7 +316,7 @@ def window_stack(catalog) -> StackSpec:
     clusters = tuple(
         ClusterSpec(name=n, gpu=g, gpus=k, hours_per_month=min(h, 730.0), priority=p,
                     checkpoint_minutes=c, index=i,
-                    window=Window(parse_time(s), parse_time(e), float(h)))
+                    window=Window(parse_time(_day(s)), parse_time(_day(e)), float(h)))
         for i, (n, g, k, h, s, e, p, c) in enumerate(WINDOW_PORTFOLIO) if g in catalog.gpus)
     return StackSpec(stack="windows", environment="prod", owner="bench", cost_center="bench",
                      budget_monthly_usd=1e12, clouds=all_clouds(catalog), storage=(),

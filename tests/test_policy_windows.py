@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from gpulease import deadline as dl
 from gpulease.policy import windows as W
 from gpulease.quotes.model import Quote
 
@@ -46,10 +47,15 @@ def test_worked_example_prices_every_model_exactly():
     opts = by_model(W.price_window(item(), RATES, [RATE_QUOTE]))
     assert opts["on_demand"].total_usd == pytest.approx(8 * 55.04 * 240)        # 105,676.80
     assert opts["reservation"].total_usd == pytest.approx(8 * 55.04 * 240)
-    lam, lost = 1 / 730, 25 / 60
-    assert opts["spot"].compute_usd == pytest.approx(8 * 10.2397 * 240)
-    assert opts["spot"].rework_usd == pytest.approx(lam * lost * 64 * 10.2397 * 240)
-    assert opts["spot"].run_hours == pytest.approx(240 * (1 + 8 * lam * lost))
+    # spot: the deadline rule's expectation (issue 37 item 4): a gang of 8 at 1/730
+    # interruptions per node-hour keeps spot 91.25 h on average; per node E[spot h] and
+    # E[on-demand h] (restarts of 25 min included) at the spot and on-demand rates
+    e = dl.expected(dl.Job(240, 504, 25 / 60), 730 / 8, 1.64)
+    assert opts["spot"].compute_usd == pytest.approx(8 * 10.2397 * e.spot_hours)
+    assert opts["spot"].total_usd == pytest.approx(8 * (10.2397 * e.spot_hours
+                                                        + 55.04 * e.on_demand_hours))
+    assert 240 < e.spot_hours + e.on_demand_hours < 245 and e.missed == 0
+    assert opts["spot"].deadline_rule["latest_switch"] == "2027-01-14T23:10:00Z"  # 504-240-2d
     cb = opts["capacity_block"]
     # 240 h + the 30 min AWS stops instances early -> an 11-day block from 11:30 UTC on Jan 4
     assert cb.estimated and cb.billed_node_hours == 8 * 264
@@ -58,7 +64,7 @@ def test_worked_example_prices_every_model_exactly():
     assert opts["commitment"].total_usd == pytest.approx(8 * 23.7773 * 730 * 36)
     assert opts["commitment"].lock_in_months == 36
     # the figures docs/policy.md's worked example prints
-    assert round(opts["spot"].total_usd, 2) == 19_750.00
+    assert round(opts["spot"].total_usd, 2) == 19_807.31
     assert round(opts["commitment"].total_usd, 2) == 4_998_939.55
     assert round(opts["on_demand"].total_usd - cb.total_usd, 2) == 22_611.84
     assert not opts["flex_start"].feasible and "no flex-start price" in opts["flex_start"].unavailable
@@ -137,16 +143,24 @@ def test_capacity_block_limits():
 
 
 def test_spot_rework_and_the_deadline():
+    # the deadline rule prices spot (issue 37 item 4): a gang loses all 8 nodes at each
+    # interruption (spot stays 1 / (8 x 0.05) = 2.5 h), independent nodes one at a time (20 h)
     lam, lost = 0.05, 0.5
-    gang = W.spot(item(interruptions_per_hour=lam, lost_hours=lost), 10.0)
-    free = W.spot(item(interruptions_per_hour=lam, lost_hours=lost, gang=False), 10.0)
-    assert gang.rework_usd == pytest.approx(lam * lost * 8 * 80 * 240)
-    assert free.rework_usd == pytest.approx(lam * lost * 8 * 10 * 240)
-    assert gang.run_hours == pytest.approx(240 * (1 + 8 * lam * lost))       # 288 h
+    gang = W.spot(item(interruptions_per_hour=lam, lost_hours=lost), 10.0, 40.0)
+    free = W.spot(item(interruptions_per_hour=lam, lost_hours=lost, gang=False), 10.0, 40.0)
+    assert gang.deadline_rule["uptime_hours"] == pytest.approx(2.5)
+    assert free.deadline_rule["uptime_hours"] == pytest.approx(20.0)
+    assert free.total_usd < gang.total_usd
+    assert gang.deadline_rule["fallback_share"] > free.deadline_rule["fallback_share"]
+    assert gang.deadline_rule["missed"] == free.deadline_rule["missed"] == 0
+    # the window must hold the run plus the fallback's restart: 240 h + 0.5 h
     short = item(interruptions_per_hour=lam, lost_hours=lost,
-                 deadline=S + dt.timedelta(hours=280))
-    assert W.spot(short, 10.0).unavailable.startswith("the window leaves 280.0 h")
-    assert W.spot(dataclasses.replace(short, gang=False), 10.0).feasible
+                 deadline=S + dt.timedelta(hours=240.4))
+    assert W.spot(short, 10.0, 40.0).unavailable.startswith("the window leaves 240.4 h")
+    assert "restart the on-demand fallback needs" in W.spot(short, 10.0, 40.0).unavailable
+    assert W.spot(dataclasses.replace(short, deadline=S + dt.timedelta(hours=240.5)),
+                  10.0, 40.0).feasible
+    assert "no on-demand rate" in W.spot(item(), 10.0, None).unavailable
 
 
 def test_flex_start_limits_and_queue():

@@ -125,6 +125,13 @@ def test_checkpointed_work_takes_a_shorter_block_and_finishes_on_a_reservation()
 def test_spot_band_takes_spot_and_mid_band_the_block():
     low = plan(pretrain(priority=3, checkpoint_minutes=30)).clusters[0]
     assert low.window.model == "spot" and low.purchase.spot == 8
+    # priced by the deadline rule (issue 37 item 4): explain says the fallback share, the latest
+    # switch to on-demand and the finish it guarantees, before the deadline
+    rule = next(o for o in low.window.options if o["model"] == "spot")["deadline_rule"]
+    assert f"{rule['fallback_share']:.1%} of the node-hours on on-demand fallback" in low.rationale
+    assert f"switches to on-demand by {rule['latest_switch']} at the latest" in low.rationale
+    assert f"done by {rule['guaranteed_by']}" in low.rationale
+    assert rule["guaranteed_by"] < "2027-01-25T00:00:00Z" and rule["missed"] == 0
     mid = plan(pretrain(priority=6)).clusters[0]
     assert mid.window.model == "capacity_block"
 

@@ -101,6 +101,10 @@ def work_item(spec, o, ctx, *, nodes: int, gang: bool, tcp_gang: bool) -> W.Work
         deadline=w.deadline, now=judged_at(spec, o, ctx.now), gang=gang,
         interruptions_per_hour=lam,
         lost_hours=((spec.checkpoint_minutes or 0.0) / 2.0 + rules.spot_restart_minutes) / 60.0,
+        spot_outage_hours=rules.spot_outage_hours,
+        spot_allowed=SPOT in W.allowed_models(spec.priority, spec.interruptible,
+                                             reserved_above=rules.reserved_above_priority,
+                                             spot_below=rules.spot_below_priority),
         communication_share=rules.tcp_communication_share if tcp_gang else 0.0,
         flex_start_queue_hours=rules.flex_start_queue_hours,
         quote_max_age_hours=rules.quote_max_age_hours, cloud=o.cloud, region=o.region,
@@ -181,6 +185,8 @@ def objective_of(opt: W.WindowOption, egress: float) -> float:
 def costs_of(opt: W.WindowOption, egress: float) -> CostBreakdown:
     per, months = monthly(opt)
     if opt.model == SPOT:
+        # rework_usd: what the interruptions cost beyond the spot hours - under the deadline
+        # rule, the expected on-demand fallback (restarts on spot are in compute_usd)
         return CostBreakdown(spot_usd=opt.compute_usd / months,
                              spot_rework_usd=opt.rework_usd / months, egress_usd=egress)
     col = {ON_DEMAND: "on_demand_usd", RESERVATION: "reserved_usd",
@@ -261,6 +267,12 @@ def rationale(spec, d: WindowDecision, rules) -> str:
         head += (f", the last {r['hours']:.2f} h (one restart's lost work included) on "
                  f"{WORDS[r['model']]} {r['start']} to {r['end']} ({_money(r['usd'])})")
     head += f": {_money(d.total_usd)}"
+    rule = next((o.get("deadline_rule") for o in d.options if o["model"] == d.model), None)
+    if rule:
+        head += (f" (expected under the deadline rule: {rule['fallback_share']:.1%} of the "
+                 f"node-hours on on-demand fallback, {_money(rule['fallback_usd'])}; it switches "
+                 f"to on-demand by {rule['latest_switch']} at the latest, so the work is done by "
+                 f"{rule['guaranteed_by']}, deadline {format_utc(w.deadline)})")
     if d.months > 1:
         head += f" ({_money(d.monthly_usd)} a month over {d.months} months)"
     others = sorted((o for o in d.options if o["allowed"] and o["feasible"]

@@ -12,11 +12,13 @@ gives a total price, a run (start, end) and whether it meets the window:
                                                     guaranteed capacity, nothing locked in
   commitment    N x r_term x 730 x months(term)     a 1-/3-year commitment bought for the item:
                                                     bills every hour of its term
-  spot          N x s x D'  +  rework               rework = lambda x L x N x s x D' (independent
-                                                    nodes), lambda x L x N^2 x s x D' (a gang:
-                                                    every interruption stalls all N nodes);
-                                                    the run takes D' x (1 + lambda' x L) hours,
-                                                    lambda' = N x lambda in a gang, else lambda
+  spot          N x (s x E[spot h] + o x E[on-demand h])   the deadline rule's expectation
+                                                    (gpulease.deadline.expected: Uniform
+                                                    Progress replayed on 40 seeded traces of a
+                                                    two-state model, spot there 1/(k x lambda) h
+                                                    on average, k = N in a gang else 1, gone
+                                                    spot_outage_hours; restarts of L included);
+                                                    needs W >= D' + L (the fallback's restart)
   capacity_block  the offering's upfront fee        AWS: an offering of >= N instances whose
                   (rate x count x block hours for   [start, end - 30 min] lies in [max(S,T), E]
                   a published rate)                 and holds D' hours; blocks end 11:30 UTC,
@@ -45,6 +47,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Optional, Sequence
 
+from gpulease import deadline as dl
 from gpulease.clouds import registry
 from gpulease.model import HOURS_PER_MONTH, TERM_MONTHS
 from gpulease.purchase import (CALENDAR, CAPACITY_BLOCK, COMMITMENT, FLEX_START, GUARANTEED,
@@ -57,6 +60,7 @@ from gpulease.quotes import (CALENDAR_MAX_ADVANCE_DAYS, CB_DAY_STEPS_UP_TO_DAYS,
 
 CB_DAY_STEPS, CB_MAX_BLOCK_DAYS = CB_DAY_STEPS_UP_TO_DAYS, CB_MAX_DAYS
 from gpulease.clock import format_utc
+from gpulease.policy.rules import SPOT_OUTAGE_HOURS
 from gpulease.quotes.model import Quote, utc
 
 # WINDOW_MODELS (every model a work item can be bought with, in the order `explain` lists them),
@@ -95,6 +99,11 @@ class WorkItem:
     interruptions_per_hour: float = 0.0
     #: hours of work one interruption loses: checkpoint_minutes / 2 + restart, in hours.
     lost_hours: float = 0.0
+    #: mean hours spot stays gone once interrupted (gpulease:policy.spot_outage_hours).
+    spot_outage_hours: float = SPOT_OUTAGE_HOURS
+    #: False: the priority band rules spot out, so its option is not priced (the deadline
+    #: rule's expectation costs replays; what no band can choose is not worth them).
+    spot_allowed: bool = True
     #: communication share of a TCP-only gang (0 otherwise).
     communication_share: float = 0.0
     #: queueing time a flex-start request must be able to wait within the window.
@@ -134,7 +143,9 @@ class WindowOption:
 
     model: str
     total_usd: Optional[float] = None
-    #: the parts of total_usd: compute (node-hours or the fee), rework of spot interruptions.
+    #: the parts of total_usd: compute (node-hours or the fee; on spot the expected spot hours,
+    #: restarts included), rework (on spot: the expected on-demand fallback of the deadline
+    #: rule, what the interruptions cost beyond the spot hours).
     compute_usd: float = 0.0
     rework_usd: float = 0.0
     #: hours the work item runs (D', longer on spot by the rework) and when.
@@ -165,6 +176,10 @@ class WindowOption:
     #: the instance counts of the Capacity Blocks bought (one block: (count,), its count may
     #: be above ``nodes`` when the nodes are not a size AWS sells); () for other models.
     blocks: tuple = ()
+    #: spot under the deadline rule: {fallback_share, fallback_usd, spot_hours, on_demand_hours
+    #: (per node, restarts included), latest_switch, guaranteed_by, mean_finish, uptime_hours,
+    #: outage_hours, restart_hours, traces} (None for every other model).
+    deadline_rule: Optional[dict] = None
 
     @property
     def feasible(self) -> bool:
@@ -190,7 +205,10 @@ class WindowOption:
                 "remainder": None if self.remainder is None else {
                     k: (round(v, 4) if isinstance(v, float) else v)
                     for k, v in self.remainder.items()},
-                "passed_over": [{"quote": q.as_dict(), "why": why} for q, why in self.passed_over]}
+                "passed_over": [{"quote": q.as_dict(), "why": why} for q, why in self.passed_over],
+                **({"deadline_rule": {k: round(v, 4) if isinstance(v, float) else v
+                                      for k, v in self.deadline_rule.items()}}
+                   if self.deadline_rule else {})}
 
 
 def _after(t: dt.datetime, hours: float) -> dt.datetime:
@@ -233,21 +251,57 @@ def commitment(w: WorkItem, rate: Optional[float], term: str) -> WindowOption:
                         lock_in_months=months, unavailable=_too_short(w, d))
 
 
-def spot(w: WorkItem, rate: Optional[float]) -> WindowOption:
+def spot_job(w: WorkItem) -> tuple[dl.Job, float, int]:
+    """The work item as the deadline rule sees it: (job of one unit, mean hours spot stays,
+    units). A gang is one unit of N nodes (any interruption stops it: spot stays
+    1 / (N x lambda) h); independent nodes are N units of one (1 / lambda h each)."""
+    unit = w.nodes if w.gang else 1
+    lam = w.interruptions_per_hour * unit
+    job = dl.Job(work_hours=w.run_hours, deadline_hours=max(w.usable_hours, w.run_hours),
+                 restart_hours=w.lost_hours)
+    return job, (math.inf if lam <= 0 else 1.0 / lam), w.nodes
+
+
+def spot(w: WorkItem, rate: Optional[float], fallback_rate: Optional[float] = None
+         ) -> WindowOption:
+    """Spot under the deadline rule (Uniform Progress, gpulease/deadline.py): the expected
+    spot and on-demand node-hours over generated traces of the availability model, priced at
+    the spot and on-demand rates; the deadline is met because the rule falls back to
+    on-demand (at the latest ``latest_switch``)."""
     if rate is None:
         return WindowOption(SPOT, nodes=w.nodes, unavailable="no price (no spot price)")
-    d, n, lam, lost = w.run_hours, w.nodes, w.interruptions_per_hour, w.lost_hours
-    compute = n * rate * d
-    if w.gang:
-        rework = lam * lost * n * (n * rate) * d
-        wall = d * (1.0 + n * lam * lost)
-    else:
-        rework = lam * lost * n * rate * d
-        wall = d * (1.0 + lam * lost)
+    n, d, lost = w.nodes, w.run_hours, w.lost_hours
     start = w.first_start
-    return WindowOption(SPOT, total_usd=compute + rework, compute_usd=compute,
-                        rework_usd=rework, run_hours=wall, start=start, end=_after(start, wall),
-                        billed_node_hours=n * wall, nodes=n, unavailable=_too_short(w, wall))
+    if not w.spot_allowed:
+        return WindowOption(SPOT, nodes=n, unavailable="not priced: the priority band does "
+                                                        "not allow spot")
+    if fallback_rate is None:
+        return WindowOption(SPOT, nodes=n, unavailable="no on-demand rate to fall back on: "
+                                                        "the deadline cannot be guaranteed")
+    if w.usable_hours + 1e-9 < d + lost:
+        return WindowOption(SPOT, nodes=n, start=start, unavailable=(
+            f"the window leaves {max(w.usable_hours, 0):.1f} h from {format_utc(start)} to the "
+            f"deadline {format_utc(w.deadline)}, less than the {d:.1f} h run plus one "
+            f"{lost:.2f} h restart the on-demand fallback needs"))
+    job, up, units = spot_job(w)
+    e = dl.expected(job, up, w.spot_outage_hours)
+    compute = units * rate * e.spot_hours
+    fallback = units * fallback_rate * e.on_demand_hours
+    hours = e.spot_hours + e.on_demand_hours
+    wall = min(e.finish_mean_hours, job.deadline_hours)
+    switch = dl.latest_switch_hours(job)
+    rule = {"fallback_share": e.fallback_share, "fallback_usd": fallback,
+            "spot_hours": e.spot_hours, "on_demand_hours": e.on_demand_hours,
+            "latest_switch": format_utc(_after(start, switch)),
+            # with no progress on spot at all: on-demand from the switch, one restart, the run
+            "guaranteed_by": format_utc(_after(start, switch + lost + d)),
+            "mean_finish": format_utc(_after(start, wall)),
+            "uptime_hours": None if math.isinf(up) else up,
+            "outage_hours": w.spot_outage_hours, "restart_hours": lost,
+            "traces": e.traces, "missed": e.missed}
+    return WindowOption(SPOT, total_usd=compute + fallback, compute_usd=compute,
+                        rework_usd=fallback, run_hours=wall, start=start, end=_after(start, wall),
+                        billed_node_hours=units * hours, nodes=n, deadline_rule=rule)
 
 
 def flex_start(w: WorkItem, rate: Optional[float], quote: Optional[Quote] = None) -> WindowOption:
@@ -518,7 +572,7 @@ def price_window(w: WorkItem, rates: WindowRates, quotes: Sequence[Quote] = (),
     flex_q, cal_q = rate_of(FLEX_START), rate_of(CALENDAR)
     opts = [on_demand(w, rates.on_demand),
             on_demand(w, rates.reservation, model=RESERVATION),
-            spot(w, rates.spot),
+            spot(w, rates.spot, rates.on_demand),
             flex_start(w, rates.flex_start if rates.flex_start is not None
                        else (flex_q.hourly_usd if flex_q else None), flex_q),
             calendar(w, rates.calendar if rates.calendar is not None
