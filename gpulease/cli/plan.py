@@ -303,6 +303,10 @@ def run(args: argparse.Namespace) -> int:
                         else ext_mod.load_state(args.from_state))
         plan, prun = make_plan(args, steps=steps)
         if previous is not None:
+            from gpulease.planner.against import check_identity, plan_project
+
+            # another project's or stack's state, before anything is compared or written
+            check_identity(previous, stack=plan["stack"], project=plan_project(plan))
             _check_opt_ins(prun.result.decision, previous)
         if external is not None:
             flag = "--from-preview" if args.from_preview else "--from-state"
