@@ -87,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "`gpulease plan --json` file or a `pulumi stack export` file: create, "
                         "update, replace (with the property forcing it), delete, unchanged, and "
                         "the cost effect; exit 4 if it would replace or delete a prepaid or "
-                        "committed resource (opt in: gpulease:allow_prepaid_replacement)")
+                        "committed resource (opt in: gpulease:allow_prepaid_replacement); exit 2 "
+                        "if PREVIOUS is another project's or stack's, or contradicts itself")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report "
                    "(what --format html prints)")
     p.add_argument("--monitoring", metavar="DIR",
