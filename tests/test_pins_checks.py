@@ -279,5 +279,6 @@ def test_another_stacks_previous_is_refused_for_that_reason_first(tmp_path, caps
     s = _stack()
     s["gpulease:allow_prepaid_replacement"] = ["trian"]
     err = _refused(tmp_path, s, capsys, EXIT_BAD_INPUT, "--against", str(saved))
-    assert 'is of stack "other", this plan is of stack "pins"' in err, err
+    assert ('is of project "gpulease", stack "other"; this plan is of project "gpulease", '
+            'stack "pins"') in err, err
     assert "names no cluster of this stack nor" not in err

@@ -356,7 +356,8 @@ def test_previous_of_another_stack_is_refused(tmp_path, capsys):
     main(["plan", "--stack", "dev", "--json"])
     saved = tmp_path / "dev.json"
     saved.write_text(capsys.readouterr().out)
-    with pytest.raises(ConfigError, match='is of stack "dev", this plan is of stack "staging"'):
+    with pytest.raises(ConfigError, match='is of project "gpulease", stack "dev"; this plan is of '
+                                          'project "gpulease", stack "staging"'):
         A.compare(A.load_previous(str(saved)), plan_of(shipped("staging"), "staging", T0),
                   stack="staging")
 

@@ -87,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "`gpulease plan --json` file or a `pulumi stack export` file: create, "
                         "update, replace (with the property forcing it), delete, unchanged, and "
                         "the cost effect; exit 4 if it would replace or delete a prepaid or "
-                        "committed resource (opt in: gpulease:allow_prepaid_replacement)")
+                        "committed resource (opt in: gpulease:allow_prepaid_replacement); exit 2 "
+                        "if PREVIOUS is another project's or stack's, or contradicts itself")
     p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report "
                    "(what --format html prints)")
     p.add_argument("--monitoring", metavar="DIR",
@@ -303,6 +304,10 @@ def run(args: argparse.Namespace) -> int:
                         else ext_mod.load_state(args.from_state))
         plan, prun = make_plan(args, steps=steps)
         if previous is not None:
+            from gpulease.planner.against import check_identity, plan_project
+
+            # another project's or stack's state, before anything is compared or written
+            check_identity(previous, stack=plan["stack"], project=plan_project(plan))
             _check_opt_ins(prun.result.decision, previous)
         if external is not None:
             flag = "--from-preview" if args.from_preview else "--from-state"

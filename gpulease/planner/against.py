@@ -24,6 +24,7 @@ Block, a GCP commitment, a reservation a node group uses) of a cluster not liste
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import Any, Optional
 
@@ -55,6 +56,7 @@ RESERVATION_TYPES = {
     "pulumi-python:dynamic/gpulease:GceReservation",
 }
 OPT_IN_KEY = "gpulease:allow_prepaid_replacement"
+BLOCK_TYPE = "aws:ec2/capacityBlockReservation:CapacityBlockReservation"
 
 
 @lru_cache(maxsize=1)
@@ -91,13 +93,42 @@ def _stack_of(urn: str) -> Optional[str]:
     return head[2] if len(head) >= 3 and head[:2] == ["urn", "pulumi"] else None
 
 
+#: ``urn:pulumi:<stack>::<project>::<qualified type>::<name>`` (Pulumi's ``resource.URN``:
+#: stack and project names are letters, digits, ``-``, ``_`` and ``.``; the qualified type is
+#: the parents' types and the resource's own joined by ``$``; the name is the rest)
+URN_SHAPE = "urn:pulumi:STACK::PROJECT::TYPE::NAME"
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+_TYPE_RE = re.compile(r"[^\s:$]+(?::[^\s:$]+)*")
+
+
+def parse_urn(urn: Any) -> Optional[tuple[str, str, str, str]]:
+    """``(stack, project, type, name)`` of a well-formed Pulumi URN (the type without its
+    parents' types), else None."""
+    if not isinstance(urn, str) or not urn.startswith("urn:pulumi:"):
+        return None
+    parts = urn[len("urn:pulumi:"):].split("::", 3)
+    if len(parts) != 4 or not parts[3]:
+        return None
+    stack, project, qualified, name = parts
+    types = qualified.split("$")
+    if not (_NAME_RE.fullmatch(stack) and _NAME_RE.fullmatch(project)
+            and all(_TYPE_RE.fullmatch(t) for t in types)):
+        return None
+    return stack, project, types[-1], name
+
+
 def load_previous(path: str) -> dict:
-    """PREVIOUS as ``{"kind": "plan"|"state", "source", "stack", "resources": {urn: {...}}}``.
+    """PREVIOUS as ``{"kind": "plan"|"state", "source", "stack", "project", "organization",
+    "resources": {urn: {...}}, "clusters"}``.
 
     Untrusted input: read through the input boundary (``gpulease.inputs``: size, encoding, depth,
     finite numbers); a saved plan is checked as ``gpulease.planner.saved`` checks every saved plan
-    (C4), a stack export for the shape Pulumi writes. A clear error naming the file and what is
-    wrong (exit 2)."""
+    (C4), a stack export for the shape Pulumi writes. Both must be consistent in themselves:
+    every URN well formed, of the resource's own type, all of one stack and project (and of the
+    organisation, project and stack the export names, where it names them), a saved plan's
+    ``stack`` that of its URNs, its Capacity Blocks those its clusters pinned. A clear error
+    naming the file and what is wrong (exit 2). The identity is compared with the plan's by
+    :func:`check_identity`."""
     from gpulease import inputs
     from gpulease.planner.saved import validate_plan
 
@@ -114,18 +145,94 @@ def load_previous(path: str) -> dict:
                      "\"gpulease-plan/1\") nor a `pulumi stack export` (\"deployment\")")
 
 
+def _export_hint(stack: str = "STACK") -> str:
+    return (f"export the planned stack's own state (`pulumi stack export --stack {stack} > "
+            f"FILE`) or save its plan (`gpulease plan --stack {stack} --json > FILE`)")
+
+
+class _Identity:
+    """The one (stack, project) every URN of PREVIOUS must have: the first resource's; a
+    resource of another is a file mixing two stacks (exit 2). One pass, constant work per
+    resource."""
+
+    def __init__(self, path: str, prefix: str):
+        self.path, self.prefix = path, prefix
+        self.first: Optional[tuple[str, str, str]] = None      # (stack, project, where)
+
+    def check(self, i: int, r: dict) -> tuple[str, str, str, str]:
+        where = f"{self.prefix}[{i}]"
+        parts = parse_urn(r["urn"])
+        if parts is None:
+            raise _bad(self.path, f"{where}.urn {r['urn']!r:.100} is not a Pulumi URN "
+                                  f"({URN_SHAPE}): the file was edited or is damaged")
+        stack, project, type_, _name = parts
+        if type_ != r["type"]:
+            raise _bad(self.path, f"{where}: its URN names type {type_!r:.100}, its type field "
+                                  f"is {r['type']!r:.100}: the file was edited or is damaged")
+        if self.first is None:
+            self.first = (stack, project, where)
+        elif (stack, project) != self.first[:2]:
+            raise _bad(self.path, (
+                f"mixes two stacks: {where} is of stack \"{stack}\" of project \"{project}\", "
+                f"{self.first[2]} of stack \"{self.first[0]}\" of project \"{self.first[1]}\"; "
+                + _export_hint(self.first[0])))
+        return parts
+
+
 def _from_plan(path: str, doc: dict) -> dict:
     """A saved plan validate_plan accepted (shapes, finite non-negative money)."""
     out: dict[str, dict] = {}
-    for r in doc["resources"]:
+    ident = _Identity(path, "resources")
+    for i, r in enumerate(doc["resources"]):
+        ident.check(i, r)
         out[r["urn"]] = {"urn": r["urn"], "type": r["type"], "inputs": r.get("inputs") or {},
                          "outputs": None, "id": None, "protect": bool(r.get("protect")),
                          "monthly_usd": float(r.get("monthly_usd") or 0.0),
                          "cluster": r.get("cluster") or tags.SHARED,
                          "physical_name": r.get("physical_name"), "name": r.get("name")}
-    return {"kind": "plan", "source": path, "stack": doc.get("stack"), "resources": out,
-            "clusters": {c.get("name"): c for c in doc.get("clusters") or []
-                         if isinstance(c, dict)}}
+    if ident.first is not None and ident.first[0] != doc.get("stack"):
+        raise _bad(path, (
+            f"says it is a plan of stack \"{doc.get('stack')}\" but its resources are of stack "
+            f"\"{ident.first[0]}\" ({ident.first[2]}.urn): the file was edited or is damaged; "
+            + _export_hint(str(doc.get("stack")))))
+    clusters = {c.get("name"): c for c in doc.get("clusters") or [] if isinstance(c, dict)}
+    _check_blocks(path, doc, out)
+    return {"kind": "plan", "source": path, "stack": doc.get("stack"),
+            "project": ident.first[1] if ident.first else None, "organization": None,
+            "resources": out, "clusters": clusters}
+
+
+def _check_blocks(path: str, doc: dict, resources: dict) -> None:
+    """A saved plan's Capacity Blocks are the blocks its clusters pinned: a block resource of
+    another offering than its cluster's pin, or a pinned block (window not over) with no block
+    resource, is a file that contradicts itself - read either way it could hide a second
+    prepaid purchase (exit 2)."""
+    blocks: dict[str, list[tuple[str, Any]]] = {}
+    for urn, r in resources.items():
+        if r["type"] == BLOCK_TYPE:
+            blocks.setdefault(r["cluster"], []).append(
+                (urn, r["inputs"].get("capacityBlockOfferingId")))
+    for j, c in enumerate(doc.get("clusters") or []):
+        pin = c.get(CAPACITY_BLOCK) if isinstance(c, dict) else None
+        if not isinstance(pin, dict) or pin.get("offering_id") is None:
+            continue
+        want, name = pin["offering_id"], c.get("name")
+        where = f"clusters[{j}].{CAPACITY_BLOCK}.offering_id"
+        mine = blocks.get(name, [])
+        for urn, got in mine:
+            if got != want:
+                raise _bad(path, (
+                    f"contradicts itself: {where} is {want!r:.80}, the block it bought, but "
+                    f"resource {urn.rsplit('::', 1)[-1]!r:.80} of cluster {name!r:.80} has "
+                    f"capacityBlockOfferingId {got!r:.80}: the file was edited or is damaged "
+                    "(compared as it is, a second prepaid block could pass unseen); "
+                    + _export_hint(str(doc.get("stack")))))
+        if not mine and pin.get("status") != "window ended":
+            raise _bad(path, (
+                f"contradicts itself: {where} is {want!r:.80}, a block its cluster {name!r:.80} "
+                "holds, but no Capacity Block resource of that cluster is in resources: the "
+                "file was edited or is damaged (compared as it is, a second prepaid block "
+                "could pass unseen); " + _export_hint(str(doc.get("stack")))))
 
 
 def _from_state(path: str, doc: dict) -> dict:
@@ -134,31 +241,83 @@ def _from_state(path: str, doc: dict) -> dict:
     if version not in (1, 2, 3) or not isinstance(dep, dict):
         raise _bad(path, f"is a stack export of version {version!r}: gpulease reads versions "
                          "1-3 (`pulumi stack export` writes 3)")
-    res = dep.get("resources") or []
+    res = dep.get("resources")
+    if res is None:
+        res = []        # Pulumi omits an empty stack's resources (omitempty)
     if not isinstance(res, list):
-        raise _bad(path, 'deployment.resources is not a list')
+        raise _bad(path, "deployment.resources is not a list (`pulumi stack export` writes "
+                         "the list of resources)")
     out: dict[str, dict] = {}
-    stacks = set()
+    ident = _Identity(path, "deployment.resources")
     for i, r in enumerate(res):
         where = f"deployment.resources[{i}]"
         if not isinstance(r, dict) or not isinstance(r.get("urn"), str) \
                 or not isinstance(r.get("type"), str):
             raise _bad(path, f"{where} is not a resource with a urn and a type")
+        ident.check(i, r)
         if not r.get("custom") or r.get("delete") or r["type"] == "pulumi:pulumi:Stack":
             continue  # components, the stack, and resources pending deletion
         for key in ("inputs", "outputs"):
             if not isinstance(r.get(key, {}), dict):
                 raise _bad(path, f"{where}.{key} is not an object")
+        if r["urn"] in out:
+            raise _bad(path, f"{where}.urn is listed twice (a live resource has one URN): the "
+                             "file was edited or is damaged")
         inputs = _secret(r.get("inputs") or {})
-        stacks.add(_stack_of(r["urn"]))
         out[r["urn"]] = {"urn": r["urn"], "type": r["type"], "inputs": inputs,
                          "outputs": _secret(r.get("outputs") or {}), "id": r.get("id"),
                          "protect": bool(r.get("protect")),
                          "monthly_usd": _tagged_cost(inputs), "cluster": _tagged_cluster(inputs),
                          "physical_name": None, "name": r["urn"].rsplit("::", 1)[-1]}
-    return {"kind": "state", "source": path,
-            "stack": next(iter(stacks)) if len(stacks) == 1 else None, "resources": out,
-            "clusters": {}}
+    stack, project = (ident.first[0], ident.first[1]) if ident.first else (None, None)
+    org = None
+    # a Pulumi Cloud stack's export names its fully-qualified stack in its secrets provider
+    # (``{"type": "service", "state": {"url", "owner", "project", "stack"}}``)
+    sp = dep.get("secrets_providers")
+    state = sp.get("state") if isinstance(sp, dict) else None
+    if isinstance(state, dict):
+        named = {k: state.get(k) for k in ("owner", "project", "stack")
+                 if isinstance(state.get(k), str) and state.get(k)}
+        org = named.get("owner")
+        for key, have in (("project", project), ("stack", stack)):
+            if key in named and have is not None and named[key] != have:
+                raise _bad(path, (
+                    f"names {key} \"{named[key]}\" (deployment.secrets_providers.state.{key}) "
+                    f"but its resources are of {key} \"{have}\" ({ident.first[2]}.urn): the "
+                    "file was edited or is damaged; " + _export_hint(named.get("stack", "STACK"))))
+        stack = stack or named.get("stack")
+        project = project or named.get("project")
+    return {"kind": "state", "source": path, "stack": stack, "project": project,
+            "organization": org, "resources": out, "clusters": {}}
+
+
+def check_identity(previous: dict, *, stack: str, project: Optional[str]) -> None:
+    """Exit 2 unless PREVIOUS is of the planned stack of this program's Pulumi project (the
+    organisation is named where the export carries one): another project's or stack's state
+    compared as ours would show every resource created and deleted, or hide a change."""
+    found = [(k, previous.get(k), want) for k, want in (("project", project), ("stack", stack))]
+    wrong = [(k, have, want) for k, have, want in found if have and want and have != want]
+    if not wrong:
+        return
+    org = previous.get("organization")
+    what = ", ".join(f'{k} "{have}"' for k, have, _ in found if have)
+    raise ConfigError([Finding("--against", (
+        f"{previous['source']} is of {what}" + (f" (organisation \"{org}\")" if org else "")
+        + "; this plan is of " + ", ".join(f'{k} "{want}"' for k, _, want in found if want)
+        + (" (Pulumi.yaml `name`)" if any(k == "project" for k, _, _ in wrong) else "")
+        + ": compare a stack with its own previous plan or state - " + _export_hint(stack)))],
+        headline=f"--against {previous['source']}: not the state of the planned stack:")
+
+
+def plan_project(plan: dict) -> str:
+    """The Pulumi project of the plan's URNs (the program's: ``planner.mocks.PROJECT``)."""
+    from gpulease.planner.mocks import PROJECT
+
+    for r in plan.get("resources") or ():
+        parts = parse_urn(r.get("urn"))
+        if parts is not None:
+            return parts[1]
+    return PROJECT
 
 
 def _tag_map(inputs: dict) -> dict:
@@ -288,10 +447,7 @@ def compare(previous: dict, plan: dict, *, allow: tuple = (), stack: str = "",
     from gpulease.planner.dynamic import is_dynamic
     from gpulease.planner.mocks import UNKNOWN_MASK
 
-    if previous.get("stack") and stack and previous["stack"] != stack:
-        raise ConfigError([Finding("--against", (
-            f"{previous['source']} is of stack \"{previous['stack']}\", this plan is of stack "
-            f"\"{stack}\": compare a stack with its own previous plan or state"))])
+    check_identity(previous, stack=stack, project=plan_project(plan))
     old_all = previous["resources"]
     new_all = {r["urn"]: r for r in plan["resources"]}
     rows: list[dict] = []
@@ -348,7 +504,8 @@ def compare(previous: dict, plan: dict, *, allow: tuple = (), stack: str = "",
     one_time = money.total(r.get("one_time_usd") or 0 for r in rows)
     return {
         "previous": {"kind": previous["kind"], "source": previous["source"],
-                     "stack": previous.get("stack")},
+                     "stack": previous.get("stack"), "project": previous.get("project"),
+                     "organization": previous.get("organization")},
         "counts": counts,
         "resources": [r for r in rows if r["action"] != "unchanged"],
         "unchanged": counts["unchanged"],
@@ -378,20 +535,36 @@ def _costs(rows: list[dict], plan: dict) -> None:
             r["one_time_usd"] = fees.get(r["cluster"])
 
 
-def _in_use(res: dict, previous: dict) -> bool:
-    """A reservation another resource of PREVIOUS refers to (by id, name or the plan's id)."""
+def _in_use(res: dict, refs: dict[str, set]) -> bool:
+    """A reservation another resource of PREVIOUS refers to (by id, name or the plan's id):
+    ``refs`` maps each string found in PREVIOUS's inputs (values and keys) to the URNs holding
+    it (:func:`_references`)."""
     marks = {m for m in (res.get("id"), res.get("physical_name"),
                          res["inputs"].get("name"), f"{res.get('name')}-id")
              if isinstance(m, str) and len(m) > 3}
-    if not marks:
-        return False
-    for other in previous["resources"].values():
-        if other is res:
-            continue
-        text = json.dumps(other["inputs"], sort_keys=True)
-        if any(f'"{m}"' in text for m in marks):
-            return True
-    return False
+    return any(refs.get(m, set()) - {res["urn"]} for m in marks)
+
+
+def _references(previous: dict) -> dict[str, set]:
+    """Every string in PREVIOUS's inputs (values and keys, at any depth) -> the URNs whose
+    inputs hold it: built once, so finding which reservations are in use is linear in the
+    size of PREVIOUS (a scan of every other resource per reservation was quadratic: 2,500
+    reservations took a minute, bench/against.py)."""
+    refs: dict[str, set] = {}
+    for urn, r in previous["resources"].items():
+        stack = [r["inputs"]]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                refs.setdefault(v, set()).add(urn)
+            elif isinstance(v, dict):
+                for k, x in v.items():
+                    if isinstance(k, str):
+                        refs.setdefault(k, set()).add(urn)
+                    stack.append(x)
+            elif isinstance(v, list):
+                stack.extend(v)
+    return refs
 
 
 def _prepaid(rows: list[dict], previous: dict, plan: dict,
@@ -402,14 +575,17 @@ def _prepaid(rows: list[dict], previous: dict, plan: dict,
     does: https://github.com/pulumi/pulumi/pull/8873)."""
     new_protect = {r["urn"]: bool(r.get("protect")) for r in plan["resources"]}
     blocked, allowed = [], []
+    refs: Optional[dict] = None
     for r in rows:
         if r["action"] not in ("replace", "delete"):
             continue
         old = previous["resources"][r["urn"]]
         refused = new_protect.get(r["urn"]) if r["action"] == "replace" else old["protect"]
         why = PREPAID_TYPES.get(r["type"])
-        if why is None and r["type"] in RESERVATION_TYPES and _in_use(old, previous):
-            why = "a reservation a node group uses (its capacity may not come back)"
+        if why is None and r["type"] in RESERVATION_TYPES:
+            refs = _references(previous) if refs is None else refs
+            if _in_use(old, refs):
+                why = "a reservation a node group uses (its capacity may not come back)"
         if why is not None:
             r["prepaid"] = why
         if refused:

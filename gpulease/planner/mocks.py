@@ -57,6 +57,9 @@ _LOCK = threading.Lock()  # the Pulumi runtime settings are process-global
 LOOKUPS_PATH = datafiles.package_path("planner", "data", "lookups.json")
 #: seed of the auto-name suffixes (any string; the same seed gives the same names).
 DEFAULT_SEED = "gpulease-plan"
+#: the Pulumi project the program runs as: Pulumi.yaml's ``name`` (tests/test_against_identity.py
+#: keeps them equal); the second part of every URN
+PROJECT = "gpulease"
 
 
 class ProviderRejected(InputError):
@@ -634,7 +637,7 @@ def _no_stack_trace() -> source_pb2.StackTrace:
 
 
 def run_program(program: Callable[[], Any], *, stack: str, config: Optional[dict] = None,
-                project: str = "gpulease", preview: bool = False,
+                project: str = PROJECT, preview: bool = False,
                 strict_calls: bool = True, seed: str = DEFAULT_SEED,
                 lookups: Optional[dict] = None, now: Optional[float] = None,
                 pause_gc: bool = True) -> ProgramRun:
