@@ -515,3 +515,54 @@ def _cache(fn, size: int = 512):
 
 
 _expected = _cache(_expected_uncached)
+
+
+@dataclass(frozen=True)
+class Switch:
+    """The deadline step's decision for one running job (:func:`at_run_time`): the rule's
+    choice and the desired sizes it gives the spot group and the on-demand group."""
+
+    choice: Choice
+    #: None (both): leave the groups as they are (the job is done)
+    spot_nodes: Optional[int]
+    on_demand_nodes: Optional[int]
+    #: what the step saw, for `reap --json` and the audit log
+    seen: dict
+
+
+def at_run_time(job: Job, *, elapsed_hours: float, share_done: float, running: str,
+                spot_available: bool, policy: Policy = uniform_progress) -> Switch:
+    """The rule at run time (the scheduled reaper's deadline step), from what the cloud and
+    the job show now: hours since the run started, the share of the work the job published
+    (:func:`read_progress`), what it runs on (``running``: ON_DEMAND while the on-demand group
+    has nodes, SPOT while the spot group has all it asked for, NONE otherwise) and whether spot
+    is there (its group fulfilled, no interruption notice). Stateless: the safety net's
+    commitment is re-derived each run (on on-demand with less time left than the work and two
+    restarts). The two groups' sizes:
+
+    - spot / wait for spot: the spot group asks for the job's nodes (fulfilment is how the
+      step sees spot), the on-demand group none;
+    - on-demand: the on-demand group runs the nodes; the spot group keeps asking only when
+      nothing but spot's absence keeps the job on on-demand (the rule would leave on-demand
+      if spot were there), so spot's return is seen and the switch back is made before
+      break; otherwise (hysteresis, safety net) it asks for none;
+    - done: nothing changes (the idle reaper stops finished work)."""
+    done_hours = max(0.0, min(1.0, share_done)) * job.work_hours
+    state = JobState(elapsed_hours, done_hours, running=running)
+    work, time = state.left(job)
+    committed = running == ON_DEMAND and work > EPS and time < work + 2 * job.restart_hours
+    state = replace(state, committed=committed)
+    choice = policy(job, state, spot_available)
+    seen = {"elapsed_hours": round(elapsed_hours, 3), "work_done_hours": round(done_hours, 3),
+            "work_left_hours": round(work, 3), "time_left_hours": round(time, 3),
+            "restart_hours": round(job.restart_hours, 3),
+            "uniform_line_hours": round(_line(job, elapsed_hours), 3),
+            "running": running, "spot_available": spot_available, "committed": committed}
+    n = job.nodes
+    if choice.kind == ON_DEMAND:
+        leave = (not choice.commit and policy(job, replace(state, running=ON_DEMAND), True)
+                 .kind == SPOT)
+        return Switch(choice, n if leave else 0, n, seen)
+    if choice.reason == "done":
+        return Switch(choice, None, None, seen)
+    return Switch(choice, n, 0, seen)

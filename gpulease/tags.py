@@ -107,6 +107,23 @@ SCHEDULE_LEAD = "gpulease-schedule-lead-minutes"
 #: minutes after a cluster's creation before it can first be marked idle (default 120).
 FIRST_JOB_GRACE = "gpulease-first-job-grace-minutes"
 
+#: issue 37 (docs/reaper.md, "Deadline step"): the two node groups of a window job on spot
+#: carry DEADLINE_GROUP, value the purchase model the group runs (gpulease.purchase SPOT or
+#: ON_DEMAND); only the reaper's deadline step moves capacity between them. Both also carry the
+#: job: DEADLINE and DEADLINE_START (:func:`timestamp_label`), DEADLINE_WORK_HOURS (decimal
+#: hours of work on all its nodes), DEADLINE_RESTART_MINUTES (decimal minutes a switch or a
+#: restart costs before progress resumes) and, AWS only, DEADLINE_PROGRESS (the s3:// URI of
+#: the progress document, gpulease.deadline.PROGRESS_OBJECT).
+DEADLINE_GROUP = "gpulease-deadline-group"
+DEADLINE = "gpulease-deadline"
+DEADLINE_START = "gpulease-deadline-start"
+DEADLINE_WORK_HOURS = "gpulease-deadline-work-hours"
+DEADLINE_RESTART_MINUTES = "gpulease-deadline-restart-minutes"
+DEADLINE_PROGRESS = "gpulease-deadline-progress"
+#: the deadline step's mark: the switch it decided (``<spot>-<on-demand>-<timestamp_label>``,
+#: the two target sizes), set on the spot group before the re-check and cleared after acting.
+DEADLINE_SWITCH = "gpulease-deadline-switch"
+
 
 def declared_value(environment: str, cluster: str) -> str:
     """The value of DECLARED on a node group of ``cluster`` in ``environment``: ``v1-`` and 20

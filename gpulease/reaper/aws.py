@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 from gpulease import tags
 from gpulease.errors import CloudError
 from gpulease.reaper.claims import Claim, expired, token_of
-from gpulease.reaper.decision import (ClusterRef, Membership, Node, combined_tags,
-                                      undeclared)
+from gpulease.reaper.decision import (ClusterRef, DeadlineRef, Membership, Node,
+                                      combined_tags, undeclared)
 from gpulease.reaper.engine import Reservation
 from gpulease.reaper.errors import GroupGone, MalformedResponse, TransientError
 from gpulease.retry import Backoff
@@ -75,7 +75,8 @@ def clients(region: str, session: Any = None, endpoint_url: Optional[str] = None
                  connect_timeout=10, read_timeout=30, max_pool_connections=20)
     extra = {"endpoint_url": endpoint_url} if endpoint_url else {}
     return {name: session.client(name, config=cfg, **extra)
-            for name in ("autoscaling", "ec2", "cloudwatch")}  # ec2: capacity reservations only
+            for name in ("autoscaling", "ec2", "cloudwatch", "s3")}
+    # ec2: capacity reservations and instance tags; s3: the deadline step's progress documents
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,10 +131,11 @@ class AwsReaper:
     cloud = "aws"
 
     def __init__(self, *, region: str, autoscaling: Any, ec2: Any, cloudwatch: Any,
-                 backoff: Optional[Backoff] = None):
+                 s3: Any = None, backoff: Optional[Backoff] = None):
         self.region = region
         self.label = region
         self.autoscaling, self.ec2, self.cloudwatch = autoscaling, ec2, cloudwatch
+        self.s3 = s3
         self.backoff = backoff or Backoff()
         #: API calls made, by "service.Operation" (the bench prints them).
         self.calls: Counter = Counter()
@@ -634,6 +636,106 @@ class AwsReaper:
                 self._call(self.autoscaling, "delete_tags", Tags=[self._tag(asg, key, None)])
             except GroupGone:
                 continue
+
+
+    # ---- the deadline step (issue 37 item 3) -----------------------------------------------
+    def _deadline_groups(self, filters: list) -> list[dict]:
+        groups: list[dict] = []
+        for page in self._pages(self.autoscaling, "describe_auto_scaling_groups",
+                                Filters=filters, expect=("AutoScalingGroups",)):
+            groups += page["AutoScalingGroups"]
+        return groups
+
+    def deadline_jobs(self, environments: Optional[frozenset]) -> list[DeadlineRef]:
+        """Window jobs with a spot and an on-demand group (tags.DEADLINE_GROUP), their sizes,
+        in-service and interrupted spot nodes, and the progress each published."""
+        filters = [{"Name": "tag-key", "Values": [tags.DEADLINE_GROUP]}]
+        if environments is not None:
+            filters.append({"Name": f"tag:{tags.ENVIRONMENT}", "Values": sorted(environments)})
+        return self._deadline_refs(self._deadline_groups(filters), environments)
+
+    def deadline_job(self, ref: DeadlineRef) -> DeadlineRef:
+        """The same job re-read (the re-check before a switch). Raises GroupGone when one
+        of its groups is gone."""
+        groups = self._deadline_groups([{"Name": f"tag:{tags.CLUSTER}", "Values": [ref.cluster]},
+                                        {"Name": f"tag:{tags.ENVIRONMENT}",
+                                         "Values": [ref.environment]}])
+        got = [x for x in self._deadline_refs(groups, None) if x.key == ref.key]
+        if not got or got[0].groups != ref.groups:
+            raise GroupGone("aws", f"{self.region} autoscaling.describe_auto_scaling_groups",
+                            f"{', '.join(ref.groups)}: a group of the job is gone or changed")
+        return got[0]
+
+    def _deadline_refs(self, groups: list[dict], environments) -> list[DeadlineRef]:
+        from gpulease.purchase import ON_DEMAND, SPOT
+
+        pairs: dict[tuple, dict] = {}
+        for g in groups:
+            gtags = {str(t["Key"]): str(t.get("Value", "")) for t in g.get("Tags", [])}
+            cluster, env = gtags.get(tags.CLUSTER), gtags.get(tags.ENVIRONMENT)
+            role = gtags.get(tags.DEADLINE_GROUP)
+            if not cluster or not env or role not in (SPOT, ON_DEMAND) or (
+                    environments is not None and env not in environments):
+                continue
+            if not tags.is_declared(gtags, env, cluster):
+                continue    # not the program's group (docs/reaper.md, "Declared groups")
+            pairs.setdefault((env, cluster), {})[role] = (g, gtags)
+        out = []
+        for (env, cluster), pair in sorted(pairs.items()):
+            if set(pair) != {SPOT, ON_DEMAND}:
+                continue   # half a pair: not the program's; the step leaves it alone
+            (sg, st), (og, ot) = pair[SPOT], pair[ON_DEMAND]
+            insts = [i for i in sg.get("Instances", [])]
+            in_service = sum(1 for i in insts if i.get("LifecycleState") == "InService"
+                             and i.get("HealthStatus", "Healthy") == "Healthy")
+            # the group replacing an interrupted or rebalance-recommended spot node
+            # (capacity_rebalance) takes it out of service: Terminating* lifecycle states
+            interrupted = sum(1 for i in insts
+                              if str(i.get("LifecycleState", "")).startswith("Terminating"))
+            od_in = sum(1 for i in og.get("Instances", [])
+                        if i.get("LifecycleState") == "InService")
+            raw, err = self._progress(st.get(tags.DEADLINE_PROGRESS))
+            out.append(DeadlineRef(
+                cluster=cluster, environment=env, cloud="aws", region=self.region,
+                spot_group=str(sg["AutoScalingGroupName"]),
+                on_demand_group=str(og["AutoScalingGroupName"]),
+                spot_desired=int(sg.get("DesiredCapacity", 0)), spot_in_service=in_service,
+                on_demand_desired=int(og.get("DesiredCapacity", 0)),
+                on_demand_in_service=od_in, tags=combined_tags([st, ot]), progress=raw,
+                progress_error=err, interrupted=interrupted))
+        return out
+
+    def _progress(self, uri: Optional[str]) -> tuple[Optional[bytes], Optional[str]]:
+        """The progress document's bytes (at most MAX_PROGRESS_BYTES + 1 read), or why not:
+        no object is "none published" (gpulease.deadline.read_progress)."""
+        from gpulease import deadline as dl
+
+        if not uri or not uri.startswith("s3://") or self.s3 is None:
+            return None, f"no readable {tags.DEADLINE_PROGRESS} ({uri!r})"
+        bucket, _, key = uri[len("s3://"):].partition("/")
+        try:
+            resp = self._call(self.s3, "get_object", Bucket=bucket, Key=key,
+                              Range=f"bytes=0-{dl.MAX_PROGRESS_BYTES}")
+        except CloudError as exc:
+            if "NoSuchKey" in str(exc) or "404" in str(exc):
+                return None, None
+            return None, f"progress not read ({exc}): taken as none done"
+        return resp["Body"].read(dl.MAX_PROGRESS_BYTES + 1), None
+
+    def deadline_mark(self, ref: DeadlineRef, value: str) -> None:
+        self._call(self.autoscaling, "create_or_update_tags",
+                   Tags=[self._tag(ref.spot_group, tags.DEADLINE_SWITCH, value)])
+
+    def deadline_unmark(self, ref: DeadlineRef) -> None:
+        self._call(self.autoscaling, "delete_tags",
+                   Tags=[self._tag(ref.spot_group, tags.DEADLINE_SWITCH, None)])
+
+    def deadline_resize(self, ref: DeadlineRef, targets: dict) -> None:
+        """Desired capacity of each group (min 0: node autostop may still decrement). The
+        group that gains goes first, so the job is never left with neither."""
+        for asg, size in sorted(targets.items(), key=lambda kv: -kv[1]):
+            self._call(self.autoscaling, "update_auto_scaling_group",
+                       AutoScalingGroupName=asg, MinSize=0, DesiredCapacity=int(size))
 
 
 def _merged(parts: list[ClusterRef]) -> ClusterRef:

@@ -998,3 +998,131 @@ def undeclared(*, cloud: str, region: str, environment: str, cluster: str, group
             "reason": (f"{group} is tagged {tags.CLUSTER}={_shown(cluster)}, "
                        f"{tags.ENVIRONMENT}={_shown(environment)} but {why}: not declared by "
                        "the program, left alone")}
+
+
+# ---- the deadline step (issue 37 item 3) --------------------------------------------------------
+DEADLINE_SPOT = "deadline-spot"
+DEADLINE_ON_DEMAND = "deadline-on-demand"
+DEADLINE_STAY = "deadline-stay"
+#: the longest work or window a deadline tag may state (a year of hours): more is unreadable
+_DEADLINE_MAX_HOURS = 24 * 366
+
+
+@dataclass(frozen=True)
+class DeadlineRef:
+    """One window job's two node groups as the cloud shows them (tags untrusted)."""
+
+    cluster: str
+    environment: str
+    cloud: str
+    region: str
+    spot_group: str
+    on_demand_group: str
+    spot_desired: int
+    spot_in_service: int
+    on_demand_desired: int
+    on_demand_in_service: int
+    #: the two groups' tags/labels combined
+    tags: Mapping[str, str]
+    #: the progress document's bytes (None: none published), and why it could not be read
+    progress: Optional[bytes] = None
+    progress_error: Optional[str] = None
+    #: spot nodes of the job with an interruption notice or rebalance recommendation seen
+    interrupted: int = 0
+
+    @property
+    def key(self) -> tuple:
+        return (self.cloud, self.region, self.environment, self.cluster)
+
+    @property
+    def groups(self) -> tuple[str, str]:
+        return (self.spot_group, self.on_demand_group)
+
+
+@dataclass(frozen=True)
+class DeadlineVerdict:
+    action: str
+    reason: str
+    #: target desired sizes {group: nodes}; empty = nothing to change
+    targets: Mapping[str, int] = field(default_factory=dict)
+    seen: Mapping = field(default_factory=dict)
+    findings: tuple = ()
+
+    def as_json(self) -> dict:
+        return {"action": self.action, "reason": self.reason, "targets": dict(self.targets),
+                "seen": dict(self.seen), "findings": list(self.findings)}
+
+
+def _hours(raw: object) -> Optional[float]:
+    try:
+        v = float(str(raw))
+    except ValueError:
+        return None
+    return v if math.isfinite(v) and 0 <= v <= _DEADLINE_MAX_HOURS else None
+
+
+def deadline_verdict(ref: DeadlineRef, *, now: float) -> DeadlineVerdict:
+    """Spot, on-demand or stay for one window job (the rule: gpulease.deadline.at_run_time,
+    shared with the offline model). Untrusted or missing tags, a job not started or past its
+    deadline, both groups stopped (by the idle reaper, the node autostop or a person: the step
+    never restarts a stopped job) or the opt-out tag: stay, with the reason."""
+    from gpulease import deadline as dl
+    from gpulease.purchase import ON_DEMAND, SPOT
+
+    t = ref.tags
+    if tags.KEEP in t:
+        return DeadlineVerdict(DEADLINE_STAY, f"{tags.KEEP} is set: hands off")
+    try:
+        start = tags.parse_timestamp_label(str(t.get(tags.DEADLINE_START, "")))
+        end = tags.parse_timestamp_label(str(t.get(tags.DEADLINE, "")))
+    except ValueError as exc:
+        return DeadlineVerdict(DEADLINE_STAY, f"unreadable deadline tags ({exc}): nothing done")
+    work = _hours(t.get(tags.DEADLINE_WORK_HOURS))
+    restart = _hours(t.get(tags.DEADLINE_RESTART_MINUTES))
+    if work is None or restart is None or not end > start or work <= 0:
+        return DeadlineVerdict(DEADLINE_STAY, f"unreadable {tags.DEADLINE_WORK_HOURS} "
+                               f"{_shown(t.get(tags.DEADLINE_WORK_HOURS))} / "
+                               f"{tags.DEADLINE_RESTART_MINUTES} "
+                               f"{_shown(t.get(tags.DEADLINE_RESTART_MINUTES))} or a deadline "
+                               "not after its start: nothing done")
+    if now < start:
+        return DeadlineVerdict(DEADLINE_STAY, f"the run starts at {format_utc(start)}")
+    if now >= end:
+        return DeadlineVerdict(DEADLINE_STAY, f"the deadline {format_utc(end)} has passed: "
+                               "the step no longer switches")
+    if ref.spot_desired + ref.on_demand_desired == 0:
+        return DeadlineVerdict(DEADLINE_STAY, "both groups are at zero (stopped): the deadline "
+                               "step does not restart a stopped job")
+    nodes = max(ref.spot_desired, ref.on_demand_desired)
+    progress = dl.read_progress(ref.progress)
+    findings = tuple(x for x in (ref.progress_error, progress.finding) if x)
+    job = dl.Job(work_hours=work, deadline_hours=(end - start) / 3600.0,
+                 restart_hours=restart / 60.0, nodes=nodes)
+    if ref.on_demand_desired > 0:
+        running = ON_DEMAND
+    elif ref.spot_in_service >= nodes:
+        running = SPOT
+    else:
+        running = dl.NONE
+    spot_ok = ref.spot_desired >= nodes and ref.spot_in_service >= nodes and \
+        ref.interrupted == 0
+    sw = dl.at_run_time(job, elapsed_hours=(now - start) / 3600.0, share_done=progress.share,
+                        running=running, spot_available=spot_ok)
+    seen = dict(sw.seen, spot_desired=ref.spot_desired, spot_in_service=ref.spot_in_service,
+                on_demand_desired=ref.on_demand_desired, interrupted=ref.interrupted,
+                progress_at=progress.at)
+    if sw.spot_nodes is None:
+        return DeadlineVerdict(DEADLINE_STAY, sw.choice.reason, seen=seen, findings=findings)
+    targets = {ref.spot_group: sw.spot_nodes, ref.on_demand_group: sw.on_demand_nodes}
+    if targets == {ref.spot_group: ref.spot_desired, ref.on_demand_group: ref.on_demand_desired}:
+        return DeadlineVerdict(DEADLINE_STAY, f"{sw.choice.kind}: {sw.choice.reason} (the "
+                               "groups are already sized for it)", seen=seen, findings=findings)
+    action = DEADLINE_ON_DEMAND if sw.choice.kind == ON_DEMAND else DEADLINE_SPOT
+    return DeadlineVerdict(action, f"{sw.choice.kind}: {sw.choice.reason}", targets=targets,
+                           seen=seen, findings=findings)
+
+
+def deadline_mark(targets: Mapping[str, int], ref: DeadlineRef, now: float) -> str:
+    """The DEADLINE_SWITCH value of a decided switch: spot size, on-demand size, when."""
+    return (f"{targets[ref.spot_group]}-{targets[ref.on_demand_group]}-"
+            f"{tags.timestamp_label(now)}")

@@ -126,6 +126,9 @@ class Outcome:
     #: "busy_at", "detail"}`` (issue 21 item 4, contract C10).
     busy_witness: tuple = ()
 
+    #: the deadline step's verdict (issue 37): DeadlineVerdict.as_json; None for idle outcomes
+    deadline: Optional[dict] = None
+
     def as_json(self) -> dict:
         out = {k: getattr(self, k) for k in (
             "cluster", "environment", "cloud", "region", "state", "reason", "action", "nodes",
@@ -139,6 +142,8 @@ class Outcome:
                    holds=[dict(h) for h in self.holds],
                    node_actions=[dict(a) for a in self.node_actions],
                    busy_witness=[dict(w) for w in self.busy_witness])
+        if self.deadline is not None:
+            out["deadline"] = dict(self.deadline)
         return out
 
 
@@ -420,6 +425,9 @@ def run(adaptors: Sequence[Adaptor], *, policy: d.Policy, apply: bool = False,
             for idx, _, ref, v in teardowns:
                 if report.outcomes[idx] is None:
                     r.put(idx, _error(ref, err, v.action), "error")
+    reaped = {(o.cloud, o.region, o.environment, o.cluster) for o in report.outcomes
+              if o is not None and o.state == d.REAPED}
+    _deadline_step(adaptors, r, envs, reaped)
     audit.write("run-end", apply=apply, clusters=len(report.outcomes),
                 teardowns=sum(1 for o in report.outcomes if o.state == d.REAPED),
                 failed=report.failed)
@@ -741,3 +749,85 @@ def _teardown(ad: Adaptor, ref: d.ClusterRef, v: d.Verdict, r: _Run) -> Outcome:
     extra = "".join(f"; {n}" for n in (notes or ()))
     return _outcome(ref, replace(v, state=d.REAPED, reason=f"{v.reason}; {what}{keep}"
                                  f"{billing}{extra}"), applied=True, reservations=reservations)
+
+
+# ---- the deadline step (issue 37 item 3) ------------------------------------------------------
+def _deadline_outcome(ref: d.DeadlineRef, v: d.DeadlineVerdict, *, state: str = d.BUSY,
+                      reason: Optional[str] = None, applied: bool = False) -> Outcome:
+    return Outcome(cluster=ref.cluster, environment=ref.environment, cloud=ref.cloud,
+                   region=ref.region, state=state, reason=reason or v.reason, action=v.action,
+                   nodes=ref.spot_in_service + ref.on_demand_in_service,
+                   max_gpu_utilization=None, applied=applied, groups=ref.groups,
+                   deadline=v.as_json())
+
+
+def _deadline_step(adaptors, r: _Run, envs, reaped: set) -> None:
+    """Spot, on-demand or stay for each window job on spot (two groups tagged
+    tags.DEADLINE_GROUP): decide (gpulease.deadline's rule), and with ``--apply`` mark the
+    decided switch on the spot group, re-read both groups and the progress, decide again, and
+    only if the decision holds set the two groups' desired capacity, then clear the mark. A
+    cluster the idle reaper tore down in this run is left alone."""
+    for ad in adaptors:
+        find = getattr(ad, "deadline_jobs", None)
+        if find is None:
+            continue
+        refs, exc = _safely(ad.cloud, "discover deadline jobs", find, envs)
+        if exc is not None:
+            o = Outcome(cluster="*", environment="*", cloud=ad.cloud, region=ad.label,
+                        state=d.ERROR, reason=f"deadline step: discovery failed: {exc}",
+                        action=d.DEADLINE_STAY, nodes=0, max_gpu_utilization=None)
+            r.report.outcomes.append(o)
+            r.audit.write("error", **o.as_json())
+            continue
+        for ref in sorted(refs, key=lambda x: x.key):
+            r.report.outcomes.append(_deadline_one(ad, ref, r, reaped))
+
+
+def _deadline_one(ad, ref: d.DeadlineRef, r: _Run, reaped: set) -> Outcome:
+    if ref.key in reaped:
+        v = d.DeadlineVerdict(d.DEADLINE_STAY, "torn down by the idle reaper in this run")
+        o = _deadline_outcome(ref, v, state=d.SKIPPED)
+        r.audit.write("deadline-decision", apply=r.apply, **o.as_json())
+        return o
+    v, exc = _safely(ad.cloud, "decide the deadline step", d.deadline_verdict, ref, now=r.now())
+    if exc is not None:
+        o = _error(d.ClusterRef(cloud=ref.cloud, region=ref.region, environment=ref.environment,
+                                cluster=ref.cluster, groups=ref.groups, nodes=()), exc)
+        r.audit.write("error", **o.as_json())
+        return o
+    o = _deadline_outcome(ref, v)
+    r.audit.write("deadline-decision", apply=r.apply, **o.as_json())
+    if not v.targets or not r.apply:
+        return o
+    # mark -> re-check -> act
+    mark = d.deadline_mark(v.targets, ref, r.now())
+    _, exc = _safely(ad.cloud, "mark the deadline switch", ad.deadline_mark, ref, mark)
+    if exc is None:
+        fresh, exc = _safely(ad.cloud, "re-read the deadline job", ad.deadline_job, ref)
+    if exc is None:
+        again, exc = _safely(ad.cloud, "decide the deadline step", d.deadline_verdict, fresh,
+                             now=r.now())
+    if exc is not None:
+        _safely(ad.cloud, "clear the deadline mark", ad.deadline_unmark, ref)
+        o = _deadline_outcome(ref, v, state=d.ERROR, reason=f"{v.reason}; {exc}")
+        r.audit.write("deadline-action", ok=False, **o.as_json())
+        return o
+    if dict(again.targets) != dict(v.targets):
+        _safely(ad.cloud, "clear the deadline mark", ad.deadline_unmark, ref)
+        o = _deadline_outcome(fresh, again, state=d.SKIPPED, reason=(
+            f"{v.reason}; the re-check decided otherwise ({again.reason}): nothing switched"))
+        r.audit.write("deadline-recheck", changed=True, **o.as_json())
+        return o
+    _, exc = _safely(ad.cloud, "switch the deadline groups", ad.deadline_resize, fresh,
+                     dict(again.targets))
+    if exc is not None:
+        o = _deadline_outcome(fresh, again, state=d.ERROR, reason=f"{again.reason}; {exc}")
+        r.audit.write("deadline-action", ok=False, **o.as_json())
+        return o
+    _, uexc = _safely(ad.cloud, "clear the deadline mark", ad.deadline_unmark, ref)
+    sizes = ", ".join(f"{g} to {n}" for g, n in sorted(again.targets.items()))
+    note = f"; the mark could not be cleared ({uexc})" if uexc is not None else ""
+    o = _deadline_outcome(fresh, again, reason=f"{again.reason}; desired capacity set: "
+                          f"{sizes}{note}", applied=True)
+    r.audit.write("deadline-action", ok=True, mark=mark, **o.as_json())
+    return o
