@@ -566,3 +566,19 @@ def at_run_time(job: Job, *, elapsed_hours: float, share_done: float, running: s
     if choice.reason == "done":
         return Switch(choice, None, None, seen)
     return Switch(choice, n, 0, seen)
+
+
+def controls(decision) -> bool:
+    """True for window work the policy put on spot (``clusters[].window`` bought as spot, every
+    node spot): the program declares its spot group and an on-demand group of the same nodes
+    at zero, and the reaper's deadline step moves capacity between them."""
+    w = getattr(decision, "window", None)
+    return w is not None and w.model == SPOT and decision.purchase.spot == decision.nodes
+
+
+def restart_minutes(checkpoint_minutes: Optional[float], spot_restart_minutes: float) -> float:
+    """The restart overhead ``d`` of a switch, in minutes: the work since the last checkpoint
+    (half an interval, on average) and the restart itself - the policy's lost work per spot
+    interruption (gpulease.policy.costmodel)."""
+    return (checkpoint_minutes or 0.0) / 2.0 + spot_restart_minutes
+

@@ -110,14 +110,15 @@ FIRST_JOB_GRACE = "gpulease-first-job-grace-minutes"
 #: issue 37 (docs/reaper.md, "Deadline step"): the two node groups of a window job on spot
 #: carry DEADLINE_GROUP, value the purchase model the group runs (gpulease.purchase SPOT or
 #: ON_DEMAND); only the reaper's deadline step moves capacity between them. Both also carry the
-#: job: DEADLINE and DEADLINE_START (:func:`timestamp_label`), DEADLINE_WORK_HOURS (decimal
-#: hours of work on all its nodes), DEADLINE_RESTART_MINUTES (decimal minutes a switch or a
-#: restart costs before progress resumes) and, AWS only, DEADLINE_PROGRESS (the s3:// URI of
-#: the progress document, gpulease.deadline.PROGRESS_OBJECT).
+#: job: DEADLINE and DEADLINE_START (:func:`timestamp_label`: the run's start and deadline),
+#: DEADLINE_WORK_MINUTES (whole minutes of work on all its nodes), DEADLINE_RESTART_MINUTES
+#: (whole minutes, rounded up, a switch or a restart costs before progress resumes) and, AWS
+#: only, DEADLINE_PROGRESS (the s3:// URI of the progress document,
+#: gpulease.deadline.PROGRESS_OBJECT). Integers: valid GCP label values as they are.
 DEADLINE_GROUP = "gpulease-deadline-group"
 DEADLINE = "gpulease-deadline"
 DEADLINE_START = "gpulease-deadline-start"
-DEADLINE_WORK_HOURS = "gpulease-deadline-work-hours"
+DEADLINE_WORK_MINUTES = "gpulease-deadline-work-minutes"
 DEADLINE_RESTART_MINUTES = "gpulease-deadline-restart-minutes"
 DEADLINE_PROGRESS = "gpulease-deadline-progress"
 #: the deadline step's mark: the switch it decided (``<spot>-<on-demand>-<timestamp_label>``,

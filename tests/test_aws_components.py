@@ -637,3 +637,63 @@ def _zone_name(subnet) -> str:
     region = [r for r, zs in load_lookups()["aws"]["zones"].items()
               if any(z["id"] == zid for z in zs)][0]
     return {z["id"]: z["name"] for z in load_lookups()["aws"]["zones"][region]}[zid]
+
+
+# ---- issue 37 item 2: window work on spot gets an on-demand group at zero -----------------------
+def spot_window(c: ClusterDecision, duration: float = 6.0) -> ClusterDecision:
+    """``c`` as window work the policy put on spot (a 10 h window, ``duration`` h of work)."""
+    from gpulease.model import Window, WindowDecision
+    from gpulease.purchase import SPOT
+
+    import datetime as dt
+
+    start = dt.datetime(2026, 12, 10, 8, tzinfo=dt.timezone.utc)
+    end = dt.datetime(2026, 12, 10, 18, tzinfo=dt.timezone.utc)
+    w = Window(start, end, duration)
+    wd = WindowDecision(window=w, model=SPOT, start=start, end=start, run_hours=duration,
+                        total_usd=100.0, monthly_usd=100.0, months=1, nodes=c.nodes,
+                        billed_node_hours=duration * c.nodes, estimated=False, quote=None,
+                        options=(), judged_at=start)
+    return dataclasses.replace(c, window=wd, spec=dataclasses.replace(c.spec, window=w))
+
+
+def test_spot_window_work_declares_an_on_demand_group_at_zero():
+    from gpulease import deadline
+    from gpulease.purchase import ON_DEMAND, SPOT
+
+    c = spot_window(make_cluster("win", "g6.xlarge", purchase=PurchaseMix(spot=2), nodes=2,
+                                 distributed=False, dataset=None))
+    r = run(make_env([c], env="dev"))
+    spot, od = r.one(ASG, "win-asg"), r.one(ASG, "win-od-asg")
+    assert od.inputs["desiredCapacity"] == 0 and od.inputs["maxSize"] == 2, od.urn
+    assert set(od.ignore_changes) == {"desiredCapacity", "minSize"}, od.urn
+    dist = od.inputs["mixedInstancesPolicy"]["instancesDistribution"]
+    assert dist["onDemandBaseCapacity"] == 2 and dist["onDemandPercentageAboveBaseCapacity"] \
+        == 100, od.urn
+    assert od.inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"] == \
+        spot.inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    assert od.inputs["vpcZoneIdentifiers"] == spot.inputs["vpcZoneIdentifiers"]
+    st = {t["key"]: t["value"] for t in spot.inputs["tags"]}
+    ot = {t["key"]: t["value"] for t in od.inputs["tags"]}
+    assert st[tags.DEADLINE_GROUP] == SPOT and ot[tags.DEADLINE_GROUP] == ON_DEMAND
+    for t in (st, ot):
+        assert t[tags.CLUSTER] == "win" and set(tags.REQUIRED_AWS) <= set(t)
+        assert t[tags.DEADLINE_START] == "20261210t0800z"
+        assert t[tags.DEADLINE] == "20261210t1800z"
+        assert t[tags.DEADLINE_WORK_MINUTES] == "360"
+        # checkpoint every 30 min (half lost on average) + the policy's 10 min restart
+        assert t[tags.DEADLINE_RESTART_MINUTES] == "25"
+        assert t[tags.DEADLINE_PROGRESS].startswith("s3://")
+        assert t[tags.DEADLINE_PROGRESS].endswith("/" + deadline.PROGRESS_OBJECT)
+    # priced at zero: it runs nothing until the deadline step switches to it
+    assert ot[tags.PURCHASE_MODEL] == ON_DEMAND and ot[tags.MONTHLY_USD] == "0.00"
+    assert st[tags.PURCHASE_MODEL] == SPOT and st[tags.MONTHLY_USD] != "0.00"
+    assert r.one(LT, "win-od-lt")
+
+
+def test_no_on_demand_group_without_spot_window_work():
+    c = make_cluster("plain", "g6.xlarge", purchase=PurchaseMix(spot=2), nodes=2,
+                     distributed=False, dataset=None)
+    r = run(make_env([c], env="dev"))
+    assert [a.name for a in r.by_type(ASG)] == ["plain-asg"]
+    assert tags.DEADLINE_GROUP not in {t["key"] for t in r.one(ASG, "plain-asg").inputs["tags"]}

@@ -37,7 +37,7 @@ def job(moto_url, monkeypatch):
               tags.DECLARED: tags.declared_value("dev", "train"),
               tags.DEADLINE_START: tags.timestamp_label(START),
               tags.DEADLINE: tags.timestamp_label(START + 10 * HOUR),
-              tags.DEADLINE_WORK_HOURS: "6", tags.DEADLINE_RESTART_MINUTES: "30",
+              tags.DEADLINE_WORK_MINUTES: "360", tags.DEADLINE_RESTART_MINUTES: "30",
               tags.DEADLINE_PROGRESS: f"s3://{BUCKET}/{PROGRESS_KEY}"}
     for role, size in ((SPOT, 2), (ON_DEMAND, 0)):
         name = f"train-{role}"

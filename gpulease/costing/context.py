@@ -51,6 +51,28 @@ class CostContext:
     #: owned pool's whole monthly cost on its Kubernetes namespace (gpulease.owned.kubernetes).
     fixed_monthly: dict = field(default_factory=dict)
 
+    #: window work on spot (issue 37): node group name -> the tags.DEADLINE_* values the
+    #: reaper's deadline step reads (:meth:`stamp_deadline`).
+    deadline: dict = field(default_factory=dict)
+
+    def stamp_deadline(self, resource_name: str, role: str, *, restart_minutes: float,
+                       progress_uri: Optional[str] = None) -> None:
+        """One of the two groups of a window job on spot (``role``: gpulease.purchase SPOT or
+        ON_DEMAND; gpulease.deadline.controls): the job's start, deadline, work and restart
+        overhead in whole minutes (integers: valid GCP label values), and where its progress
+        is (AWS: an s3:// URI; a GCP label cannot hold one)."""
+        import math
+
+        w = self.decision.window
+        values = {tags.DEADLINE_GROUP: role,
+                  tags.DEADLINE_START: tags.timestamp_label(w.start.timestamp()),
+                  tags.DEADLINE: tags.timestamp_label(w.window.deadline.timestamp()),
+                  tags.DEADLINE_WORK_MINUTES: str(math.ceil(w.window.duration_hours * 60)),
+                  tags.DEADLINE_RESTART_MINUTES: str(math.ceil(restart_minutes))}
+        if progress_uri:
+            values[tags.DEADLINE_PROGRESS] = progress_uri
+        self.deadline[resource_name] = values
+
     def purchase_of(self, resource_name: str) -> str:
         return self.roles.get(resource_name, self.purchase_model)
 

@@ -188,6 +188,7 @@ def tag_set(stack: StackSpec, ctx: CostContext, name: str, monthly_usd: Decimal,
         values[tags.BASELINE_NODES] = str(ctx.baseline_nodes[name])
     if name in ctx.billed_until:
         values[tags.BILLED_UNTIL] = tags.timestamp_label(ctx.billed_until[name])
+    values.update(ctx.deadline.get(name, {}))
     # AWS tags keep the values (cost in dollars), GCP labels encode them (cost in cents)
     return registry.get(cloud).cost_tags(values, monthly_usd, one_time_usd)
 

@@ -1004,8 +1004,8 @@ def undeclared(*, cloud: str, region: str, environment: str, cluster: str, group
 DEADLINE_SPOT = "deadline-spot"
 DEADLINE_ON_DEMAND = "deadline-on-demand"
 DEADLINE_STAY = "deadline-stay"
-#: the longest work or window a deadline tag may state (a year of hours): more is unreadable
-_DEADLINE_MAX_HOURS = 24 * 366
+#: the longest work or restart a deadline tag may state (a year, in minutes): more is unreadable
+_DEADLINE_MAX_MINUTES = 60 * 24 * 366
 
 
 @dataclass(frozen=True)
@@ -1053,12 +1053,11 @@ class DeadlineVerdict:
                 "seen": dict(self.seen), "findings": list(self.findings)}
 
 
-def _hours(raw: object) -> Optional[float]:
-    try:
-        v = float(str(raw))
-    except ValueError:
+def _minutes(raw: object) -> Optional[int]:
+    s = str(raw) if raw is not None else ""
+    if not _MINUTES.fullmatch(s):
         return None
-    return v if math.isfinite(v) and 0 <= v <= _DEADLINE_MAX_HOURS else None
+    return int(s) if int(s) <= _DEADLINE_MAX_MINUTES else None
 
 
 def deadline_verdict(ref: DeadlineRef, *, now: float) -> DeadlineVerdict:
@@ -1077,11 +1076,11 @@ def deadline_verdict(ref: DeadlineRef, *, now: float) -> DeadlineVerdict:
         end = tags.parse_timestamp_label(str(t.get(tags.DEADLINE, "")))
     except ValueError as exc:
         return DeadlineVerdict(DEADLINE_STAY, f"unreadable deadline tags ({exc}): nothing done")
-    work = _hours(t.get(tags.DEADLINE_WORK_HOURS))
-    restart = _hours(t.get(tags.DEADLINE_RESTART_MINUTES))
+    work = _minutes(t.get(tags.DEADLINE_WORK_MINUTES))
+    restart = _minutes(t.get(tags.DEADLINE_RESTART_MINUTES))
     if work is None or restart is None or not end > start or work <= 0:
-        return DeadlineVerdict(DEADLINE_STAY, f"unreadable {tags.DEADLINE_WORK_HOURS} "
-                               f"{_shown(t.get(tags.DEADLINE_WORK_HOURS))} / "
+        return DeadlineVerdict(DEADLINE_STAY, f"unreadable {tags.DEADLINE_WORK_MINUTES} "
+                               f"{_shown(t.get(tags.DEADLINE_WORK_MINUTES))} / "
                                f"{tags.DEADLINE_RESTART_MINUTES} "
                                f"{_shown(t.get(tags.DEADLINE_RESTART_MINUTES))} or a deadline "
                                "not after its start: nothing done")
@@ -1096,7 +1095,7 @@ def deadline_verdict(ref: DeadlineRef, *, now: float) -> DeadlineVerdict:
     nodes = max(ref.spot_desired, ref.on_demand_desired)
     progress = dl.read_progress(ref.progress)
     findings = tuple(x for x in (ref.progress_error, progress.finding) if x)
-    job = dl.Job(work_hours=work, deadline_hours=(end - start) / 3600.0,
+    job = dl.Job(work_hours=work / 60.0, deadline_hours=(end - start) / 3600.0,
                  restart_hours=restart / 60.0, nodes=nodes)
     if ref.on_demand_desired > 0:
         running = ON_DEMAND

@@ -16,7 +16,7 @@ from gpulease.clouds.aws import cloud as aws_cloud
 from gpulease.clouds.aws.network import Network
 from gpulease.clouds.aws.storage import Storage, StorageArgs
 from gpulease.clouds.staging import GcsHmac
-from gpulease import tags
+from gpulease import deadline, money, tags
 from gpulease.costing.context import CostContext
 from gpulease.model import CapacityBlockPin, ClusterDecision
 from gpulease.naming import StagingRoute
@@ -71,6 +71,11 @@ class GpuClusterArgs:
     #: Resources declaring the GCS dataset bucket (the GCP adaptor's Storage), so the reader's
     #: bucket IAM waits for the bucket; empty = none known (the bucket already exists).
     gcs_bucket_dependencies: tuple = ()
+    #: window work on spot (gpulease.deadline.controls): the restart overhead of a switch in
+    #: minutes (gpulease.deadline.restart_minutes); the component then declares an on-demand
+    #: group of the same nodes at zero beside the spot group, both tagged for the reaper's
+    #: deadline step. None = no such group.
+    deadline_restart_minutes: Optional[float] = None
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -97,6 +102,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.register_outputs({
             "asg": self.asg.name if self.asg else None,
             "block_asg": self.block_asg.name if self.block_asg else None,
+            "on_demand_asg": self.od_asg.name if self.od_asg else None,
             "launch_template": self.launch_template.id,
             "role": self.role.arn, "security_group": self.security_group.id,
             "reservation": self.reservation.id if self.reservation else None})
@@ -130,6 +136,19 @@ class GpuCluster(pulumi.ComponentResource):
             reservation_created=self.use_odcr or self.use_block,
             idle_minutes=d.spec.idle_minutes,
             egress_anchor=f"{name}-work-bucket" if self.work_bucket_needed else None)
+        self.deadline = args.deadline_restart_minutes is not None and self.main_nodes > 0
+        if self.deadline:
+            # the on-demand group of a window job on spot: it runs nothing until the reaper's
+            # deadline step switches to it, so it carries no cost in the plan (the expected
+            # fallback is priced with the spot work, gpulease.policy.windows)
+            od_asg, od_lt = f"{name}-od-asg", f"{name}-od-lt"
+            roles[od_asg] = ON_DEMAND
+            self.cost_context.roles[od_lt] = ON_DEMAND
+            self.cost_context.fixed_monthly[od_asg] = money.ZERO
+            uri = f"{args.checkpoint_uri.rstrip('/')}/{deadline.PROGRESS_OBJECT}"
+            for res, role in ((asg_name, SPOT), (od_asg, ON_DEMAND)):
+                self.cost_context.stamp_deadline(
+                    res, role, restart_minutes=args.deadline_restart_minutes, progress_uri=uri)
         # Demand parts (clusters with a demand profile): which nodes each resource runs or
         # reserves, and the baseline floor of each group, for the bill and the reaper.
         main_models = (ON_DEMAND, SPOT) if self.use_block else NODE_MODELS
@@ -336,9 +355,37 @@ class GpuCluster(pulumi.ComponentResource):
                 tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
                     ignore_changes=_SCALED_BY_REAPER)), **self._group_common())
+        self.od_asg = None
+        if self.deadline:
+            self._on_demand_group(name, args, child)
         self.block_asg = None
         if self.use_block:
             self._block_group(name, args, child)
+
+    def _on_demand_group(self, name: str, args: GpuClusterArgs,
+                         child: pulumi.ResourceOptions) -> None:
+        """Window work on spot: an on-demand group of the same nodes (types, subnets,
+        placement) at desired 0, its own launch template rendered for on-demand. Only the
+        reaper's deadline step sizes it (ignore_changes: `pulumi up` does not undo a switch)."""
+        d = args.decision
+        self.od_launch_template = self._launch_template(
+            f"{name}-od-lt", args, child, market=None, crs=None, model=ON_DEMAND)
+        self.od_asg = aws.autoscaling.Group(
+            f"{name}-od-asg", max_size=d.nodes, desired_capacity=0,
+            placement_group=self.placement_group.id if self.placement_group else None,
+            mixed_instances_policy={
+                "instances_distribution": {
+                    "on_demand_base_capacity": d.nodes,
+                    "on_demand_percentage_above_base_capacity": 100,
+                    "on_demand_allocation_strategy": builders.ON_DEMAND_ALLOCATION},
+                "launch_template": {
+                    "launch_template_specification": {
+                        "launch_template_id": self.od_launch_template.id,
+                        "version": "$Latest"},
+                    "overrides": [{"instance_type": t} for t in self.types]}},
+            tags=[{"key": "Name", "value": d.name, "propagate_at_launch": True}],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                ignore_changes=_SCALED_BY_REAPER)), **self._group_common())
 
     def _block_group(self, name: str, args: GpuClusterArgs,
                      child: pulumi.ResourceOptions) -> None:
