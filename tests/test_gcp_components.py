@@ -555,3 +555,38 @@ def test_gpu_cluster_for_every_gcp_offering_of_the_shipped_catalog():
 
     assert available_versions(), "no shipped catalog in gpulease/catalog/data/ yet"
     _check_every_offering(load_catalog())
+
+
+# ---- issue 37 item 2: window work on spot gets an on-demand MIG at zero -------------------------
+def test_spot_window_work_declares_an_on_demand_mig_at_zero():
+    from gpulease import money
+    from gpulease.purchase import ON_DEMAND, SPOT
+    from tests.test_aws_components import spot_window
+
+    c = spot_window(make_cluster("win", "g2-standard-8", PurchaseMix(spot=2),
+                                 distributed=False), duration=6.5)
+    r = run(make_env([c], [], env="dev"))
+    migs = {m.name: m for m in r.by_type(T_MIG)}
+    assert set(migs) == {"win-spot", "win-on_demand"}
+    od, spot = migs["win-on_demand"], migs["win-spot"]
+    assert od.inputs["targetSize"] == 0 and spot.inputs["targetSize"] == 2
+    assert list(od.ignore_changes) == ["targetSize"]
+    assert od.inputs["zone"] == spot.inputs["zone"]
+    tpls = {t.name: t.inputs["properties"] if "properties" in t.inputs else t.inputs
+            for t in r.by_type(T_IT)}
+    labels = {n: t["labels"] for n, t in tpls.items()}
+    od_l = labels[next(n for n in labels if "on-demand" in n or ON_DEMAND in n)]
+    spot_l = labels[next(n for n in labels if "spot" in n)]
+    assert spot_l[tags.DEADLINE_GROUP] == SPOT
+    assert od_l[tags.DEADLINE_GROUP] == tags.label_value(ON_DEMAND)
+    for lab in (spot_l, od_l):
+        assert lab[tags.DEADLINE_START] == "20261210t0800z"
+        assert lab[tags.DEADLINE] == "20261210t1800z"
+        assert lab[tags.DEADLINE_WORK_MINUTES] == "390"
+        assert lab[tags.DEADLINE_RESTART_MINUTES] == "25"
+        assert tags.DEADLINE_PROGRESS not in lab           # a label cannot hold a URI
+    # the on-demand template is priced at zero, the spot one is not
+    assert od_l[tags.MONTHLY_CENTS] == "0" and od_l[tags.PURCHASE_MODEL] == \
+        tags.label_value(ON_DEMAND)
+    assert r.result.get(T_MIG, "win-on_demand").monthly_usd == money.ZERO
+    assert r.result.get(T_MIG, "win-spot").monthly_usd > money.ZERO

@@ -14,7 +14,7 @@ from typing import Callable
 import pulumi
 import pulumi_aws as aws
 
-from gpulease import tags
+from gpulease import deadline, tags
 from gpulease.costing.context import shared
 from gpulease.model import EnvironmentDecision
 from gpulease.reaper.bundle import ROOT, SHARED_FILES, catalog_data_files
@@ -65,7 +65,13 @@ def role_policy(environment: str, log_group_arn: str) -> dict:
          "Action": ["autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags"],
          "Condition": {"StringEquals": {
              f"autoscaling:ResourceTag/{tags.ENVIRONMENT}": environment},
-             "ForAllValues:StringLike": {"aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*"]}}},
+             "ForAllValues:StringLike": {"aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*",
+                                                          tags.DEADLINE_SWITCH]}}},
+        # The deadline step (issue 37): the progress documents window jobs publish beside
+        # their checkpoints - those objects only, never anything else of the data.
+        {"Sid": "ReadProgressOnly", "Effect": "Allow",
+         "Resource": f"arn:aws:s3:::*/*{deadline.PROGRESS_OBJECT}",
+         "Action": ["s3:GetObject"]},
         {"Sid": "Logs", "Effect": "Allow", "Resource": f"{log_group_arn}:*",
          "Action": ["logs:CreateLogStream", "logs:PutLogEvents"]},
     ]}

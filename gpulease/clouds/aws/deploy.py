@@ -10,7 +10,8 @@ from typing import Collection, Mapping, Optional
 import pulumi
 import pulumi_aws as aws
 
-from gpulease import deadline, money, naming
+from gpulease import money, naming
+from gpulease.clouds import deadline as deadline_groups
 from gpulease.catalog import Catalog
 from gpulease.clouds.aws import builders
 from gpulease.clouds.aws.cluster import GpuCluster, GpuClusterArgs
@@ -57,18 +58,8 @@ def cluster_args(c: ClusterDecision, stack: StackSpec, *, network: Network,
         protect_block=c.name not in stack.allow_prepaid_replacement,
         gcp_project=getattr(stack.clouds.get("gcp"), "project", None), gcs_hmac=gcs_hmac,
         gcs_bucket_dependencies=gcs_bucket_dependencies,
-        deadline_restart_minutes=restart_minutes(stack, c))
+        deadline_restart_minutes=deadline_groups.restart_minutes(stack, c))
 
-
-def restart_minutes(stack: StackSpec, c: ClusterDecision) -> Optional[float]:
-    """The restart overhead of window work on spot (gpulease.deadline.controls): the policy's
-    lost work per interruption; None for any other cluster."""
-    if not deadline.controls(c):
-        return None
-    from gpulease.policy.rules import PolicyRules
-
-    rules = stack.policy if stack.policy is not None else PolicyRules()
-    return deadline.restart_minutes(c.spec.checkpoint_minutes, rules.spot_restart_minutes)
 
 
 def _one_region_per_vpc(cloud, cluster_regions: list[str], stack) -> None:

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import pulumi
 import pulumi_gcp as gcp
 
-from gpulease import naming
+from gpulease import money, naming
 from gpulease.clouds.gcp import builders, node_iam, staging
 from gpulease.clouds.gcp.cloud import mig_name  # noqa: F401 (moved there: the reaper's IAM reads it)
 from gpulease.clouds.gcp.reservation import GceReservation
@@ -25,7 +25,8 @@ from gpulease.costing.context import CostContext
 from gpulease.clock import format_utc
 from gpulease.model import ClusterDecision, StackSpec, StorageSpec
 from gpulease.naming import StagingRoute
-from gpulease.purchase import CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVATION, RESERVED
+from gpulease.purchase import (CALENDAR, FLEX_START, MIXED, ON_DEMAND, RESERVATION, RESERVED,
+                               SPOT)
 
 CLUSTER_TYPE = "gpulease:gcp:GpuCluster"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -76,6 +77,10 @@ class GpuClusterArgs:
     ssh_via_iap: bool = False
     #: resources the bucket IAM bindings wait for (the Storage components of the datasets).
     bucket_dependencies: tuple = ()
+    #: window work on spot (gpulease.deadline.controls): the restart overhead of a switch in
+    #: minutes; the component then declares an on-demand MIG of the same nodes at 0 beside the
+    #: spot MIG, both labelled for the reaper's deadline step. None = none.
+    deadline_restart_minutes: Optional[float] = None
 
 
 def resource_names(name: str, decision: ClusterDecision, work_bucket: bool) -> dict:
@@ -108,7 +113,11 @@ class GpuCluster(pulumi.ComponentResource):
         d = args.decision
         self.names = resource_names(name, d, args.work_bucket_name is not None)
         self.wmodel = builders.window_model(d)
+        self.deadline = (args.deadline_restart_minutes is not None
+                         and self.names["models"] == [SPOT])
         self._cost_context(name, d)
+        if self.deadline:
+            self._deadline_groups(name, args.deadline_restart_minutes)
         child = pulumi.ResourceOptions(parent=self)
         self.zone = builders.cluster_zone(d)
         if self.zone is None:  # the adaptor reports it, located; no "<region>-a" guess
@@ -156,6 +165,22 @@ class GpuCluster(pulumi.ComponentResource):
             if m in models:
                 self.cost_context.billed_until[names["migs"][m]] = until
                 self.cost_context.billed_until[names["templates"][m]] = until
+
+    def _deadline_groups(self, name: str, restart_minutes: float) -> None:
+        """Window work on spot: an on-demand MIG (and template) of the same nodes at target
+        size 0 beside the spot MIG. It runs nothing until the reaper's deadline step switches
+        to it, so it carries no cost in the plan; both templates label their VMs with the
+        job (tags.DEADLINE_*; no progress URI: a label cannot hold one)."""
+        names, ctx = self.names, self.cost_context
+        names["models"] = [SPOT, ON_DEMAND]
+        names["migs"][ON_DEMAND] = f"{name}-{ON_DEMAND}"
+        names["templates"][ON_DEMAND] = f"{name}-{builders.gcp_name(ON_DEMAND)}-template"
+        for m in (SPOT, ON_DEMAND):
+            for res in (names["migs"][m], names["templates"][m]):
+                ctx.roles[res] = m
+                ctx.stamp_deadline(res, m, restart_minutes=restart_minutes)
+        ctx.fixed_monthly[names["migs"][ON_DEMAND]] = money.ZERO
+        ctx.fixed_monthly[names["templates"][ON_DEMAND]] = money.ZERO
 
     def _identity(self, name: str, args: GpuClusterArgs, child: pulumi.ResourceOptions) -> None:
         """The nodes' service account and its project roles."""
@@ -369,7 +394,7 @@ class GpuCluster(pulumi.ComponentResource):
                 versions=[{"instance_template": tpl.self_link, "name": builders.gcp_name(model)}],
                 # The standing nodes (baseline, reserved); the burst joins by resizing. A
                 # flex-start window starts empty: its resize request brings the nodes.
-                target_size=0 if flex and model == ON_DEMAND
+                target_size=0 if (flex or self.deadline) and model == ON_DEMAND
                 else builders.standing_nodes(d, model),
                 # Training nodes are replaced only when recreated anyway (no rolling restarts
                 # mid-run); RECREATE needs max_surge 0 (no spare GPU capacity to surge into).

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpulease import naming
+from gpulease.clouds import deadline as deadline_groups
 from gpulease.catalog import Catalog
 from gpulease.clouds.gcp.cluster import (GpuCluster, GpuClusterArgs, render_user_data,
                                           reservation_name)
@@ -35,7 +36,8 @@ def cluster_args(c: ClusterDecision, stack: StackSpec, *, network: pulumi.Input[
         reservation_name=reservation_name(stack, c.name),
         aws_configured="aws" in stack.clouds,
         spot_termination_action=spec.spot_termination_action, ssh_via_iap=spec.ssh_via_iap,
-        bucket_dependencies=bucket_dependencies)
+        bucket_dependencies=bucket_dependencies,
+        deadline_restart_minutes=deadline_groups.restart_minutes(stack, c))
 
 
 def _zone_findings(clusters, project: str, provider: gcp.Provider, source: str) -> list[Finding]:
