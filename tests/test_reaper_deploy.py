@@ -74,11 +74,16 @@ def test_lambda_on_schedule_with_least_privilege_role():
         "StringEquals": {f"aws:ResourceTag/{tags.ENVIRONMENT}": "dev"},
         "ForAllValues:StringEquals": {"aws:TagKeys": [tags.NODE_IDLE_SINCE]}}
     assert by_sid["MarkOwnEnvironmentOnly"]["Condition"]["ForAllValues:StringLike"] == {
-        "aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*"]}
+        "aws:TagKeys": [tags.IDLE_SINCE, f"{tags.CLAIM}-*", tags.DEADLINE_SWITCH]}
+    # the deadline step reads the jobs' progress documents, nothing else of the data
+    from gpulease.deadline import PROGRESS_OBJECT
+    assert by_sid["ReadProgressOnly"]["Action"] == ["s3:GetObject"]
+    assert by_sid["ReadProgressOnly"]["Resource"] == f"arn:aws:s3:::*/*{PROGRESS_OBJECT}"
     # nothing beyond what it needs: no wildcard actions, no write outside autoscaling/logs
     actions = [a for s in policy["Statement"] for a in s["Action"]]
     assert not any(a.endswith("*") for a in actions)
-    assert {a.split(":")[0] for a in actions} == {"autoscaling", "ec2", "cloudwatch", "logs"}
+    assert {a.split(":")[0] for a in actions} == {"autoscaling", "ec2", "cloudwatch", "logs",
+                                                  "s3"}
     # ec2/cloudwatch: reads, and the node mark's one tag key on instances (above)
     assert all(a.split(":")[1].startswith(("Describe", "Get")) for s in policy["Statement"]
                for a in s["Action"] if a.split(":")[0] in ("ec2", "cloudwatch")
