@@ -687,7 +687,12 @@ def test_spot_window_work_declares_an_on_demand_group_at_zero():
         assert t[tags.DEADLINE_PROGRESS].endswith("/" + deadline.PROGRESS_OBJECT)
     # priced at zero: it runs nothing until the deadline step switches to it
     assert ot[tags.PURCHASE_MODEL] == ON_DEMAND and ot[tags.MONTHLY_USD] == "0.00"
-    assert st[tags.PURCHASE_MODEL] == SPOT and st[tags.MONTHLY_USD] != "0.00"
+    assert ot.get(tags.ONE_TIME_USD, "0.00") == "0.00"
+    od_e, spot_e = r.ledger.get(ASG, "win-od-asg"), r.ledger.get(ASG, "win-asg")
+    assert od_e.monthly_usd == money.ZERO and od_e.one_time_usd == money.ZERO
+    # (a window's cost is one-time: on the spot group)
+    assert st[tags.PURCHASE_MODEL] == SPOT
+    assert spot_e.monthly_usd + spot_e.one_time_usd > money.ZERO
     assert r.one(LT, "win-od-lt")
 
 

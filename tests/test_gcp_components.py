@@ -588,5 +588,7 @@ def test_spot_window_work_declares_an_on_demand_mig_at_zero():
     # the on-demand template is priced at zero, the spot one is not
     assert od_l[tags.MONTHLY_CENTS] == "0" and od_l[tags.PURCHASE_MODEL] == \
         tags.label_value(ON_DEMAND)
-    assert r.result.get(T_MIG, "win-on_demand").monthly_usd == money.ZERO
-    assert r.result.get(T_MIG, "win-spot").monthly_usd > money.ZERO
+    od_e, spot_e = r.result.get(T_MIG, "win-on_demand"), r.result.get(T_MIG, "win-spot")
+    assert od_e.monthly_usd == money.ZERO and od_e.one_time_usd == money.ZERO
+    # (a window's cost is one-time: on the spot MIG)
+    assert spot_e.monthly_usd + spot_e.one_time_usd > money.ZERO
