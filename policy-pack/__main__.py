@@ -176,13 +176,16 @@ def gate_verdict(config: Any, resources: list) -> tuple[Optional[dict], str]:
     total = _stack_output(resources, "total_monthly_usd")
     if total is None:
         return None, "no total_monthly_usd stack output (not a gpulease program?)"
-    plan: dict = {"totals": {"monthly_usd": total}, "diff": None}
+    once = _stack_output(resources, "total_one_time_usd") or 0
+    plan: dict = {"totals": {"monthly_usd": total, "one_time_usd": once}, "diff": None}
     if config.get("baseline_plan"):
+        from gpulease.planner.diff import one_time_total
         from gpulease.planner.saved import load_saved_plan
 
         baseline = load_saved_plan(str(config["baseline_plan"]),
                                    flag=f"{GATE_POLICY}.baseline_plan")
-        plan["diff"] = {"total": total_change(plan_total(baseline), total)}
+        plan["diff"] = {"total": total_change(plan_total(baseline), total,
+                                              one_time_total(baseline), once)}
     acks = [str(a) for a in config.get("ack") or ()] + gate.parse_labels(
         os.environ.get(gate.ACK_ENV))
     return gate.evaluate(settings, plan, acks=acks), ""

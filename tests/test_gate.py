@@ -416,3 +416,53 @@ def test_an_ack_with_nothing_to_acknowledge_is_a_warning(capsys, monkeypatch):
     assert "gate" not in json.loads(cap.out)
     assert "warning: --ack: nothing to acknowledge: the stack sets no gpulease:gate " \
            "thresholds" in cap.err
+
+
+# ---- one-time window purchases move the gate (issue 34's split must not hide them) ------------
+def _diff_with_purchase(old_once: float, new_once: float, monthly: float = 1_000.0) -> dict:
+    from gpulease.planner.diff import diff_plans
+
+    def plan(once: float) -> dict:
+        return {"format": "gpulease-plan/1", "stack": "dev", "resources": [
+            {"urn": "urn:pulumi:dev::gpulease::aws:ec2/instance:Instance::a", "type": "t",
+             "name": "a", "monthly_usd": monthly}],
+            "totals": {"monthly_usd": monthly, "one_time_usd": once}}
+    d = diff_plans(plan(old_once), plan(new_once))
+    return {"totals": {"monthly_usd": monthly, "one_time_usd": new_once}, "diff": d}
+
+
+def test_a_block_bought_in_a_change_crosses_the_delta_thresholds():
+    """The monthly cost is unchanged; the change buys an $83,064.96 Capacity Block. Counted
+    whole (the budget's rule), it is a rise of $83,064.96 from $1,000.00."""
+    p = _diff_with_purchase(0, 83_064.96)
+    assert p["diff"]["total"]["delta_usd"] == 0          # the monthly view is unchanged
+    assert p["diff"]["total"]["whole_delta_usd"] == 83_064.96
+    _, r = one({"block": {"delta_usd": 10_000}}, p)
+    assert r["level"] == G.BLOCK and r["value"] == 83_064.96
+    assert "monthly plus one-time purchases, counted whole" in r["message"]
+    assert "one-time $0.00 -> $83,064.96" in r["message"]
+    _, pct = one({"block": {"delta_pct": 50}}, p)
+    assert pct["level"] == G.BLOCK and pct["value"] == pytest.approx(8306.5, abs=0.01)
+    # the flag form judges the same figure
+    g = G.evaluate({}, p, fail_on_increase=10)
+    assert G.blocks(g)
+
+
+def test_the_total_threshold_counts_one_time_purchases_whole():
+    p = _diff_with_purchase(0, 83_064.96)
+    _, r = one({"block": {"total_usd": 50_000}}, p)
+    assert r["level"] == G.BLOCK and r["value"] == 84_064.96
+
+
+def test_the_same_block_in_both_plans_moves_nothing():
+    p = _diff_with_purchase(83_064.96, 83_064.96)
+    _, r = one({"block": {"delta_usd": 0.01}}, p)
+    assert r["level"] == G.OK and r["value"] == 0
+
+
+def test_the_cli_diff_gate_exits_3_on_a_purchase(tmp_path, capsys):
+    """`plan --diff BASE --fail-on-increase` on the same numbers (the diff's own gate)."""
+    from gpulease.cli.plan import gate as diff_gate
+    p = _diff_with_purchase(0, 83_064.96)
+    g = diff_gate(p["diff"], 10)
+    assert g["exceeded"] and "monthly plus one-time purchases" in g["reason"]

@@ -463,16 +463,18 @@ def gate(diff: dict, pct: float) -> dict:
     the total rose past it (exit 3), and the reason, the same sentence stderr prints."""
     from gpulease.planner.diff import exceeds
 
+    from gpulease.guardrails.gate import whole_change
+
     over = exceeds(diff, pct)
-    t = diff["total"]
+    delta, change = whole_change(diff["total"])
+    what = _what_rose(diff["total"])
     if over:
         reason = increase_reason(diff, pct)
-    elif t["delta_usd"] < 0.005:
-        reason = (f"the total monthly cost did not rise ({ui.signed_money(t['delta_usd'])}, "
-                  f"{_pct_text(t['pct'])})")
+    elif delta < 0.005:
+        reason = f"{what} did not rise ({ui.signed_money(delta)}, {_pct_text(change)})"
     else:
-        reason = (f"the total monthly cost rose {ui.signed_money(t['delta_usd'])} "
-                  f"({_pct_text(t['pct'])}), within --fail-on-increase {pct:g}%")
+        reason = (f"{what} rose {ui.signed_money(delta)} "
+                  f"({_pct_text(change)}), within --fail-on-increase {pct:g}%")
     return {"fail_on_increase": pct, "exceeded": over, "reason": reason}
 
 
@@ -583,14 +585,26 @@ def _exit(plan: dict[str, Any], diff: Optional[dict], args: argparse.Namespace,
 
 def increase_reason(diff: dict, pct: float) -> str:
     """Which total rose, by how much, and how far over the --fail-on-increase threshold."""
+    from gpulease.guardrails.gate import whole_change
+
     t, o, n = diff["total"], diff["old"], diff["new"]
-    rise = (f"the total monthly cost rose {ui.signed_money(t['delta_usd'])} from "
-            f"{ui.money(t['old_monthly_usd'])} ({o['stack']}) to "
-            f"{ui.money(t['new_monthly_usd'])} ({n['stack']})")
-    if t["pct"] is None:
+    delta, change = whole_change(t)
+    old_once, new_once = t.get("old_one_time_usd") or 0, t.get("new_one_time_usd") or 0
+    rise = (f"{_what_rose(t)} rose {ui.signed_money(delta)} from "
+            f"{ui.money(t['old_monthly_usd'] + old_once)} ({o['stack']}) to "
+            f"{ui.money(t['new_monthly_usd'] + new_once)} ({n['stack']})")
+    if change is None:
         return f"{rise}: a rise from nothing exceeds any --fail-on-increase {pct:g}%"
-    return (f"{rise}, {t['pct']:+.1f}%, which is {t['pct'] - pct:.1f} points over "
+    return (f"{rise}, {change:+.1f}%, which is {change - pct:.1f} points over "
             f"--fail-on-increase {pct:g}%")
+
+
+def _what_rose(t: dict) -> str:
+    """What the gate judges: the monthly total, or with one-time purchases in either plan the
+    monthly total plus those purchases counted whole (docs/guardrails.md)."""
+    if t.get("old_one_time_usd") or t.get("new_one_time_usd"):
+        return "the total cost (monthly plus one-time purchases, counted whole)"
+    return "the total monthly cost"
 
 
 def blocking_reason(plan: dict[str, Any]) -> str:

@@ -60,6 +60,14 @@ def is_configured(settings: Optional[Mapping[str, Any]]) -> bool:
     return any(t[k] for k in KINDS)
 
 
+def whole_change(t: dict) -> tuple[float, Optional[float]]:
+    """(delta, pct) of a diff's ``total`` as the gate judges it: monthly plus one-time
+    purchases counted whole (a ``total`` without the one-time fields: the monthly change)."""
+    if "whole_delta_usd" in t:
+        return t["whole_delta_usd"], t.get("whole_pct")
+    return t["delta_usd"], t.get("pct")
+
+
 def _signed(value: Decimal) -> str:
     return ("+" if value > 0 else "") + money.fmt(value)
 
@@ -75,18 +83,34 @@ def _rule_name(kind: str, metric: str, flag: bool) -> str:
 def _measure(metric: str, plan: Mapping[str, Any]) -> tuple[bool, Any, str]:
     """(judged, value, what): the metric's value in ``plan`` and a phrase saying it.
     ``judged`` is False when the plan has no diff for a delta metric."""
+    totals = plan.get("totals") or {}
     if metric == "total_usd":
-        total = money.usd((plan.get("totals") or {}).get("monthly_usd") or 0)
+        total = money.usd(totals.get("monthly_usd") or 0)
+        once = money.usd(totals.get("one_time_usd") or 0)
+        if once:   # one-time window purchases counted whole, as the budget counts them
+            return True, total + once, (f"the monthly total {money.fmt(total)} plus one-time "
+                                        f"purchases {money.fmt(once)} is "
+                                        f"{money.fmt(total + once)}")
         return True, total, f"the monthly total is {money.fmt(total)}"
     t = (plan.get("diff") or {}).get("total")
     if not t:
         return False, None, "no baseline to compare with (plan --diff BASE)"
     old, new = money.usd(t["old_monthly_usd"]), money.usd(t["new_monthly_usd"])
-    delta, pct = money.usd(t["delta_usd"]), t.get("pct")
+    old_once = money.usd(t.get("old_one_time_usd") or 0)
+    new_once = money.usd(t.get("new_one_time_usd") or 0)
+    whole, pct = whole_change(t)
+    delta = money.usd(whole)
     verb = "rose" if delta > 0 else "fell" if delta < 0 else "did not change"
-    what = (f"the monthly cost {verb}" + (f" {_signed(delta)}" if delta else "")
-            + f" ({money.fmt(old)} -> {money.fmt(new)}"
-            + (f", {pct:+.2f}%)" if pct is not None else ")"))
+    if old_once or new_once:
+        what = (f"the cost (monthly plus one-time purchases, counted whole) {verb}"
+                + (f" {_signed(delta)}" if delta else "")
+                + f" (monthly {money.fmt(old)} -> {money.fmt(new)}, one-time "
+                + f"{money.fmt(old_once)} -> {money.fmt(new_once)}"
+                + (f", {pct:+.2f}%)" if pct is not None else ")"))
+    else:
+        what = (f"the monthly cost {verb}" + (f" {_signed(delta)}" if delta else "")
+                + f" ({money.fmt(old)} -> {money.fmt(new)}"
+                + (f", {pct:+.2f}%)" if pct is not None else ")"))
     if metric == "delta_usd":
         return True, delta, what
     if delta < _EPSILON:          # no rise: never over a %-threshold, whatever the old total

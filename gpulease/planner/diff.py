@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from gpulease import money
 from gpulease.errors import ConfigError, Finding
+from gpulease.guardrails.gate import whole_change
 
 #: cost changes smaller than this (USD/month) are not changes: amounts are whole cents
 #: (gpulease.money), so a change is at least a cent; half a cent also holds for JSON floats.
@@ -118,18 +119,34 @@ def diff_plans(old: dict, new: dict) -> dict:
         "resources": rows, "counts": counts, "clusters": clusters,
         # added/removed resources that cost nothing: listed in "resources", hidden in the text
         "zero_cost_changes": sum(1 for r in rows if not moves_money(r)),
-        "total": total_change(old_total, new_total),
+        "total": total_change(old_total, new_total, one_time_total(old),
+                              one_time_total(new)),
     }
 
 
-def total_change(old_total: money.Amount, new_total: money.Amount) -> dict:
-    """A diff's ``total`` object from two monthly totals (the CrossGuard pack builds the same
-    object from a saved baseline and the stack's ``total_monthly_usd`` output)."""
+def one_time_total(plan: dict) -> Decimal:
+    """A plan's one-time window purchases (``totals.one_time_usd``; 0 when it has none)."""
+    return money.usd((plan.get("totals") or {}).get("one_time_usd") or 0)
+
+
+def total_change(old_total: money.Amount, new_total: money.Amount,
+                 old_one_time: money.Amount = 0, new_one_time: money.Amount = 0) -> dict:
+    """A diff's ``total`` object from two monthly totals and the two plans' one-time
+    purchases (the CrossGuard pack builds the same object from a saved baseline and the
+    stack's ``total_monthly_usd`` / ``total_one_time_usd`` outputs).
+
+    ``delta_usd`` / ``pct`` are the monthly change; ``whole_delta_usd`` / ``whole_pct`` the
+    change the cost gate judges: monthly plus one-time purchases counted whole, the budget's
+    rule (docs/guardrails.md), so a Capacity Block bought in a pull request moves the gate."""
     old_total, new_total = money.usd(old_total), money.usd(new_total)
+    old_once, new_once = money.usd(old_one_time), money.usd(new_one_time)
     delta = new_total - old_total
+    whole = delta + new_once - old_once
     num = money.json_number
     return {"old_monthly_usd": num(old_total), "new_monthly_usd": num(new_total),
-            "delta_usd": num(delta), "pct": _pct(old_total, delta)}
+            "delta_usd": num(delta), "pct": _pct(old_total, delta),
+            "old_one_time_usd": num(old_once), "new_one_time_usd": num(new_once),
+            "whole_delta_usd": num(whole), "whole_pct": _pct(old_total + old_once, whole)}
 
 
 def plan_total(plan: dict) -> Decimal:
@@ -140,11 +157,12 @@ def plan_total(plan: dict) -> Decimal:
 
 
 def exceeds(diff: dict, pct: float) -> bool:
-    """True when the total monthly cost rose by more than ``pct`` percent (any rise from 0)."""
-    t = diff["total"]
-    if t["delta_usd"] < EPSILON_USD:
+    """True when the cost rose by more than ``pct`` percent (any rise from 0): the monthly
+    total plus one-time purchases counted whole (:func:`whole_change`)."""
+    delta, change = whole_change(diff["total"])
+    if delta < EPSILON_USD:
         return False
-    return t["pct"] is None or t["pct"] > pct
+    return change is None or change > pct
 
 
 def moves_money(row: dict) -> bool:
