@@ -56,3 +56,27 @@ def test_the_exit_4_estimate_names_the_rates_age(tmp_path):
     age = (NOW - dt.datetime(2024, 12, 31, tzinfo=UTC)).days
     assert (f"published 2024-12-31), {age} days old (older than "
             f"{PUBLISHED_RATE_MAX_AGE_DAYS} days: AWS may have changed it)") in err.getvalue()
+
+
+def test_an_undated_source_is_flagged_whatever_the_date_it_carries():
+    """The shipped p5e / p5en rates come from a report with no publication date; their rows
+    carry the day they were read (2026-12-03), which the age check alone would call fresh."""
+    from gpulease.quotes import undated_source
+    from gpulease.quotes.store import shipped_book
+    book = shipped_book()
+    undated = {q.instance_type for q in book.quotes if undated_source(q.source)}
+    assert undated == {"p5e.48xlarge", "p5en.48xlarge"}
+    assert not undated_source("aws-capacity-blocks-pricing") and not undated_source(None)
+    q = {"live": False, "quoted_at": "2026-12-03T00:00:00Z", "hourly_usd": 39.8,
+         "source": "capacity-blocks-h200-2026"}
+    text = stale_rate(q, NOW)
+    assert text and "is undated: its source gives no publication date" in text
+    assert stale_rate({**q, "live": True}, NOW) is None
+
+
+def test_an_h200_window_says_its_rate_is_undated():
+    d = plan(pretrain(gpu="H200")).clusters[0]
+    assert (d.window.model, d.offering.instance_type) == ("capacity_block", "p5e.48xlarge")
+    assert d.window.quote["source"] == "capacity-blocks-h200-2026"
+    assert "is undated: its source gives no publication date" in d.rationale
+    assert "days old" not in d.rationale

@@ -96,8 +96,25 @@ def stale_age_days(quote: Optional[dict], judged_at) -> Optional[int]:
     return int(age) if age > PUBLISHED_RATE_MAX_AGE_DAYS else None
 
 
+def undated_source(source: Optional[str]) -> bool:
+    """True when a shipped published rate's source gives no publication date (its rows carry
+    the day the figure was read, which says nothing about its age: the age flag cannot judge
+    it). Live quotes and unknown sources are not undated."""
+    if not source:
+        return False
+    from gpulease.quotes.store import shipped_book   # the data file's sources (no cycle)
+    row = shipped_book().sources.get(source)
+    return row is not None and not row.get("published")
+
+
 def stale_rate(quote: Optional[dict], judged_at) -> Optional[str]:
-    """Why a window's published rate is too old to trust as is (None: it is not)."""
+    """Why a window's published rate is too old, or too undated, to trust as is (None: it is
+    neither)."""
+    if quote and not quote.get("live") and undated_source(quote.get("source")):
+        return (f"the published rate ${float(quote['hourly_usd']):,.4f} per node-hour "
+                f"({quote.get('source')}) is undated: its source gives no publication date "
+                f"(the {str(quote.get('quoted_at'))[:10]} it carries is the day it was read) - "
+                "get a live quote (`gpulease catalog quotes`) before relying on this estimate")
     age = stale_age_days(quote, judged_at)
     if age is None:
         return None

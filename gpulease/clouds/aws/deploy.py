@@ -303,7 +303,7 @@ def _answered_offline() -> bool:
 def _estimate(c: ClusterDecision, pin: CapacityBlockPin, stack: StackSpec) -> Finding:
     """Exit 4's reason offline: the block the plan needs, priced as an estimate from the
     published rate (named with its source and date), and how to get a real quote to pin."""
-    from gpulease.quotes import PUBLISHED_RATE_MAX_AGE_DAYS, stale_age_days
+    from gpulease.quotes import PUBLISHED_RATE_MAX_AGE_DAYS, stale_age_days, undated_source
     from gpulease.quotes.store import shipped_book
 
     path = f"{c.spec.config_path}.capacity_block"
@@ -313,7 +313,10 @@ def _estimate(c: ClusterDecision, pin: CapacityBlockPin, stack: StackSpec) -> Fi
             f"published {rates[0].quoted_at:%Y-%m-%d})" if rates else "a published rate")
     dates = f"{pin.start} -> {pin.end}" if pin.start and pin.end else "dates to be quoted"
     age = stale_age_days(c.window.quote, c.window.judged_at) if c.window is not None else None
-    if age is not None:
+    if rates and undated_source(rates[0].source):
+        rate += (", an undated source (the date is the day it was read): AWS may have "
+                 "changed it")
+    elif age is not None:
         rate += (f", {age} days old (older than {PUBLISHED_RATE_MAX_AGE_DAYS} days: AWS may "
                  "have changed it)")
     return Finding(path, (
