@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: creates, and re-creates each one on every reset: ~0.2 s per region a test touched, paid again
 #: by the next test's reset (2-3 s of setup per moto test in a full run). moto reads
 #: MOTO_AMIS_PATH (a JSON list in its own amis.json format) instead when it is set before moto
-#: is imported (moto/ec2/models/__init__.py): the tests get exactly these AMIs, and launching
-#: from any other id fails as it would on AWS.
+#: is imported (moto/ec2/models/__init__.py): the tests get exactly these AMIs, and with
+#: MOTO_ENABLE_AMI_VALIDATION (moto's settings.py; off by default, when moto launches from any
+#: id) launching from any other id fails as it would on AWS.
 TEST_AMIS = ("ami-12c6146b",)
 
 
@@ -32,6 +33,7 @@ def _moto_amis() -> None:
     import os
     import tempfile
 
+    os.environ.setdefault("MOTO_ENABLE_AMI_VALIDATION", "true")
     if "MOTO_AMIS_PATH" in os.environ:
         return
     spec = importlib.util.find_spec("moto")

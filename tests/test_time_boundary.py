@@ -108,13 +108,7 @@ def test_set_now_refuses_a_moment_outside_the_range():
 
 # ---- through the CLI: exit 2 naming the file or flag and the field ----
 
-JOB = {"name": "train", "gpu": "H100", "gpus": 16, "priority": 9,
-       "window": {"earliest_start": "2027-01-04T00:00:00Z", "deadline": "2027-01-25T00:00:00Z",
-                  "duration_hours": 240}}
-PIN = {"offering_id": "cb-0123456789abcdef0", "region": "us-east-1",
-       "availability_zone": "us-east-1a", "instance_type": "p5.48xlarge", "instance_count": 2,
-       "start": "2027-01-04T11:30:00Z", "end": "2027-01-15T11:30:00Z",
-       "upfront_fee_usd": 20766.24, "purchase_approved": True}
+from tests.test_windows_components import JOB, PIN  # noqa: E402  (one copy of the fixture)
 
 
 def _stack(tmp_path, cluster: dict):
