@@ -25,6 +25,14 @@ FOCUS view), an AWS CUR 2.0 Parquet folder (Data Exports), or a GCP Cloud Billin
 (standard or detailed) as JSON lines or Parquet, as BigQuery exports it. The format is told from
 the columns.
 
+Or the table the bill lives in, queried in place: bq://PROJECT.DATASET.TABLE (BigQuery: the GCP
+billing export) or athena://WORKGROUP/DATABASE.TABLE (Athena: a CUR 2.0 or FOCUS export). The
+warehouse runs the same query DuckDB runs on a file, in its own dialect: one query, pushed down;
+only the groups come back, never the rows. Credentials are the SDKs' own (Application Default
+Credentials; botocore's chain); none found: exit 2 with what to set. A warehouse is not asked
+for the nodes per hour, so the config change derives no demand from it (the priority change
+stays); `gpulease recommend --from-bill` on an hourly export does.
+
 Classes: matched (gpulease's cost tags of this environment first, then a resource id or name of
 the plan), unmatched, credit, tax, adjustment (corrections included). They add up to the bill's
 own total to the cent (`conserved` in the JSON; exit 1 if not). Lines younger than 48 hours and
@@ -42,10 +50,14 @@ examples:
   gpulease spend --stack prod --bill cur2/BILLING_PERIOD=2026-11/ --month 2026-11
   gpulease spend --stack prod --bill gcp-billing.jsonl --format json    for scripts
   gpulease spend --stack prod --bill focus.parquet --format html --out spend.html
+  gpulease spend --stack prod --bill bq://acme-billing.billing.gcp_billing_export_v1_0123
+  gpulease spend --stack prod --bill athena://finops/cur_db.cur2_export --month 2026-11
 
 exit codes: 0 ok · 1 the classes do not add up to the bill's total (a bug: please report) ·
             2 bad input: stack, a missing or unreadable bill, a bill in no format this reads,
-            a malformed --month (the message names the path and the fix; nothing read)"""
+            a malformed --month or warehouse address, no credentials for the warehouse, a
+            table or work group the warehouse does not have, a query it refused (the message
+            names the path and the fix; nothing read)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_stack_args(p)
     p.add_argument("--bill", metavar="SOURCE", required=True,
                    help="the bill: a FOCUS CSV/Parquet file or folder, a CUR 2.0 Parquet "
-                        "folder, or a GCP billing export (JSON lines or Parquet)")
+                        "folder, a GCP billing export (JSON lines or Parquet), or a warehouse "
+                        "table: bq://PROJECT.DATASET.TABLE, athena://WORKGROUP/DATABASE.TABLE")
     p.add_argument("--month", metavar="YYYY-MM",
                    help="only lines whose usage started in this month (UTC); default: every "
                         "line of the source")
@@ -99,12 +112,18 @@ def run(args: argparse.Namespace) -> int:
     from gpulease.spend import reconcile as R
     from gpulease.spend import sources as S
 
+    from gpulease.spend import warehouse as W
+
     now = _now(args.as_of)
     S.month_bounds(args.month)            # a malformed --month: exit 2 before anything runs
+    table = W.parse(args.bill)            # a malformed bq:// or athena:// address: exit 2
+    label = args.stack or args.config
+    if table is not None:
+        W.preflight(table)                # no credentials: exit 2 naming what to set
+        return _warehouse(args, table, now, label)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     src = S.open_source(con, args.bill)   # a missing or unknown bill: exit 2, nothing planned
-    label = args.stack or args.config
     with ui.steps(f"spend of {label}", piped_lines=args.format == "table") as steps:
         plan, prun = make_plan(args, steps=steps)
         steps.step(f"reading {src.path} ({S.FORMAT_LABELS[src.kind]}) with DuckDB")
@@ -120,8 +139,68 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_stack(args, announce_warnings=False)
         doc = R.reconcile(plan, bill, catalog_prices=catalog_prices(plan, loaded.catalog),
                           source=src.path, month=args.month)
+        doc["bill"]["engine"] = "duckdb"
         spend_change.add(doc, plan, loaded.spec, loaded.source,
                          lambda: _usage(con, src, plan, args.month, steps))
+    return _print(args, doc)
+
+
+def _warehouse(args: argparse.Namespace, table, now: dt.datetime, label: str) -> int:
+    """The bill where it lives: one metadata call for its columns, then the one query,
+    pushed down (gpulease.spend.warehouse)."""
+    from gpulease.cli.plan import make_plan
+    from gpulease.errors import InputError
+    from gpulease.spend import classify as C
+    from gpulease.spend import query as Q
+    from gpulease.spend import reconcile as R
+    from gpulease.spend import sources as S
+    from gpulease.spend import warehouse as W
+
+    where = W.address_text(table)
+
+    def bad(message: str) -> ConfigError:
+        return ConfigError([Finding("--bill", f"{where}: {message}")])
+
+    with ui.steps(f"spend of {label}", piped_lines=args.format == "table") as steps:
+        plan, _ = make_plan(args, steps=steps)
+        steps.step(f"reading the columns of {where}")
+        rd = W.reader(table, progress=steps.step)
+        try:
+            columns = rd.columns()
+        except W.WarehouseError as exc:
+            raise bad(f"{exc}; check the address and that the table exists") from None
+        kind = S.kind_of(where, columns)
+        src = S.Source(path=where, reader=W.table_ref(table), kind=kind, columns=columns)
+        try:
+            sql = C.one_query_sql(src, W.dialect(table), month=args.month, now=now)
+        except Q.NotInDialect as exc:
+            raise bad(f"a {S.FORMAT_LABELS[kind]} table holds {exc}, which gpulease does not "
+                      f"read from {table.warehouse.title()}; export it to files and give "
+                      "their folder") from None
+        steps.step(f"querying {where} ({S.FORMAT_LABELS[kind]}): one query, pushed down")
+        try:
+            groups, total, rows = C.groups_of(rd.run(sql))
+        except W.WarehouseError as exc:
+            raise bad(str(exc)) from None
+        steps.step("classifying every line and reconciling with the plan")
+        bill = C.classify(groups, C.PlanIndex.of(plan), source_total=total, source_rows=rows,
+                          kind=src.kind)
+        loaded = load_stack(args, announce_warnings=False)
+        doc = R.reconcile(plan, bill, catalog_prices=catalog_prices(plan, loaded.catalog),
+                          source=where, month=args.month)
+        doc["bill"]["engine"] = table.warehouse
+
+        def no_hours():
+            raise InputError([Finding("--bill", (
+                f"{where}: the nodes billed per hour are not read from a warehouse (spend "
+                "sends it one query, grouped by cluster, not by hour); run `gpulease "
+                "recommend --from-bill` on an hourly export of the month to derive the demand"))])
+
+        spend_change.add(doc, plan, loaded.spec, loaded.source, no_hours)
+    return _print(args, doc)
+
+
+def _print(args: argparse.Namespace, doc: dict[str, Any]) -> int:
     if args.format == "json":
         print_json(doc)
     elif args.format == "html":

@@ -87,30 +87,48 @@ class Classified:
 
 def read_groups(con, src: S.Source, *, month: Optional[str] = None,
                 now: Optional[dt.datetime] = None) -> tuple[list[Group], Decimal, int]:
-    """Run the one query over the bill: the groups, the source's exact total and row count."""
+    """Run the one query over a bill on disk (DuckDB): the groups, the source's exact total
+    and row count."""
+    from gpulease.spend import query as Q
+
+    sql = one_query_sql(src, Q.DUCKDB, month=month, now=now)
+    return groups_of(con.execute(sql).fetchall())
+
+
+def one_query_sql(src: S.Source, dialect: str, *, month: Optional[str] = None,
+                  now: Optional[dt.datetime] = None) -> str:
+    """The one query (groups and the source's total) for ``src`` in ``dialect``."""
     now = now or dt.datetime.now(dt.timezone.utc)
-    cutoff = now - dt.timedelta(hours=PROVISIONAL_HOURS)
-    bounds = S.month_bounds(month)
-    where, params = "", []
-    if bounds:
-        where = "{start} >= ? AND {start} < ?"
-        params = [bounds[0], bounds[1]]
-    sql = f"""
-WITH v AS ({S.normalised_sql(src)})
-SELECT charge, correction, (correction OR start_ts > ?) AS provisional, cluster_tag, env_tag,
-       CASE WHEN cluster_tag IS NULL THEN resource_id END AS resource_id,
-       CASE WHEN cluster_tag IS NULL THEN resource_name END AS resource_name,
-       pricing, hour_unit, sum(billed), sum(effective), coalesce(sum(hours), 0), count(*)
-FROM v {('WHERE ' + where.format(start='start_ts')) if where else ''}
-GROUP BY ALL"""
-    rows = con.execute(sql, [cutoff] + params).fetchall()
-    groups = [Group(charge=r[0], correction=bool(r[1]), provisional=bool(r[2]),
-                    cluster_tag=r[3], env_tag=r[4], resource_id=r[5], resource_name=r[6],
-                    pricing=r[7], hour_unit=r[8], billed=Decimal(r[9] or 0),
-                    effective=Decimal(r[10] or 0), hours=float(r[11]), rows=int(r[12]))
-              for r in rows]
-    total, count = con.execute(S.source_total_sql(src, where), params).fetchone()
-    return groups, Decimal(total or 0), int(count)
+    return S.one_query(src, dialect, cutoff=now - dt.timedelta(hours=PROVISIONAL_HOURS),
+                       bounds=S.month_bounds(month))
+
+
+def _dec(value: Any) -> Decimal:
+    return Decimal(str(value)) if value is not None else Decimal(0)
+
+
+def groups_of(rows: list) -> tuple[list[Group], Decimal, int]:
+    """The one query's answer (gpulease.spend.query.OUTPUT, in order) as groups, the source's
+    total and its row count. Values may come as text (a warehouse's answer) or typed (DuckDB)."""
+    from gpulease.spend import query as Q
+
+    groups, total, count = [], Decimal(0), 0
+    for r in rows:
+        if r[0] == Q.TOTAL_PART:
+            total, count = _dec(r[10]), int(r[13])
+            continue
+        groups.append(Group(charge=r[1], correction=_bool(r[2]), provisional=_bool(r[3]),
+                            cluster_tag=r[4], env_tag=r[5], resource_id=r[6],
+                            resource_name=r[7], pricing=r[8], hour_unit=r[9],
+                            billed=_dec(r[10]), effective=_dec(r[11]),
+                            hours=float(r[12] or 0), rows=int(r[13])))
+    return groups, total, count
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.lower() == "true"
+    return bool(value)
 
 
 @dataclass(frozen=True)

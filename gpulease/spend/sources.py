@@ -25,6 +25,7 @@ from typing import Optional
 
 from gpulease import purchase, tags
 from gpulease.errors import Finding, InputError
+from gpulease.spend import query as Q
 
 FOCUS, CUR, GCP = "focus", "cur2", "gcp-export"
 FORMAT_LABELS = {FOCUS: "FOCUS", CUR: "AWS CUR 2.0", GCP: "GCP Cloud Billing export"}
@@ -107,6 +108,11 @@ def open_source(con, path: str) -> Source:
     except duckdb.Error as exc:
         raise _bad(path, f"unreadable ({_first_line(exc)})") from None
     columns = {row[0]: row[1] for row in described}
+    return Source(path=path, reader=reader, kind=kind_of(path, columns), columns=columns)
+
+
+def kind_of(path: str, columns: dict) -> str:
+    """The bill's format, told from its columns (exit 2 naming ``path`` otherwise)."""
     if "BilledCost" in columns and "ChargePeriodStart" in columns:
         kind = FOCUS
     elif "line_item_unblended_cost" in columns:
@@ -118,7 +124,7 @@ def open_source(con, path: str) -> Source:
         raise _bad(path, f"not a bill this command reads (columns: {shown}); FOCUS has "
                    "BilledCost and ChargePeriodStart, CUR 2.0 line_item_unblended_cost, the GCP "
                    "export cost, sku and usage_start_time")
-    return Source(path=path, reader=reader, kind=kind, columns=columns)
+    return kind
 
 
 def _first_line(exc: Exception) -> str:
@@ -142,10 +148,10 @@ def _focus_tag(src: Source, key: str) -> str:
     if "Tags" not in src.columns:
         return "CAST(NULL AS VARCHAR)"
     if src.columns["Tags"].upper().startswith("MAP"):
-        return f"coalesce(\"Tags\"[{_quote(key)}], \"Tags\"[{_quote('user:' + key)}])"
-    plain, user = _quote('$."' + key + '"'), _quote('$."user:' + key + '"')
-    return (f"coalesce(json_extract_string(\"Tags\", {plain}), "
-            f"json_extract_string(\"Tags\", {user}))")
+        return (f"coalesce(GL_MAP(\"Tags\", {_quote(key)}), "
+                f"GL_MAP(\"Tags\", {_quote('user:' + key)}))")
+    return (f"coalesce(GL_JSON(\"Tags\", {_quote(key)}), "
+            f"GL_JSON(\"Tags\", {_quote('user:' + key)}))")
 
 
 def _focus(src: Source) -> str:
@@ -165,8 +171,8 @@ def _focus(src: Source) -> str:
 SELECT {charge} AS charge,
        coalesce(lower({_col(src, 'ChargeClass')}) = 'correction', false) AS correction,
        CAST("ChargePeriodStart" AS TIMESTAMPTZ) AS start_ts,
-       CAST("BilledCost" AS {DEC}) AS billed,
-       CAST(coalesce({_col(src, 'EffectiveCost')}, "BilledCost") AS {DEC}) AS effective,
+       GL_DEC("BilledCost") AS billed,
+       GL_DEC(coalesce({_col(src, 'EffectiveCost')}, "BilledCost")) AS effective,
        CAST({_col(src, 'ResourceId')} AS VARCHAR) AS resource_id,
        CAST({_col(src, 'ResourceName')} AS VARCHAR) AS resource_name,
        {_focus_tag(src, tags.CLUSTER)} AS cluster_tag,
@@ -174,7 +180,7 @@ SELECT {charge} AS charge,
        {pricing} AS pricing,
        CASE WHEN {compute_hours} THEN CAST({_col(src, 'ConsumedQuantity')} AS DOUBLE) END AS hours,
        CASE WHEN {compute_hours} THEN {_quote(NODE_HOURS)} END AS hour_unit
-FROM {src.reader}"""
+FROM raw"""
 
 
 #: CUR 2.0 line item types by the charge kind they are (AWS Data Exports, "Line item details").
@@ -212,15 +218,15 @@ def _cur(src: Source) -> str:
     rtags = '"resource_tags"' if "resource_tags" in src.columns else None
 
     def tag(key: str) -> str:
-        return f"{rtags}[{_quote('user:' + key)}]" if rtags else "CAST(NULL AS VARCHAR)"
+        return f"GL_MAP({rtags}, {_quote('user:' + key)})" if rtags else "CAST(NULL AS VARCHAR)"
 
     hours_rows = f"{t} IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage') AND {instance}"
     return f"""
 SELECT {charge} AS charge,
        {t} = 'Refund' AS correction,
        CAST("line_item_usage_start_date" AS TIMESTAMPTZ) AS start_ts,
-       CAST("line_item_unblended_cost" AS {DEC}) AS billed,
-       CAST(coalesce({effective}, "line_item_unblended_cost") AS {DEC}) AS effective,
+       GL_DEC("line_item_unblended_cost") AS billed,
+       GL_DEC(coalesce({effective}, "line_item_unblended_cost")) AS effective,
        CAST({_col(src, 'line_item_resource_id')} AS VARCHAR) AS resource_id,
        CAST(NULL AS VARCHAR) AS resource_name,
        {tag(tags.CLUSTER)} AS cluster_tag,
@@ -229,7 +235,7 @@ SELECT {charge} AS charge,
        CASE WHEN {hours_rows} THEN CAST({_col(src, 'line_item_usage_amount', 'DOUBLE')} AS DOUBLE)
        END AS hours,
        CASE WHEN {hours_rows} THEN {_quote(NODE_HOURS)} END AS hour_unit
-FROM {src.reader}"""
+FROM raw"""
 
 
 #: GCP credit type of a committed use discount (Cloud Billing export schema, credits.type).
@@ -242,8 +248,7 @@ def _gcp(src: Source) -> str:
     def label(key: str) -> str:
         if not labels:
             return "CAST(NULL AS VARCHAR)"
-        return (f"list_extract(list_filter({labels}, lambda x: x.key = "
-                f"{_quote(tags.label_key(key))}), 1).value")
+        return f"GL_LABEL({labels}, {_quote(tags.label_key(key))})"
 
     has_resource = "resource" in src.columns and "name" in src.columns["resource"]
     rname = "CAST(\"resource\".name AS VARCHAR)" if has_resource else "CAST(NULL AS VARCHAR)"
@@ -258,28 +263,25 @@ def _gcp(src: Source) -> str:
     charge = (f"CASE WHEN {cost_type} = 'tax' THEN {_quote(TAX)} "
               f"WHEN {cost_type} IN ('adjustment', 'rounding_error') OR {adjusted} "
               f"THEN {_quote(ADJUSTMENT)} "
-              f"WHEN {sku} ILIKE 'Commitment%' THEN {_quote(PURCHASE)} "
+              f"WHEN GL_ILIKE({sku}, 'Commitment%') THEN {_quote(PURCHASE)} "
               f"ELSE {_quote(USAGE)} END")
-    cud = (f"list_contains(list_transform(coalesce({credits}, []), lambda c: c.type), "
-           f"{_quote(GCP_CUD)})" if credits else "false")
+    cud = f"GL_HAS({credits}, {_quote(GCP_CUD)})" if credits else "false"
     # the effective (amortised) cost of a row covered by a resource-based committed use
     # discount is its cost net of that credit; the credit line itself then carries no
     # effective cost, so the commitment is counted once
-    cud_amount = (f"coalesce(list_sum(list_transform(list_filter(coalesce({credits}, []), "
-                  f"lambda c: c.type = {_quote(GCP_CUD)}), lambda c: CAST(c.amount AS {DEC}))), "
-                  f"0)" if credits else "0")
+    cud_amount = f"GL_CREDITS({credits}, {_quote(GCP_CUD)})" if credits else "0"
     pricing = (f"CASE WHEN {charge} <> {_quote(USAGE)} THEN NULL "
-               f"WHEN {sku} ILIKE '%Preemptible%' THEN {_quote(purchase.SPOT)} "
+               f"WHEN GL_ILIKE({sku}, '%Preemptible%') THEN {_quote(purchase.SPOT)} "
                f"WHEN {cud} THEN {_quote(purchase.RESERVED)} "
                f"ELSE {_quote(purchase.ON_DEMAND)} END")
-    gpu_hours = (f"{charge} = {_quote(USAGE)} AND {sku} ILIKE '%GPU%' "
+    gpu_hours = (f"{charge} = {_quote(USAGE)} AND GL_ILIKE({sku}, '%GPU%') "
                  f"AND \"usage\".pricing_unit = 'hour'")
     base = f"""
 SELECT {charge} AS charge,
        {cost_type} = 'adjustment' OR {adjusted} AS correction,
        CAST("usage_start_time" AS TIMESTAMPTZ) AS start_ts,
-       CAST("cost" AS {DEC}) AS billed,
-       CAST("cost" AS {DEC}) + {cud_amount} AS effective,
+       GL_DEC("cost") AS billed,
+       GL_DEC("cost") + {cud_amount} AS effective,
        {rid} AS resource_id,
        {rname} AS resource_name,
        {label(tags.CLUSTER)} AS cluster_tag,
@@ -287,31 +289,38 @@ SELECT {charge} AS charge,
        {pricing} AS pricing,
        CASE WHEN {gpu_hours} THEN CAST("usage".amount_in_pricing_units AS DOUBLE) END AS hours,
        CASE WHEN {gpu_hours} THEN {_quote(GPU_HOURS)} END AS hour_unit
-FROM {src.reader}"""
+FROM raw"""
     if not credits:
         return base
     # each credit of a row is a charge line of its own (class "credit"), with its row's labels
     credit_lines = f"""
 SELECT {_quote(CREDIT)} AS charge, false AS correction,
        CAST("usage_start_time" AS TIMESTAMPTZ) AS start_ts,
-       CAST(c.amount AS {DEC}) AS billed,
+       GL_DEC(c.amount) AS billed,
        -- a resource-based CUD is already in its row's effective cost (see above)
-       CASE WHEN c.type = {_quote(GCP_CUD)} THEN CAST(0 AS {DEC}) ELSE CAST(c.amount AS {DEC})
+       CASE WHEN c.type = {_quote(GCP_CUD)} THEN GL_DEC(0) ELSE GL_DEC(c.amount)
        END AS effective,
        {rid} AS resource_id, {rname} AS resource_name,
        {label(tags.CLUSTER)} AS cluster_tag, {label(tags.ENVIRONMENT)} AS env_tag,
        CAST(NULL AS VARCHAR) AS pricing, CAST(NULL AS DOUBLE) AS hours,
        CAST(NULL AS VARCHAR) AS hour_unit
-FROM (SELECT *, unnest({credits}) AS c FROM {src.reader})"""
+FROM {Q.CREDIT_FROM}"""
     return base + "\nUNION ALL" + credit_lines
 
 
 _MAPPINGS = {FOCUS: _focus, CUR: _cur, GCP: _gcp}
 
 
-def normalised_sql(src: Source) -> str:
-    """The one query mapping ``src`` onto :data:`COLUMNS`."""
+def mapping_sql(src: Source) -> str:
+    """The mapping of ``src``'s lines (read from ``raw``) onto :data:`COLUMNS`, in DuckDB's
+    dialect with gpulease.spend.query's placeholders: the one text every engine runs."""
     return _MAPPINGS[src.kind](src)
+
+
+def normalised_sql(src: Source) -> str:
+    """The normalised view of every line of a bill on disk, as DuckDB runs it."""
+    return Q.render(f"WITH raw AS (SELECT * FROM {Q.SOURCE}) {mapping_sql(src)}", Q.DUCKDB,
+                    src.reader)
 
 
 #: each format's column of when a line was used (the month filter's column).
@@ -319,21 +328,24 @@ START_COLUMNS = {FOCUS: "ChargePeriodStart", CUR: "line_item_usage_start_date",
                  GCP: "usage_start_time"}
 
 
-def source_total_sql(src: Source, where: str = "") -> str:
-    """The bill's own total and row count, summed from the raw columns (not the normalised
-    view), so the classification can be checked against it. ``where``: a condition on the
-    raw start column, written as ``{start}``."""
-    cond = ("WHERE " + where.format(start=f'CAST("{START_COLUMNS[src.kind]}" AS TIMESTAMPTZ)')
-            if where else "")
+def total_expr(src: Source) -> str:
+    """A raw line's billed amount, from the raw columns (not the normalised view), so the
+    classification can be checked against the bill's own total. A GCP row's credits are
+    inside the row."""
     if src.kind == FOCUS:
-        return f'SELECT sum(CAST("BilledCost" AS {DEC})), count(*) FROM {src.reader} {cond}'
+        return 'GL_DEC("BilledCost")'
     if src.kind == CUR:
-        return (f'SELECT sum(CAST("line_item_unblended_cost" AS {DEC})), count(*) '
-                f'FROM {src.reader} {cond}')
-    credits = ("coalesce(list_sum(list_transform(\"credits\", lambda c: "
-               f"CAST(c.amount AS {DEC}))), 0)" if "credits" in src.columns else "0")
-    return f'SELECT sum(CAST("cost" AS {DEC}) + {credits}), count(*) FROM {src.reader} {cond}'
+        return 'GL_DEC("line_item_unblended_cost")'
+    credits = 'GL_CREDITS("credits")' if "credits" in src.columns else "0"
+    return f'GL_DEC("cost") + {credits}'
 
+
+def one_query(src: Source, dialect: str, *, cutoff: dt.datetime,
+              bounds: Optional[tuple[dt.datetime, dt.datetime]]) -> str:
+    """The one query over ``src`` (gpulease.spend.query.grouped_sql) in ``dialect``."""
+    text = Q.grouped_sql(mapping_sql(src), total_expr(src), START_COLUMNS[src.kind],
+                         cutoff=cutoff, bounds=bounds)
+    return Q.render(text, dialect, src.reader)
 
 
 def month_bounds(month: Optional[str]) -> Optional[tuple[dt.datetime, dt.datetime]]:

@@ -1,8 +1,14 @@
 """Warehouse bill sources: ``bq://project.dataset.table`` and ``athena://workgroup/database.table``.
 
-Only the address is parsed and checked here (first step of issue 33 item 3); the pushed-down
-query is not issued yet. The name rules are the clouds' own, so a typo fails here (exit 2,
-naming ``--bill``) instead of as a remote error:
+The bill is queried where it lives, with the ONE query `gpulease spend` runs on a file
+(gpulease.spend.query: the same text, produced in BigQuery's or Trino's dialect): only the
+groups come back, never the rows. Before it, one metadata call reads the table's columns (the
+format is told from them, as for a file): BigQuery ``tables.get``, or the AWS Glue Data
+Catalog's ``GetTable`` (Athena's tables live there). Credentials are the SDKs' own chains
+(gpulease.credentials); none found: exit 2 with what to set, nothing called.
+
+The address is parsed and checked first. The name rules are the clouds' own, so a typo fails
+here (exit 2, naming ``--bill``) instead of as a remote error:
 
 * BigQuery project ids: 6-30 characters, lowercase letters, digits and hyphens, starting with a
   letter (a legacy domain-scoped id ``example.com:project`` is accepted); dataset ids: letters,
@@ -83,3 +89,222 @@ def parse(text: str) -> Optional[WarehouseTable]:
             raise _bad(text, f"{name!r} is not an Athena {what} name (lowercase letters, "
                              "digits, underscores)")
     return WarehouseTable(ATHENA, workgroup, database, table)
+
+
+# ---- reading the bill in place ---------------------------------------------------------------
+#: What each warehouse's reader needs, for the credentials message.
+NEEDS = {
+    BIGQUERY: ("spend reads the bill table in BigQuery: bigquery.tables.get and "
+               "bigquery.tables.getData on the table, bigquery.jobs.create on the project"),
+    ATHENA: ("spend queries the bill table with Athena: athena:StartQueryExecution, "
+             "GetQueryExecution, GetQueryResults and GetWorkGroup on the work group, "
+             "glue:GetTable on the table, s3 read of the table's files and write to the work "
+             "group's query result location"),
+}
+
+#: Athena: how long to wait for the query, and the first poll interval (doubling to 5 s).
+ATHENA_TIMEOUT_S = 1800.0
+ATHENA_FIRST_POLL_S = 0.2
+#: rows per GetQueryResults page (the API's maximum).
+ATHENA_PAGE = 1000
+
+
+class WarehouseError(Exception):
+    """The warehouse refused or failed the read (its own words); exit 2 names --bill."""
+
+
+def address_text(t: WarehouseTable) -> str:
+    if t.warehouse == BIGQUERY:
+        return f"bq://{t.container}.{t.database}.{t.table}"
+    return f"athena://{t.container}/{t.database}.{t.table}"
+
+
+def table_ref(t: WarehouseTable) -> str:
+    """The table as the warehouse's SQL names it."""
+    if t.warehouse == BIGQUERY:
+        return f"`{t.container}.{t.database}.{t.table}`"
+    return f'"{t.database}"."{t.table}"'
+
+
+def dialect(t: WarehouseTable) -> str:
+    from gpulease.spend import query as Q
+
+    return Q.BIGQUERY if t.warehouse == BIGQUERY else Q.TRINO
+
+
+def preflight(t: WarehouseTable) -> None:
+    """Exit 2 (CredentialsError) naming what to set when the warehouse's cloud has no
+    credentials: nothing is called."""
+    from gpulease import credentials
+    from gpulease.clouds.aws.cloud import AWS
+    from gpulease.clouds.gcp.cloud import GCP
+
+    cloud = GCP.name if t.warehouse == BIGQUERY else AWS.name
+    credentials.preflight([cloud], command="spend", needs={cloud: NEEDS[t.warehouse]})
+
+
+def _bq_type(field) -> str:
+    """A BigQuery schema field's type in the words gpulease.spend.sources reads (DuckDB's:
+    STRUCT(a ..., b ...), a trailing [] for a REPEATED field)."""
+    if field.field_type in ("RECORD", "STRUCT"):
+        inner = ", ".join(f"{f.name} {_bq_type(f)}" for f in field.fields)
+        text = f"STRUCT({inner})"
+    else:
+        text = field.field_type
+    return text + "[]" if field.mode == "REPEATED" else text
+
+
+class BigQueryReader:
+    """``bq://PROJECT.DATASET.TABLE`` through google-cloud-bigquery (jobs.query)."""
+
+    def __init__(self, t: WarehouseTable, endpoint: Optional[str] = None):
+        import os
+
+        from google.cloud import bigquery
+
+        from gpulease.credentials.gcp import ENDPOINT_ENV
+
+        self.t = t
+        endpoint = endpoint or os.environ.get(ENDPOINT_ENV)
+        if endpoint:
+            from google.api_core.client_options import ClientOptions
+            from google.auth.credentials import AnonymousCredentials
+
+            self.client = bigquery.Client(project=t.container,
+                                          credentials=AnonymousCredentials(),
+                                          client_options=ClientOptions(api_endpoint=endpoint))
+        else:
+            self.client = bigquery.Client(project=t.container)
+        self.location: Optional[str] = None
+
+    def columns(self) -> dict:
+        from google.api_core import exceptions as gexc
+
+        try:
+            table = self.client.get_table(f"{self.t.container}.{self.t.database}.{self.t.table}")
+        except gexc.NotFound:
+            raise WarehouseError("no such table (BigQuery tables.get: 404 notFound)") from None
+        except gexc.GoogleAPICallError as exc:
+            raise WarehouseError(f"BigQuery tables.get failed: {_api_message(exc)}") from None
+        self.location = table.location
+        return {f.name: _bq_type(f) for f in table.schema}
+
+    def run(self, sql: str) -> list[tuple]:
+        from google.api_core import exceptions as gexc
+
+        try:
+            rows = self.client.query_and_wait(sql, location=self.location)
+            return [tuple(r.values()) for r in rows]
+        except gexc.GoogleAPICallError as exc:
+            raise WarehouseError(f"BigQuery rejected the query: {_api_message(exc)}") from None
+
+
+def _api_message(exc) -> str:
+    code = getattr(exc, "code", None)
+    reason = getattr(exc, "reason", None)
+    msg = getattr(exc, "message", None) or str(exc)
+    return f"{msg} (HTTP {int(code) if code is not None else '?'}" + \
+        (f", {reason})" if reason else ")")
+
+
+class AthenaReader:
+    """``athena://WORKGROUP/DATABASE.TABLE`` through boto3: the columns from the Glue Data
+    Catalog, the query through Athena (the work group's result location)."""
+
+    def __init__(self, t: WarehouseTable, *, progress=None):
+        import boto3
+
+        self.t = t
+        self.athena = boto3.client("athena")
+        self.glue = boto3.client("glue")
+        self.progress = progress
+        self.execution_id: Optional[str] = None
+
+    def _call(self, what: str, fn, **kw):
+        from botocore.exceptions import ClientError
+
+        try:
+            return fn(**kw)
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            raise WarehouseError(f"{what} failed: {err.get('Code', '?')}: "
+                                 f"{err.get('Message', '')} (HTTP {status})") from None
+
+    def columns(self) -> dict:
+        from botocore.exceptions import ClientError
+
+        try:
+            got = self.glue.get_table(DatabaseName=self.t.database, Name=self.t.table)["Table"]
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "EntityNotFoundException":
+                raise WarehouseError("no such table in the Glue Data Catalog (GetTable: "
+                                     "EntityNotFoundException)") from None
+            raise WarehouseError(f"Glue GetTable failed: {code}: "
+                                 f"{exc.response.get('Error', {}).get('Message', '')}") from None
+        cols = list(got.get("StorageDescriptor", {}).get("Columns", []))
+        cols += list(got.get("PartitionKeys", []))
+        return {c["Name"]: c["Type"] for c in cols}
+
+    def _output(self) -> None:
+        wg = self._call("Athena GetWorkGroup", self.athena.get_work_group,
+                        WorkGroup=self.t.container).get("WorkGroup")
+        if not wg:
+            raise WarehouseError(f"work group {self.t.container} does not exist (Athena "
+                                 "GetWorkGroup)")
+        conf = wg.get("Configuration") or {}
+        if wg.get("State", "ENABLED") != "ENABLED":
+            raise WarehouseError(f"work group {self.t.container} is {wg.get('State')}")
+        if not (conf.get("ResultConfiguration") or {}).get("OutputLocation") and \
+                not (conf.get("ManagedQueryResultsConfiguration") or {}).get("Enabled"):
+            raise WarehouseError(f"work group {self.t.container} has no query result location; "
+                                 "set one (Athena console: Workgroups, Edit, Query result "
+                                 "configuration) or use a work group that has one")
+
+    def run(self, sql: str) -> list[tuple]:
+        import time
+
+        self._output()
+        started = self._call("Athena StartQueryExecution", self.athena.start_query_execution,
+                             QueryString=sql, WorkGroup=self.t.container,
+                             QueryExecutionContext={"Catalog": "AwsDataCatalog",
+                                                    "Database": self.t.database})
+        qid = self.execution_id = started["QueryExecutionId"]
+        waited, pause = 0.0, ATHENA_FIRST_POLL_S
+        while True:
+            ex = self._call("Athena GetQueryExecution", self.athena.get_query_execution,
+                            QueryExecutionId=qid)["QueryExecution"]
+            state = ex["Status"]["State"]
+            if state == "SUCCEEDED":
+                break
+            if state in ("FAILED", "CANCELLED"):
+                reason = ex["Status"].get("StateChangeReason", "")
+                raise WarehouseError(f"Athena query {qid} {state.lower()}: {reason}")
+            if waited >= ATHENA_TIMEOUT_S:
+                raise WarehouseError(f"Athena query {qid} still {state} after "
+                                     f"{ATHENA_TIMEOUT_S:.0f} s")
+            if self.progress:
+                self.progress(f"Athena query {qid}: {state.lower()} ({waited:.0f} s)")
+            time.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, 5.0)
+        rows: list[tuple] = []
+        token, header = None, True
+        while True:
+            kw = {"QueryExecutionId": qid, "MaxResults": ATHENA_PAGE}
+            if token:
+                kw["NextToken"] = token
+            page = self._call("Athena GetQueryResults", self.athena.get_query_results, **kw)
+            for row in page["ResultSet"]["Rows"]:
+                if header:          # a SELECT's first row holds the column names
+                    header = False
+                    continue
+                rows.append(tuple(d.get("VarCharValue") for d in row["Data"]))
+            token = page.get("NextToken")
+            if not token:
+                return rows
+
+
+def reader(t: WarehouseTable, *, progress=None):
+    return BigQueryReader(t) if t.warehouse == BIGQUERY else AthenaReader(t, progress=progress)

@@ -1,0 +1,212 @@
+"""The one reconciliation query, written once and produced in each engine's dialect.
+
+`gpulease spend` reads a bill with ONE query per source: the charge lines grouped by everything
+classification reads (gpulease.spend.classify.Group) and, in the same statement, the source's
+own total and row count summed from its raw columns (the conservation check). The same text runs
+in the embedded engine (DuckDB, for files) and is pushed down to the warehouse the bill lives in
+(BigQuery for ``bq://``, Athena's Trino engine for ``athena://``): only the groups come back,
+never the rows.
+
+One source of truth: the query is written in DuckDB's dialect (gpulease.spend.sources' per-format
+mappings plus :func:`grouped_sql`) and produced for the other engines by sqlglot. sqlglot renders
+the portable parts (casts, types, CASE, string functions) right; the constructs it renders wrong
+or not at all are written as placeholder calls, ``GL_*(...)``, which sqlglot passes through as
+unknown functions and :func:`render` then replaces with each engine's own form
+(docs/spend.md, "Warehouse bills", lists them with the reason):
+
+=================  ==========================  ===============================  ==========================
+placeholder        DuckDB                      BigQuery                         Trino (Athena)
+=================  ==========================  ===============================  ==========================
+GL_DEC(x)          CAST(x AS DECIMAL(38,12))   CAST(x AS NUMERIC)               CAST(x AS DECIMAL(38,12))
+GL_TS('iso')       CAST('iso' AS TIMESTAMPTZ)  TIMESTAMP('iso')                 from_iso8601_timestamp('iso')
+GL_MAP(m, 'k')     m['k']                      (no MAP type)                    element_at(m, 'k')
+GL_JSON(j, 'k')    json_extract_string         JSON_VALUE(j, '$."k"')           json_extract_scalar(j, '$["k"]')
+GL_LABEL(a, 'k')   list_filter ... value       (SELECT value FROM UNNEST(a)..)  (no arrays of labels here)
+GL_CREDITS(a, t)   list_sum(list_transform..)  (SELECT SUM(amount) ...)         (no credit arrays here)
+GL_HAS(a, 't')     list_contains(...)          EXISTS(SELECT 1 FROM UNNEST..)   (no credit arrays here)
+GL_ILIKE(x, 'p')   x ILIKE 'p'                 LOWER(x) LIKE LOWER('p')         lower(x) LIKE lower('p')
+=================  ==========================  ===============================  ==========================
+
+Why not sqlglot alone (sqlglot 30, checked 2026-12-04): DuckDB's ``m['k']`` becomes Trino's
+``m['k']``, which fails the query when a row lacks the key (Trino's subscript raises; element_at
+returns NULL); ``list_extract(list_filter(...), 1)`` becomes an ``[OFFSET]`` that fails on an
+empty array in BigQuery (SAFE_OFFSET returns NULL); ``DECIMAL(38,12)`` becomes a NUMERIC BigQuery
+rejects (NUMERIC's scale is at most 9); ``GROUP BY ALL`` is not Trino's. The grouped query
+therefore groups by ordinals, which every engine reads alike.
+
+BigQuery's billing export stores ``cost`` and ``credits.amount`` as FLOAT64: NUMERIC (scale 9)
+keeps every digit the float has for amounts below 10^20.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Callable, Optional
+
+DUCKDB, BIGQUERY, TRINO = "duckdb", "bigquery", "trino"
+DIALECTS = (DUCKDB, BIGQUERY, TRINO)
+
+#: the placeholder the source's table (or DuckDB table function) stands in for in the text.
+SOURCE = "gl_source"
+#: the one query's output columns, in order.
+OUTPUT = ("part", "charge", "correction", "provisional", "cluster_tag", "env_tag",
+          "resource_id", "resource_name", "pricing", "hour_unit", "billed", "effective",
+          "hours", "n")
+GROUP_PART, TOTAL_PART = "g", "t"
+
+
+class NotInDialect(Exception):
+    """A construct the bill's format needs that the engine holding it has no form for here."""
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def ts(value: dt.datetime) -> str:
+    """A UTC instant as the placeholder literal."""
+    utc = value.astimezone(dt.timezone.utc)
+    return f"GL_TS({_q(utc.strftime('%Y-%m-%dT%H:%M:%S') + 'Z')})"
+
+
+def grouped_sql(normalised: str, total_expr: str, start_column: str, *,
+                cutoff: dt.datetime,
+                bounds: Optional[tuple[dt.datetime, dt.datetime]]) -> str:
+    """The one query, in DuckDB's dialect with placeholders: ``normalised`` reads ``raw`` (the
+    source's lines of the month) onto gpulease.spend.sources.COLUMNS; ``total_expr`` sums a raw
+    line's billed amount; ``start_column`` is the raw column the month filter reads."""
+    start = f'CAST("{start_column}" AS TIMESTAMPTZ)'
+    where = (f"WHERE {start} >= {ts(bounds[0])} AND {start} < {ts(bounds[1])}"
+             if bounds else "")
+    null_text, null_bool = "CAST(NULL AS VARCHAR)", "CAST(NULL AS BOOLEAN)"
+    return f"""WITH raw AS (SELECT * FROM {SOURCE} {where}),
+v AS ({normalised}),
+g AS (
+SELECT {_q(GROUP_PART)} AS part, charge, correction,
+       (correction OR start_ts > {ts(cutoff)}) AS provisional, cluster_tag, env_tag,
+       CASE WHEN cluster_tag IS NULL THEN resource_id END AS resource_id,
+       CASE WHEN cluster_tag IS NULL THEN resource_name END AS resource_name,
+       pricing, hour_unit, sum(billed) AS billed, sum(effective) AS effective,
+       coalesce(sum(hours), 0) AS hours, count(*) AS n
+FROM v
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+t AS (
+SELECT {_q(TOTAL_PART)} AS part, {null_text} AS charge, {null_bool} AS correction,
+       {null_bool} AS provisional, {null_text} AS cluster_tag, {null_text} AS env_tag,
+       {null_text} AS resource_id, {null_text} AS resource_name, {null_text} AS pricing,
+       {null_text} AS hour_unit, sum({total_expr}) AS billed, sum({total_expr}) AS effective,
+       CAST(0 AS DOUBLE) AS hours, count(*) AS n
+FROM raw)
+SELECT * FROM g UNION ALL SELECT * FROM t"""
+
+
+# ---- the placeholders, per engine ------------------------------------------------------------
+def _dec(d: str, a: list[str]) -> str:
+    return f"CAST({a[0]} AS NUMERIC)" if d == BIGQUERY else f"CAST({a[0]} AS DECIMAL(38, 12))"
+
+
+def _ts(d: str, a: list[str]) -> str:
+    if d == BIGQUERY:
+        return f"TIMESTAMP({a[0]})"
+    if d == TRINO:
+        return f"from_iso8601_timestamp({a[0]})"
+    return f"CAST({a[0]} AS TIMESTAMPTZ)"
+
+
+def _map(d: str, a: list[str]) -> str:
+    if d == TRINO:
+        return f"element_at({a[0]}, {a[1]})"
+    if d == DUCKDB:
+        return f"{a[0]}[{a[1]}]"
+    raise NotInDialect("a MAP column (BigQuery has no MAP type)")
+
+
+def _json_path(key_literal: str, style: str) -> str:
+    key = key_literal[1:-1].replace("''", "'")
+    return _q(f'$."{key}"' if style == "dot" else f'$["{key}"]')
+
+
+def _json(d: str, a: list[str]) -> str:
+    if d == BIGQUERY:
+        return f"JSON_VALUE({a[0]}, {_json_path(a[1], 'dot')})"
+    if d == TRINO:
+        return f"json_extract_scalar({a[0]}, {_json_path(a[1], 'bracket')})"
+    return f"json_extract_string({a[0]}, {_json_path(a[1], 'dot')})"
+
+
+def _label(d: str, a: list[str]) -> str:
+    if d == BIGQUERY:
+        return (f"(SELECT ANY_VALUE(l.value) FROM UNNEST({a[0]}) AS l "
+                f"WHERE l.key = {a[1]})")
+    if d == DUCKDB:
+        return f"list_extract(list_filter({a[0]}, lambda x: x.key = {a[1]}), 1).value"
+    raise NotInDialect("an array of labels (a GCP billing export)")
+
+
+def _credits(d: str, a: list[str]) -> str:
+    """The sum of a row's credit amounts (all, or of one type), 0 without any."""
+    typed = len(a) > 1
+    if d == BIGQUERY:
+        cond = f" WHERE c.type = {a[1]}" if typed else ""
+        return (f"COALESCE((SELECT SUM(CAST(c.amount AS NUMERIC)) FROM UNNEST({a[0]}) AS c"
+                f"{cond}), 0)")
+    if d == DUCKDB:
+        items = f"coalesce({a[0]}, [])"
+        if typed:
+            items = f"list_filter({items}, lambda c: c.type = {a[1]})"
+        return (f"coalesce(list_sum(list_transform({items}, lambda c: "
+                f"CAST(c.amount AS DECIMAL(38, 12)))), 0)")
+    raise NotInDialect("an array of credits (a GCP billing export)")
+
+
+def _has(d: str, a: list[str]) -> str:
+    if d == BIGQUERY:
+        return f"EXISTS(SELECT 1 FROM UNNEST({a[0]}) AS c WHERE c.type = {a[1]})"
+    if d == DUCKDB:
+        return (f"list_contains(list_transform(coalesce({a[0]}, []), lambda c: c.type), "
+                f"{a[1]})")
+    raise NotInDialect("an array of credits (a GCP billing export)")
+
+
+def _ilike(d: str, a: list[str]) -> str:
+    if d == DUCKDB:
+        return f"{a[0]} ILIKE {a[1]}"
+    return f"LOWER({a[0]}) LIKE LOWER({a[1]})"
+
+
+PLACEHOLDERS: dict[str, Callable[[str, list[str]], str]] = {
+    "GL_DEC": _dec, "GL_TS": _ts, "GL_MAP": _map, "GL_JSON": _json, "GL_LABEL": _label,
+    "GL_CREDITS": _credits, "GL_HAS": _has, "GL_ILIKE": _ilike,
+}
+
+#: how each engine unnests a GCP row's credits into lines of their own (a FROM clause over
+#: ``raw``; each credit is ``c``).
+CREDIT_ROWS = {
+    DUCKDB: "(SELECT *, unnest(credits) AS c FROM raw)",
+    BIGQUERY: "raw CROSS JOIN UNNEST(raw.credits) AS c",
+}
+CREDIT_FROM = "gl_credit_rows"
+
+
+def render(text: str, dialect: str, source: str) -> str:
+    """``text`` (DuckDB's dialect with placeholders) as ``dialect``'s SQL reading ``source``
+    (a table name quoted for that engine, or a DuckDB table function). Raises NotInDialect."""
+    import sqlglot
+    from sqlglot import exp
+
+    if dialect not in DIALECTS:
+        raise ValueError(dialect)
+    tree = sqlglot.parse_one(text, read=DUCKDB)
+
+    def swap(node):
+        if isinstance(node, exp.Anonymous) and str(node.this).upper() in PLACEHOLDERS:
+            args = [x.sql(dialect=dialect) for x in node.expressions]
+            return sqlglot.parse_one(PLACEHOLDERS[str(node.this).upper()](dialect, args),
+                                     read=dialect)
+        return node
+
+    out = tree.transform(swap).sql(dialect=dialect)
+    if CREDIT_FROM in out:
+        if dialect not in CREDIT_ROWS:
+            raise NotInDialect("an array of credits (a GCP billing export)")
+        out = out.replace(CREDIT_FROM, CREDIT_ROWS[dialect])
+    return out.replace(SOURCE, source)
