@@ -134,6 +134,7 @@ def child(measure: str, path: str) -> None:
     fn = MEASURES[measure]
     import duckdb  # noqa: F401  (the import is not part of the figure)
     import gpulease.spend.classify  # noqa: F401
+    import sqlglot  # noqa: F401  (imported by gpulease.spend.query on first use)
 
     out, wall, cpu = benchlib.timed(fn, path)
     # ru_maxrss: kilobytes on Linux

@@ -204,7 +204,13 @@ def render(text: str, dialect: str, source: str) -> str:
                                      read=dialect)
         return node
 
-    out = tree.transform(swap).sql(dialect=dialect)
+    tree = tree.transform(swap)
+    if dialect == DUCKDB:
+        # DuckDB materialises a CTE read twice (``raw``: by the mapping and by the total),
+        # copying every column of every line; inlined, each reader scans only what it needs
+        for cte in tree.find_all(exp.CTE):
+            cte.set("materialized", False)
+    out = tree.sql(dialect=dialect)
     if CREDIT_FROM in out:
         if dialect not in CREDIT_ROWS:
             raise NotInDialect("an array of credits (a GCP billing export)")
