@@ -69,14 +69,47 @@ def _spend(capsys, bill: str, *extra: str) -> tuple[int, dict | None, str]:
 
 
 def _same_view(warehouse: dict, file: dict) -> None:
-    """Everything but where it came from, and the config change's demand (which needs the
-    nodes per hour a warehouse is not asked for), is identical."""
+    """Everything but where it came from is identical, the config change included."""
     for key in ("total_billed_usd", "classes_usd", "rows", "unmatched_usd", "provisional",
-                "conserved", "unmatched"):
+                "conserved", "unmatched", "clusters"):
         assert warehouse[key] == file[key], key
-    strip = [{k: v for k, v in c.items() if k != "config_change"} for c in warehouse["clusters"]]
-    assert strip == [{k: v for k, v in c.items() if k != "config_change"}
-                     for c in file["clusters"]]
+
+
+def _recommend(capsys, bill: str, *extra: str) -> tuple[int, dict | None, str]:
+    rc = main(["recommend", "--stack", "prod", "--from-bill", bill, "--json", *extra])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if out.out.strip() else None), out.err
+
+
+def test_spend_without_month_from_a_warehouse_says_the_change_needs_it(bigquery, capsys,
+                                                                      monkeypatch, month):
+    _, url = bigquery
+    monkeypatch.setenv("GPULEASE_GCP_ENDPOINT", url)
+    rc = main(["spend", "--stack", "prod", "--bill", BQ, "--now", NOW, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["conserved"]
+    short = next(c for c in doc["clusters"] if c["cluster"] == month[1].short)
+    assert "give --month YYYY-MM" in " ".join(short["config_change"]["why"])
+
+
+def test_recommend_from_bigquery_is_the_files_recommendation(month, bigquery, capsys,
+                                                            monkeypatch):
+    fake, url = bigquery
+    monkeypatch.setenv("GPULEASE_GCP_ENDPOINT", url)
+    fake.calls.clear()
+    rc, doc, err = _recommend(capsys, BQ, "--month", MONTH)
+    assert rc == 0, err
+    assert [m for m, p in fake.calls if p.endswith("/queries")] == ["POST"]    # one query
+    rc, file_doc, _ = _recommend(capsys, str(month[0]["gcp"]))
+    assert doc["clusters"] == file_doc["clusters"]
+    short = next(c for c in doc["clusters"] if c["name"] == month[1].short)
+    assert short["profile"][0]["hours_per_month"] == month[1].short_hours[1]
+
+
+def test_recommend_from_a_warehouse_needs_a_month(capsys, bigquery, monkeypatch):
+    monkeypatch.setenv("GPULEASE_GCP_ENDPOINT", bigquery[1])
+    rc, doc, err = _recommend(capsys, BQ)
+    assert rc == 2 and doc is None and "--month" in err and "many months" in err
 
 
 # ---- BigQuery ---------------------------------------------------------------------------------
@@ -100,8 +133,11 @@ def test_bigquery_one_pushed_down_query_reconciles_as_the_file(month, bigquery, 
     exp = month[1]
     assert doc["rows"]["adjustment"] == 1 and doc["provisional"]["rows"] == 1
     assert sorted(u["resource"].rsplit("/", 1)[-1] for u in doc["unmatched"]) == exp.nat_ids
+    # with --month the same one query returns the nodes per hour: the config change is the file's
     short = next(c for c in doc["clusters"] if c["cluster"] == exp.short)
-    assert "not read from a warehouse" in " ".join(short["config_change"]["why"])
+    assert short["config_change"] == next(c for c in file_doc["clusters"]
+                                          if c["cluster"] == exp.short)["config_change"]
+    assert short["config_change"]["set"]["demand"][0]["hours_per_month"] == exp.short_hours[1]
 
 
 def test_bigquery_answer_in_pages_is_read_whole(month, bigquery, capsys, monkeypatch):
@@ -234,11 +270,11 @@ def athena(month, moto_url, monkeypatch):
     return s, src
 
 
-def _queue_answer(moto_url: str, con, src) -> str:
+def _queue_answer(moto_url: str, con, src, **kw) -> str:
     """What the one query returns on this month (DuckDB runs the same text), queued as moto's
     next Athena answer; returns the Trino text Athena must receive."""
     now = dt.datetime(2026, 12, 4, tzinfo=dt.timezone.utc)
-    rows = con.execute(C.one_query_sql(src, Q.DUCKDB, month=MONTH, now=now)).fetchall()
+    rows = con.execute(C.one_query_sql(src, Q.DUCKDB, month=MONTH, now=now, **kw)).fetchall()
     header = {"Data": [{"VarCharValue": c} for c in Q.OUTPUT]}
     body = {"region": "us-east-1", "results": [{
         "rows": [header] + [{"Data": [_athena_cell(v) for v in r]} for r in rows],
@@ -248,7 +284,7 @@ def _queue_answer(moto_url: str, con, src) -> str:
     assert r.status_code == 201
     import dataclasses
     return C.one_query_sql(dataclasses.replace(src, reader=f'"{GLUE_DB}"."{GLUE_TABLE}"'),
-                           Q.TRINO, month=MONTH, now=now)
+                           Q.TRINO, month=MONTH, now=now, **kw)
 
 
 def test_athena_one_query_in_trino_reconciles_as_the_file(month, athena, moto_url, capsys):
@@ -258,7 +294,11 @@ def test_athena_one_query_in_trino_reconciles_as_the_file(month, athena, moto_ur
     s, src = athena
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    want_sql = _queue_answer(moto_url, con, src)
+    from gpulease.cli.plan import make_plan
+
+    plan, _ = make_plan(argparse.Namespace(stack="prod", config=None, catalog=None,
+                                           catalog_version=None, now=None))
+    want_sql = _queue_answer(moto_url, con, src, hourly=True, index=C.PlanIndex.of(plan))
     rc, doc, err = _spend(capsys, ATHENA)
     assert rc == 0, err
     assert doc["bill"]["engine"] == W.ATHENA and doc["bill"]["format"] == "AWS CUR 2.0"
@@ -273,6 +313,27 @@ def test_athena_one_query_in_trino_reconciles_as_the_file(month, athena, moto_ur
     assert "element_at" in ex["Query"].lower() and "[" not in ex["Query"]   # no map subscript
     rc, file_doc, _ = _spend(capsys, str(month[0]["cur2"]))
     _same_view(doc, file_doc)
+
+
+def test_recommend_from_athena_is_the_files_recommendation(month, athena, moto_url, capsys):
+    from gpulease.cli.recommend import bill_index
+    from gpulease.policy import decide
+
+    s, src = athena
+    loaded = load_stack(argparse.Namespace(stack="prod", config=None, catalog=None,
+                                           catalog_version=None, now=None),
+                        announce_warnings=False)
+    index = bill_index(loaded.spec, decide(loaded.spec, loaded.catalog))
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    _queue_answer(moto_url, con, src, groups=False, hourly=True, index=index)
+    rc, doc, err = _recommend(capsys, ATHENA, "--month", MONTH)
+    assert rc == 0, err
+    ids = s.client("athena", region_name="us-east-1").list_query_executions(
+        WorkGroup=WORKGROUP)["QueryExecutionIds"]
+    assert len(ids) == 1
+    rc, file_doc, _ = _recommend(capsys, str(month[0]["cur2"]))
+    assert doc["clusters"] == file_doc["clusters"]
 
 
 @pytest.mark.parametrize("bill, words", [

@@ -65,8 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="most steps in a profile, baseline included (default %(default)s)")
     p.add_argument("--from-bill", metavar="SOURCE",
                    help="size the demand from a billed month instead of the GPU metrics: a "
-                        "FOCUS CSV/Parquet file or folder, a CUR 2.0 Parquet folder, or a GCP "
-                        "billing export (as `gpulease spend --bill` reads)")
+                        "FOCUS CSV/Parquet file or folder, a CUR 2.0 Parquet folder, a GCP "
+                        "billing export, or a warehouse table bq://PROJECT.DATASET.TABLE / "
+                        "athena://WORKGROUP/DATABASE.TABLE with --month (as `gpulease spend "
+                        "--bill` reads)")
     p.add_argument("--month", metavar="YYYY-MM",
                    help="with --from-bill: the month to read (UTC; default: the bill's only "
                         "month)")
@@ -172,9 +174,21 @@ def run_from_bill(args: argparse.Namespace) -> int:
 
     if args.month is not None:
         S.month_bounds(args.month)          # a malformed --month: exit 2 before anything runs
+    from gpulease.spend import warehouse as W
+
+    with _named_from_bill():
+        table = W.parse(args.from_bill)             # a malformed bq:// or athena://: exit 2
+    if table is not None:
+        if args.month is None:
+            raise ConfigError([Finding("--month", (
+                f"{args.from_bill}: a warehouse table holds many months; say which one, e.g. "
+                "--month 2026-11"))])
+        W.preflight(table)                          # no credentials: exit 2, nothing called
     loaded = load_stack(args)
     spec = loaded.spec
     decision = decide(spec, loaded.catalog)
+    if table is not None:
+        return _from_warehouse(args, table, loaded, decision)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     with _named_from_bill():
@@ -190,6 +204,33 @@ def run_from_bill(args: argparse.Namespace) -> int:
                 raise ConfigError([Finding("--bill", f"{src.path}: unreadable as "
                                            f"{S.FORMAT_LABELS[src.kind]} "
                                            f"({S._first_line(exc)}); {S.FIX}")]) from None
+            U.require_clusters(usage, index, src, spec.stack)
+            report = engine.run_from_bill(spec, loaded.catalog, decision, usage,
+                                          max_steps=args.max_steps, progress=steps.step)
+    _show(args, report)
+    return report.exit_code
+
+
+def _from_warehouse(args: argparse.Namespace, table, loaded, decision) -> int:
+    """`recommend --from-bill bq://... | athena://...`: the nodes per hour of --month from the
+    one query's hourly part, pushed down (gpulease.cli.spend.warehouse_answer)."""
+    import datetime as dt
+
+    from gpulease.cli.spend import warehouse_answer
+    from gpulease.recommend import engine
+    from gpulease.spend import usage as U
+    from gpulease.spend import warehouse as W
+
+    spec = loaded.spec
+    where = W.address_text(table)
+    with _named_from_bill():
+        index = bill_index(spec, decision)
+        with ui.steps(f"recommending demand for {loaded.source} from {where}",
+                      piped_lines=not args.json) as steps:
+            src, answer = warehouse_answer(
+                table, "--bill", steps, month=args.month,
+                now=dt.datetime.now(dt.timezone.utc), index=index, groups=False, hourly=True)
+            usage = U.from_rows(answer, src, index, gpus_per_node(decision), month=args.month)
             U.require_clusters(usage, index, src, spec.stack)
             report = engine.run_from_bill(spec, loaded.catalog, decision, usage,
                                           max_steps=args.max_steps, progress=steps.step)

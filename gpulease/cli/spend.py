@@ -28,10 +28,9 @@ the columns.
 Or the table the bill lives in, queried in place: bq://PROJECT.DATASET.TABLE (BigQuery: the GCP
 billing export) or athena://WORKGROUP/DATABASE.TABLE (Athena: a CUR 2.0 or FOCUS export). The
 warehouse runs the same query DuckDB runs on a file, in its own dialect: one query, pushed down;
-only the groups come back, never the rows. Credentials are the SDKs' own (Application Default
-Credentials; botocore's chain); none found: exit 2 with what to set. A warehouse is not asked
-for the nodes per hour, so the config change derives no demand from it (the priority change
-stays); `gpulease recommend --from-bill` on an hourly export does.
+only the groups (and, with --month, the nodes billed per hour for the config change) come back,
+never the rows. Credentials are the SDKs' own (Application Default Credentials; botocore's
+chain); none found: exit 2 with what to set.
 
 Classes: matched (gpulease's cost tags of this environment first, then a resource id or name of
 the plan), unmatched, credit, tax, adjustment (corrections included). They add up to the bill's
@@ -145,58 +144,77 @@ def run(args: argparse.Namespace) -> int:
     return _print(args, doc)
 
 
-def _warehouse(args: argparse.Namespace, table, now: dt.datetime, label: str) -> int:
-    """The bill where it lives: one metadata call for its columns, then the one query,
-    pushed down (gpulease.spend.warehouse)."""
-    from gpulease.cli.plan import make_plan
-    from gpulease.errors import InputError
+def warehouse_answer(table, flag_path: str, steps, *, month, now: dt.datetime, index,
+                     groups: bool, hourly: bool):
+    """The bill where it lives (gpulease.spend.warehouse): one metadata call for its columns,
+    then the one query, pushed down. Returns (source, its answer rows). Exit 2 naming
+    ``flag_path`` (``--bill``) for a table, work group or query the warehouse refuses."""
     from gpulease.spend import classify as C
     from gpulease.spend import query as Q
-    from gpulease.spend import reconcile as R
     from gpulease.spend import sources as S
     from gpulease.spend import warehouse as W
 
     where = W.address_text(table)
 
     def bad(message: str) -> ConfigError:
-        return ConfigError([Finding("--bill", f"{where}: {message}")])
+        return ConfigError([Finding(flag_path, f"{where}: {message}")])
 
+    steps.step(f"reading the columns of {where}")
+    rd = W.reader(table, progress=steps.step)
+    try:
+        columns = rd.columns()
+    except W.WarehouseError as exc:
+        raise bad(f"{exc}; check the address and that the table exists") from None
+    kind = S.kind_of(where, columns)
+    src = S.Source(path=where, reader=W.table_ref(table), kind=kind, columns=columns)
+    try:
+        sql = C.one_query_sql(src, W.dialect(table), month=month, now=now, groups=groups,
+                              hourly=hourly, index=index)
+    except Q.NotInDialect as exc:
+        raise bad(f"a {S.FORMAT_LABELS[kind]} table holds {exc}, which gpulease does not "
+                  f"read from {table.warehouse.title()}; export it to files and give their "
+                  "folder") from None
+    steps.step(f"querying {where} ({S.FORMAT_LABELS[kind]}): one query, pushed down")
+    try:
+        return src, rd.run(sql)
+    except W.WarehouseError as exc:
+        raise bad(str(exc)) from None
+
+
+def _warehouse(args: argparse.Namespace, table, now: dt.datetime, label: str) -> int:
+    """`spend` of a bill in BigQuery or Athena: the view from the one query's answer, and,
+    with --month, the nodes per hour for the config change from the same answer."""
+    from gpulease.cli.plan import make_plan
+    from gpulease.errors import InputError
+    from gpulease.spend import classify as C
+    from gpulease.spend import reconcile as R
+    from gpulease.spend import usage as U
+    from gpulease.spend import warehouse as W
+
+    where = W.address_text(table)
     with ui.steps(f"spend of {label}", piped_lines=args.format == "table") as steps:
         plan, _ = make_plan(args, steps=steps)
-        steps.step(f"reading the columns of {where}")
-        rd = W.reader(table, progress=steps.step)
-        try:
-            columns = rd.columns()
-        except W.WarehouseError as exc:
-            raise bad(f"{exc}; check the address and that the table exists") from None
-        kind = S.kind_of(where, columns)
-        src = S.Source(path=where, reader=W.table_ref(table), kind=kind, columns=columns)
-        try:
-            sql = C.one_query_sql(src, W.dialect(table), month=args.month, now=now)
-        except Q.NotInDialect as exc:
-            raise bad(f"a {S.FORMAT_LABELS[kind]} table holds {exc}, which gpulease does not "
-                      f"read from {table.warehouse.title()}; export it to files and give "
-                      "their folder") from None
-        steps.step(f"querying {where} ({S.FORMAT_LABELS[kind]}): one query, pushed down")
-        try:
-            groups, total, rows = C.groups_of(rd.run(sql))
-        except W.WarehouseError as exc:
-            raise bad(str(exc)) from None
+        index = C.PlanIndex.of(plan)
+        hourly = args.month is not None
+        src, answer = warehouse_answer(table, "--bill", steps, month=args.month, now=now,
+                                       index=index, groups=True, hourly=hourly)
+        groups, total, rows = C.groups_of(answer)
         steps.step("classifying every line and reconciling with the plan")
-        bill = C.classify(groups, C.PlanIndex.of(plan), source_total=total, source_rows=rows,
-                          kind=src.kind)
+        bill = C.classify(groups, index, source_total=total, source_rows=rows, kind=src.kind)
         loaded = load_stack(args, announce_warnings=False)
         doc = R.reconcile(plan, bill, catalog_prices=catalog_prices(plan, loaded.catalog),
                           source=where, month=args.month)
         doc["bill"]["engine"] = table.warehouse
 
-        def no_hours():
-            raise InputError([Finding("--bill", (
-                f"{where}: the nodes billed per hour are not read from a warehouse (spend "
-                "sends it one query, grouped by cluster, not by hour); run `gpulease "
-                "recommend --from-bill` on an hourly export of the month to derive the demand"))])
+        def usage():
+            if not hourly:
+                raise InputError([Finding("--month", (
+                    f"{where}: a warehouse table holds many months; give --month YYYY-MM to "
+                    "read the nodes billed per hour of one (in the same query)"))])
+            gpn = {c["name"]: int(c.get("gpus_per_node") or 1) for c in plan.get("clusters", ())}
+            return U.from_rows(answer, src, index, gpn, month=args.month)
 
-        spend_change.add(doc, plan, loaded.spec, loaded.source, no_hours)
+        spend_change.add(doc, plan, loaded.spec, loaded.source, usage)
     return _print(args, doc)
 
 

@@ -96,11 +96,16 @@ def read_groups(con, src: S.Source, *, month: Optional[str] = None,
 
 
 def one_query_sql(src: S.Source, dialect: str, *, month: Optional[str] = None,
-                  now: Optional[dt.datetime] = None) -> str:
-    """The one query (groups and the source's total) for ``src`` in ``dialect``."""
+                  now: Optional[dt.datetime] = None, groups: bool = True,
+                  hourly: bool = False, index: Optional["PlanIndex"] = None) -> str:
+    """The one query for ``src`` in ``dialect``: the groups and the source's total
+    (``groups``), and the nodes per hour of the month (``hourly``: gpulease.spend.usage; of
+    the lines tagged, or of ``index``'s resources)."""
     now = now or dt.datetime.now(dt.timezone.utc)
+    names = tuple(index.resources) if index is not None else ()
     return S.one_query(src, dialect, cutoff=now - dt.timedelta(hours=PROVISIONAL_HOURS),
-                       bounds=S.month_bounds(month))
+                       bounds=S.month_bounds(month), groups=groups, hourly=hourly,
+                       resource_names=names)
 
 
 def _dec(value: Any) -> Decimal:
@@ -117,6 +122,8 @@ def groups_of(rows: list) -> tuple[list[Group], Decimal, int]:
         if r[0] == Q.TOTAL_PART:
             total, count = _dec(r[10]), int(r[13])
             continue
+        if r[0] != Q.GROUP_PART:
+            continue        # the nodes per hour (gpulease.spend.usage.from_rows)
         groups.append(Group(charge=r[1], correction=_bool(r[2]), provisional=_bool(r[3]),
                             cluster_tag=r[4], env_tag=r[5], resource_id=r[6],
                             resource_name=r[7], pricing=r[8], hour_unit=r[9],

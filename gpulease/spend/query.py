@@ -47,11 +47,15 @@ DIALECTS = (DUCKDB, BIGQUERY, TRINO)
 
 #: the placeholder the source's table (or DuckDB table function) stands in for in the text.
 SOURCE = "gl_source"
-#: the one query's output columns, in order.
+#: the one query's output columns, in order. ``part``: GROUP_PART rows are the classification's
+#: groups, the TOTAL_PART row the source's own total and row count; with the nodes per hour
+#: (``hourly``), HOUR_PART rows are the compute usage per cluster tag / resource and hour
+#: (``h``: the hour's start, epoch seconds; ``top``: the most node-hours one resource billed in
+#: it) and RESOURCES_PART rows the distinct resources billed in the month.
 OUTPUT = ("part", "charge", "correction", "provisional", "cluster_tag", "env_tag",
           "resource_id", "resource_name", "pricing", "hour_unit", "billed", "effective",
-          "hours", "n")
-GROUP_PART, TOTAL_PART = "g", "t"
+          "hours", "n", "h", "top", "resources")
+GROUP_PART, TOTAL_PART, HOUR_PART, RESOURCES_PART = "g", "t", "h", "r"
 
 
 class NotInDialect(Exception):
@@ -68,35 +72,86 @@ def ts(value: dt.datetime) -> str:
     return f"GL_TS({_q(utc.strftime('%Y-%m-%dT%H:%M:%S') + 'Z')})"
 
 
+_T, _B, _D, _F, _I = ("CAST(NULL AS VARCHAR)", "CAST(NULL AS BOOLEAN)", "GL_DEC(NULL)",
+                      "CAST(NULL AS DOUBLE)", "CAST(NULL AS BIGINT)")
+
+#: the compute usage lines the nodes per hour are read from (gpulease.spend.usage).
+USAGE_LINES = "charge = 'usage' AND NOT correction AND hour_unit IS NOT NULL AND hours IS NOT NULL"
+
+
+def resource_filter(names) -> str:
+    """A condition on ``res`` (a line's resource id, else name) true for every resource
+    gpulease.spend.classify.PlanIndex.cluster_of_resource can match to one of ``names`` (and
+    a few more: the match is re-checked in Python), so untagged lines of resources that are
+    not the plan's never leave the warehouse."""
+    terms = []
+    for n in sorted(set(names)):
+        terms += [f"res = {_q(n)}", f"GL_STARTS(res, {_q(n + '-')})",
+                  f"GL_ENDS(res, {_q('/' + n)})", f"GL_ENDS(res, {_q(':' + n)})"]
+    return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
+
+
 def grouped_sql(normalised: str, total_expr: str, start_column: str, *,
                 cutoff: dt.datetime,
-                bounds: Optional[tuple[dt.datetime, dt.datetime]]) -> str:
+                bounds: Optional[tuple[dt.datetime, dt.datetime]],
+                groups: bool = True, hourly: bool = False,
+                resource_names=()) -> str:
     """The one query, in DuckDB's dialect with placeholders: ``normalised`` reads ``raw`` (the
     source's lines of the month) onto gpulease.spend.sources.COLUMNS; ``total_expr`` sums a raw
-    line's billed amount; ``start_column`` is the raw column the month filter reads."""
+    line's billed amount; ``start_column`` is the raw column the month filter reads.
+    ``groups``: the classification's groups and the total; ``hourly``: the nodes per hour (of
+    tagged lines, and of untagged lines of ``resource_names``)."""
     start = f'CAST("{start_column}" AS TIMESTAMPTZ)'
     where = (f"WHERE {start} >= {ts(bounds[0])} AND {start} < {ts(bounds[1])}"
              if bounds else "")
-    null_text, null_bool = "CAST(NULL AS VARCHAR)", "CAST(NULL AS BOOLEAN)"
-    return f"""WITH raw AS (SELECT * FROM {SOURCE} {where}),
-v AS ({normalised}),
-g AS (
+    ctes = [f"raw AS (SELECT * FROM {SOURCE} {where})", f"v AS ({normalised})"]
+    parts = []
+    if groups:
+        ctes.append(f"""g AS (
 SELECT {_q(GROUP_PART)} AS part, charge, correction,
        (correction OR start_ts > {ts(cutoff)}) AS provisional, cluster_tag, env_tag,
        CASE WHEN cluster_tag IS NULL THEN resource_id END AS resource_id,
        CASE WHEN cluster_tag IS NULL THEN resource_name END AS resource_name,
        pricing, hour_unit, sum(billed) AS billed, sum(effective) AS effective,
-       coalesce(sum(hours), 0) AS hours, count(*) AS n
+       coalesce(sum(hours), 0) AS hours, count(*) AS n, {_I} AS h, {_F} AS top,
+       {_I} AS resources
 FROM v
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
-t AS (
-SELECT {_q(TOTAL_PART)} AS part, {null_text} AS charge, {null_bool} AS correction,
-       {null_bool} AS provisional, {null_text} AS cluster_tag, {null_text} AS env_tag,
-       {null_text} AS resource_id, {null_text} AS resource_name, {null_text} AS pricing,
-       {null_text} AS hour_unit, sum({total_expr}) AS billed, sum({total_expr}) AS effective,
-       CAST(0 AS DOUBLE) AS hours, count(*) AS n
-FROM raw)
-SELECT * FROM g UNION ALL SELECT * FROM t"""
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)""")
+        ctes.append(f"""t AS (
+SELECT {_q(TOTAL_PART)} AS part, {_T} AS charge, {_B} AS correction, {_B} AS provisional,
+       {_T} AS cluster_tag, {_T} AS env_tag, {_T} AS resource_id, {_T} AS resource_name,
+       {_T} AS pricing, {_T} AS hour_unit, sum({total_expr}) AS billed,
+       sum({total_expr}) AS effective, {_F} AS hours, count(*) AS n, {_I} AS h, {_F} AS top,
+       {_I} AS resources
+FROM raw)""")
+        parts += ["g", "t"]
+    if hourly:
+        ctes.append(f"""u AS (
+SELECT cluster_tag, env_tag, rid, rname, res, hour_unit, h, sum(hours) AS hrs, count(*) AS n
+FROM (SELECT cluster_tag, env_tag, hour_unit, hours,
+             CASE WHEN cluster_tag IS NULL THEN resource_id END AS rid,
+             CASE WHEN cluster_tag IS NULL THEN resource_name END AS rname,
+             coalesce(resource_id, resource_name) AS res, GL_HOUR(start_ts) AS h
+      FROM v WHERE {USAGE_LINES}) AS w
+WHERE cluster_tag IS NOT NULL OR {resource_filter(resource_names)}
+GROUP BY 1, 2, 3, 4, 5, 6, 7)""")
+        ctes.append(f"""hh AS (
+SELECT {_q(HOUR_PART)} AS part, {_T} AS charge, {_B} AS correction, {_B} AS provisional,
+       cluster_tag, env_tag, rid AS resource_id, rname AS resource_name, {_T} AS pricing,
+       hour_unit, {_D} AS billed, {_D} AS effective, sum(hrs) AS hours, sum(n) AS n, h,
+       max(CASE WHEN res IS NOT NULL THEN hrs END) AS top, {_I} AS resources
+FROM u
+GROUP BY cluster_tag, env_tag, rid, rname, hour_unit, h)""")
+        ctes.append(f"""rr AS (
+SELECT {_q(RESOURCES_PART)} AS part, {_T} AS charge, {_B} AS correction, {_B} AS provisional,
+       cluster_tag, env_tag, rid AS resource_id, rname AS resource_name, {_T} AS pricing,
+       {_T} AS hour_unit, {_D} AS billed, {_D} AS effective, {_F} AS hours, {_I} AS n,
+       {_I} AS h, {_F} AS top, count(DISTINCT res) AS resources
+FROM u
+GROUP BY cluster_tag, env_tag, rid, rname)""")
+        parts += ["hh", "rr"]
+    body = " UNION ALL ".join(f"SELECT * FROM {p}" for p in parts)
+    return "WITH " + ",\n".join(ctes) + "\n" + body
 
 
 # ---- the placeholders, per engine ------------------------------------------------------------
@@ -173,9 +228,31 @@ def _ilike(d: str, a: list[str]) -> str:
     return f"LOWER({a[0]}) LIKE LOWER({a[1]})"
 
 
+def _hour(d: str, a: list[str]) -> str:
+    """The start of a timestamp's hour, as whole seconds since the epoch."""
+    if d == BIGQUERY:
+        return f"UNIX_SECONDS(TIMESTAMP_TRUNC({a[0]}, HOUR))"
+    if d == TRINO:
+        return f"CAST(to_unixtime(date_trunc('hour', {a[0]})) AS BIGINT)"
+    return f"CAST(epoch(date_trunc('hour', {a[0]})) AS BIGINT)"
+
+
+def _starts(d: str, a: list[str]) -> str:
+    return f"starts_with({a[0]}, {a[1]})"
+
+
+def _ends(d: str, a: list[str]) -> str:
+    if d == BIGQUERY:
+        return f"ENDS_WITH({a[0]}, {a[1]})"
+    if d == TRINO:      # Trino has starts_with, no ends_with
+        return f"(substr({a[0]}, -length({a[1]})) = {a[1]})"
+    return f"ends_with({a[0]}, {a[1]})"
+
+
 PLACEHOLDERS: dict[str, Callable[[str, list[str]], str]] = {
     "GL_DEC": _dec, "GL_TS": _ts, "GL_MAP": _map, "GL_JSON": _json, "GL_LABEL": _label,
-    "GL_CREDITS": _credits, "GL_HAS": _has, "GL_ILIKE": _ilike,
+    "GL_CREDITS": _credits, "GL_HAS": _has, "GL_ILIKE": _ilike, "GL_HOUR": _hour,
+    "GL_STARTS": _starts, "GL_ENDS": _ends,
 }
 
 #: how each engine unnests a GCP row's credits into lines of their own (a FROM clause over

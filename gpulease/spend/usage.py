@@ -93,52 +93,50 @@ def pick_month(con, src: S.Source, month: Optional[str]) -> str:
 
 def read(con, src: S.Source, index: PlanIndex, gpus_per_node: Mapping[str, int], *,
          month: str) -> BillUsage:
-    """Nodes per hour of ``month`` for every cluster of ``index`` that billed compute."""
+    """Nodes per hour of ``month`` for every cluster of ``index`` that billed compute: the
+    one query's hourly part (gpulease.spend.query), run by DuckDB on a bill on disk."""
+    from gpulease.spend import classify as C
+    from gpulease.spend import query as Q
+
+    sql = C.one_query_sql(src, Q.DUCKDB, month=month, groups=False, hourly=True, index=index)
+    return from_rows(con.execute(sql).fetchall(), src, index, gpus_per_node, month=month)
+
+
+def from_rows(rows: list, src: S.Source, index: PlanIndex, gpus_per_node: Mapping[str, int],
+              *, month: str) -> BillUsage:
+    """The nodes per hour from the one query's answer (its HOUR_PART and RESOURCES_PART rows,
+    gpulease.spend.query.OUTPUT order; values typed, or text from a warehouse)."""
+    from gpulease.spend import query as Q
+
     start, end = S.month_bounds(month)
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE bill_hours AS
-WITH v AS ({S.normalised_sql(src)})
-SELECT cluster_tag, env_tag,
-       CASE WHEN cluster_tag IS NULL THEN resource_id END AS rid,
-       CASE WHEN cluster_tag IS NULL THEN resource_name END AS rname,
-       coalesce(resource_id, resource_name) AS res, hour_unit,
-       date_trunc('hour', start_ts) AS h, sum(hours) AS hrs, count(*) AS n
-FROM v WHERE {_USAGE} AND start_ts >= ? AND start_ts < ?
-GROUP BY ALL""", [start, end])
-    try:
-        return _collect(con, src, index, gpus_per_node, month, start, end)
-    finally:
-        con.execute("DROP TABLE IF EXISTS bill_hours")
-
-
-def _collect(con, src, index, gpus_per_node, month, start, end) -> BillUsage:
     hours = int((end - start).total_seconds() // 3600)
     per_hour: dict = defaultdict(lambda: [0.0] * hours)
     lines: dict = defaultdict(int)
     resources: dict = defaultdict(int)
-    rows = con.execute("""SELECT cluster_tag, env_tag, rid, rname, hour_unit, h, sum(hrs),
-       max(CASE WHEN res IS NOT NULL THEN hrs END), sum(n)
-FROM bill_hours GROUP BY ALL""").fetchall()
-    for tag, env, rid, rname, unit, h, hrs, top, n in rows:
+    for r in rows:
+        part, tag, env, rid, rname, unit = r[0], r[4], r[5], r[6], r[7], r[9]
+        if part not in (Q.HOUR_PART, Q.RESOURCES_PART):
+            continue
         cluster = _cluster(index, tag, env, rid, rname)
         if cluster is None:
             continue
+        if part == Q.RESOURCES_PART:
+            resources[cluster] += int(r[16])
+            continue
+        hrs, n, h, top = float(r[12]), int(r[13]), int(r[14]), r[15]
+        at = dt.datetime.fromtimestamp(h, dt.timezone.utc)
         per_node = float(gpus_per_node.get(cluster) or 1) if unit == S.GPU_HOURS else 1.0
-        if top is not None and top / per_node > 1 + SLACK:
+        if top is not None and float(top) / per_node > 1 + SLACK:
             raise InputError([Finding("--bill", (
-                f"{src.path}: a resource of cluster {cluster} bills {top / per_node:g} "
-                f"node-hours in the hour starting {h:%Y-%m-%dT%H:%MZ}: the bill is not hourly, "
-                "so the nodes running per hour cannot be told; export it at hourly "
-                "granularity (AWS Data Exports: time granularity Hourly; the GCP export is "
-                "hourly)"))])
-        k = int((h - start).total_seconds() // 3600)
-        per_hour[cluster][k] += float(hrs) / per_node
-        lines[cluster] += int(n)
-    for tag, env, rid, rname, count in con.execute(
-            "SELECT cluster_tag, env_tag, rid, rname, count(DISTINCT res) FROM bill_hours "
-            "GROUP BY ALL").fetchall():
-        cluster = _cluster(index, tag, env, rid, rname)
-        if cluster is not None:
-            resources[cluster] += int(count)
+                f"{src.path}: a resource of cluster {cluster} bills "
+                f"{float(top) / per_node:g} node-hours in the hour starting "
+                f"{at:%Y-%m-%dT%H:%MZ}: the bill is not hourly, so the nodes running per hour "
+                "cannot be told; export it at hourly granularity (AWS Data Exports: time "
+                "granularity Hourly; the GCP export is hourly)"))])
+        k = int((at - start).total_seconds() // 3600)
+        if 0 <= k < hours:
+            per_hour[cluster][k] += hrs / per_node
+        lines[cluster] += n
     clusters = {name: ClusterUsage(nodes=tuple(_whole(x) for x in hs),
                                    node_hours=round(sum(hs), 6), resources=resources[name],
                                    lines=lines[name])
