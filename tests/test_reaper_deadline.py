@@ -17,6 +17,7 @@ from gpulease.reaper.audit import AuditLog
 from gpulease.reaper.aws import AwsReaper
 from gpulease.retry import Backoff
 from tests.fakes import moto_strict
+from tests.fakes.fault_proxy import FaultProxy
 
 REGION = "us-east-1"
 BUCKET = "gpulease-dev-train-work"
@@ -143,4 +144,43 @@ def test_no_progress_published_is_taken_as_none_done(job):
     o = only(reap(START + 2 * HOUR, apply=False))
     assert o.action == d.DEADLINE_ON_DEMAND
     assert any("no progress published" in f for f in o.deadline["findings"])
+    assert not any("progress not read" in f for f in o.deadline["findings"])   # a 404: missing
     job.progress(0.5)   # (the fixture checks the document afterwards)
+
+
+#: S3's AccessDenied as AWS words it (the caller's ARN quoted: an account id may hold "404")
+DENIED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>'
+          b"User: arn:aws:sts::140412345678:assumed-role/gpulease-reaper-dev/fn is not "
+          b"authorized to perform: s3:GetObject because no VPC endpoint policy allows the "
+          b"s3:GetObject action</Message><RequestId>4T0C9Z</RequestId><HostId>a1b2</HostId>"
+          b"</Error>")
+
+
+def test_progress_missing_is_decided_by_the_status_not_the_text(job, moto_url):
+    """Issue 35 item 5: "none published" is S3's 404 (NoSuchKey), read from the HTTP status;
+    a 403 whose message happens to quote "404" (an account id in the caller's ARN) is an
+    unreadable document - a finding - not a missing one."""
+    job.progress(0.5)
+    proxy = FaultProxy(moto_url)
+    url = proxy.start()
+    try:
+        # S3's REST calls carry no Action: the operation the proxy matches is empty
+        proxy.add(r"^$", "body", status=403, page=DENIED, times=None)
+        reaper = AwsReaper(region=REGION, backoff=Backoff(sleep=lambda s: None),
+                           autoscaling=boto3.client("autoscaling", region_name=REGION),
+                           ec2=boto3.client("ec2", region_name=REGION),
+                           cloudwatch=boto3.client("cloudwatch", region_name=REGION),
+                           s3=boto3.client("s3", region_name=REGION, endpoint_url=url))
+        (ref,) = reaper.deadline_jobs(frozenset({"dev"}))
+        assert ref.progress is None and "progress not read" in ref.progress_error
+        assert "140412345678" in ref.progress_error       # the message, quoted
+        assert proxy.injected() == [("", 403)]               # not retried: a refusal
+        proxy.clear()
+        (ref,) = reaper.deadline_jobs(frozenset({"dev"}))      # through the proxy, forwarded
+        assert json.loads(ref.progress)["done"] == 500 and ref.progress_error is None
+        boto3.client("s3", region_name=REGION).delete_object(Bucket=BUCKET, Key=PROGRESS_KEY)
+        (ref,) = reaper.deadline_jobs(frozenset({"dev"}))
+        assert ref.progress is None and ref.progress_error is None          # S3's 404
+    finally:
+        proxy.stop()
+        job.progress(0.5)

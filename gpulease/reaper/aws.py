@@ -103,6 +103,13 @@ def _retryable(exc: BaseException) -> bool:
                             ConnectTimeoutError))
 
 
+def _http_status(exc: BaseException) -> Optional[int]:
+    """The HTTP status of a botocore ClientError (its ResponseMetadata), else None."""
+    resp = getattr(exc, "response", None) or {}
+    status = (resp.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return int(status) if isinstance(status, int) and status else None
+
+
 def _describe(exc: BaseException) -> str:
     """A one-line account of an SDK error (ResponseParserError carries the whole raw body)."""
     from botocore.parsers import ResponseParserError
@@ -190,11 +197,11 @@ class AwsReaper:
             return self.backoff.call(once, retryable=_retryable)
         except CloudError as exc:
             raise type(exc)("aws", where, f"{exc.args[0].split(': ', 2)[-1]}"
-                            f"{self._gave_up(exc)}") from None
+                            f"{self._gave_up(exc)}", status=exc.status) from None
         except (ClientError, BotoCoreError, ResponseParserError) as exc:
             cls = GroupGone if _gone(exc) else TransientError if _retryable(exc) else CloudError
             raise cls("aws", where, _describe(exc) + self._gave_up(exc),
-                      retryable=_retryable(exc)) from None
+                      retryable=_retryable(exc), status=_http_status(exc)) from None
 
     def _pages(self, client: Any, op: str, *, expect: tuple = (),
                check: Optional[Callable[[dict], Optional[str]]] = None,
@@ -717,7 +724,11 @@ class AwsReaper:
             resp = self._call(self.s3, "get_object", Bucket=bucket, Key=key,
                               Range=f"bytes=0-{dl.MAX_PROGRESS_BYTES}")
         except CloudError as exc:
-            if "NoSuchKey" in str(exc) or "404" in str(exc):
+            # Decided by the HTTP status S3 answered (404: NoSuchKey / NoSuchBucket), never by
+            # the error's text, which may quote any digits (issue 35). Without s3:ListBucket
+            # (the reaper has none) S3 answers a missing key with 403 AccessDenied: that one
+            # cannot be told from a refusal and stays a finding (none done, said so).
+            if exc.status == 404:
                 return None, None
             return None, f"progress not read ({exc}): taken as none done"
         return resp["Body"].read(dl.MAX_PROGRESS_BYTES + 1), None

@@ -17,6 +17,8 @@ Fault kinds (``Rule.reply``):
   ``Throttling``; EC2: 400 ``RequestLimitExceeded``; AWS awsJson / rpc-v2-cbor: 400
   ``ThrottlingException`` with the query-compatible ``Throttling`` header; GCP: 429
   ``RESOURCE_EXHAUSTED`` / ``rateLimitExceeded``);
+- ``"body"``: ``status`` with the rule's own ``page`` and ``content_type`` (the cloud's own
+  error document, e.g. an S3 AccessDenied quoting the caller's ARN);
 - ``None``: forward (use with ``hook`` to change resources before or after the real call).
 """
 from __future__ import annotations
@@ -99,6 +101,9 @@ class Rule:
     body: Optional[str] = None
     status: int = 502
     style: str = "nginx"
+    #: ``reply="body"``: the answer's body and Content-Type
+    page: bytes = b""
+    content_type: str = "application/xml"
     #: how many matching requests it applies to (None = all).
     times: Optional[int] = 1
     #: called with the request: before forwarding / answering (``when="before"``) or after the
@@ -207,6 +212,8 @@ class FaultProxy:
         if rule.reply == "html":
             page = NGINX_502 if rule.style == "nginx" else DOCTYPE_503
             return rule.status, {"Content-Type": "text/html"}, page, True
+        if rule.reply == "body":
+            return rule.status, {"Content-Type": rule.content_type}, rule.page, True
         if rule.reply == "non-json-200":
             return 200, {"Content-Type": "text/html; charset=utf-8"}, PORTAL_200, True
         if rule.reply == "truncated-200":
