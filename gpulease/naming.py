@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from gpulease import deadline
 from gpulease.clouds import registry
 from gpulease.errors import ConfigError, Finding
 from gpulease.model import ClusterDecision, EnvironmentDecision, StackSpec
@@ -148,9 +149,21 @@ def checkpoint_bucket(stack: StackSpec, decision: ClusterDecision) -> str:
     return bucket_name(stack, decision.spec.dataset)  # type: ignore[arg-type]
 
 
+def checkpoint_prefix(cluster: str) -> str:
+    """A cluster's checkpoint prefix in its checkpoint bucket: ``checkpoints/<cluster>/``."""
+    return f"{CHECKPOINT_PREFIX}{cluster}/"
+
+
+def progress_object(cluster: str) -> str:
+    """The object a cluster's nodes publish their progress to (``gpulease-progress``, beside
+    the checkpoints) in its checkpoint bucket; the GCP reaper's deadline step derives it from
+    the cluster label (a label cannot hold the URI)."""
+    return f"{checkpoint_prefix(cluster)}{deadline.PROGRESS_OBJECT}"
+
+
 def checkpoint_uri(stack: StackSpec, decision: ClusterDecision) -> str:
     return _uri(decision.cloud, checkpoint_bucket(stack, decision),
-                f"{CHECKPOINT_PREFIX}{decision.name}/")
+                checkpoint_prefix(decision.name))
 
 
 @dataclass(frozen=True)

@@ -114,15 +114,20 @@ FIRST_JOB_GRACE = "gpulease-first-job-grace-minutes"
 #: DEADLINE_WORK_MINUTES (whole minutes of work on all its nodes), DEADLINE_RESTART_MINUTES
 #: (whole minutes, rounded up, a switch or a restart costs before progress resumes) and, AWS
 #: only, DEADLINE_PROGRESS (the s3:// URI of the progress document,
-#: gpulease.deadline.PROGRESS_OBJECT). Integers: valid GCP label values as they are.
+#: gpulease.deadline.PROGRESS_OBJECT); GCP only, DEADLINE_PROGRESS_BUCKET (the name of the
+#: bucket holding it: a label value cannot hold a gs:// URI, bucket names can be one - the
+#: object is gpulease.naming.progress_object(cluster)). Integers: valid GCP label values as
+#: they are.
 DEADLINE_GROUP = "gpulease-deadline-group"
 DEADLINE = "gpulease-deadline"
 DEADLINE_START = "gpulease-deadline-start"
 DEADLINE_WORK_MINUTES = "gpulease-deadline-work-minutes"
 DEADLINE_RESTART_MINUTES = "gpulease-deadline-restart-minutes"
 DEADLINE_PROGRESS = "gpulease-deadline-progress"
+DEADLINE_PROGRESS_BUCKET = "gpulease-deadline-progress-bucket"
 #: the deadline step's mark: the switch it decided (``<spot>-<on-demand>-<timestamp_label>``,
-#: the two target sizes), set on the spot group before the re-check and cleared after acting.
+#: the two target sizes), set on the spot group before the re-check and cleared after acting
+#: (AWS: an ASG tag; GCP: a label in the spot MIG's all-instances configuration).
 DEADLINE_SWITCH = "gpulease-deadline-switch"
 
 

@@ -559,13 +559,15 @@ def test_gpu_cluster_for_every_gcp_offering_of_the_shipped_catalog():
 
 # ---- issue 37 item 2: window work on spot gets an on-demand MIG at zero -------------------------
 def test_spot_window_work_declares_an_on_demand_mig_at_zero():
-    from gpulease import money
+    from gpulease import deadline as dl
+    from gpulease import money, naming
     from gpulease.purchase import ON_DEMAND, SPOT
     from tests.test_aws_components import spot_window
 
     c = spot_window(make_cluster("win", "g2-standard-8", PurchaseMix(spot=2),
                                  distributed=False), duration=6.5)
-    r = run(make_env([c], [], env="dev"))
+    env = make_env([c], [], env="dev")
+    r = run(env)
     migs = {m.name: m for m in r.by_type(T_MIG)}
     assert set(migs) == {"win-spot", "win-on_demand"}
     od, spot = migs["win-on_demand"], migs["win-spot"]
@@ -585,6 +587,11 @@ def test_spot_window_work_declares_an_on_demand_mig_at_zero():
         assert lab[tags.DEADLINE_WORK_MINUTES] == "390"
         assert lab[tags.DEADLINE_RESTART_MINUTES] == "25"
         assert tags.DEADLINE_PROGRESS not in lab           # a label cannot hold a URI
+        # ... but the checkpoint bucket's name: the reaper reads gpulease-progress.json there
+        assert lab[tags.DEADLINE_PROGRESS_BUCKET] == tags.label_value(
+            lab[tags.DEADLINE_PROGRESS_BUCKET]) == naming.checkpoint_bucket(env.stack, c)
+    assert (f"gs://{spot_l[tags.DEADLINE_PROGRESS_BUCKET]}/{naming.progress_object('win')}"
+            == naming.checkpoint_uri(env.stack, c) + dl.PROGRESS_OBJECT)
     # the on-demand template is priced at zero, the spot one is not
     assert od_l[tags.MONTHLY_CENTS] == "0" and od_l[tags.PURCHASE_MODEL] == \
         tags.label_value(ON_DEMAND)

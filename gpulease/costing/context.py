@@ -56,11 +56,13 @@ class CostContext:
     deadline: dict = field(default_factory=dict)
 
     def stamp_deadline(self, resource_name: str, role: str, *, restart_minutes: float,
-                       progress_uri: Optional[str] = None) -> None:
+                       progress_uri: Optional[str] = None,
+                       progress_bucket: Optional[str] = None) -> None:
         """One of the two groups of a window job on spot (``role``: gpulease.purchase SPOT or
         ON_DEMAND; gpulease.deadline.controls): the job's start, deadline, work and restart
         overhead in whole minutes (integers: valid GCP label values), and where its progress
-        is (AWS: an s3:// URI; a GCP label cannot hold one)."""
+        is (AWS: an s3:// URI; GCP: the bucket's name - a label cannot hold a URI, the object
+        is gpulease.naming.progress_object of the cluster)."""
         import math
 
         w = self.decision.window
@@ -71,6 +73,8 @@ class CostContext:
                   tags.DEADLINE_RESTART_MINUTES: str(math.ceil(restart_minutes))}
         if progress_uri:
             values[tags.DEADLINE_PROGRESS] = progress_uri
+        if progress_bucket:
+            values[tags.DEADLINE_PROGRESS_BUCKET] = progress_bucket
         self.deadline[resource_name] = values
 
     def purchase_of(self, resource_name: str) -> str:

@@ -20,7 +20,7 @@ SCHEDULE_PATH = "gpulease:reaper.schedule"
 #: bundle adds its adaptor (``reaper/<cloud>.py``) and its entry point.
 SHARED_FILES = (
     "errors.py", "limits.py", "model.py", "money.py", "datafiles.py", "retry.py", "text.py",
-    "clock.py", "purchase.py", "deadline.py",
+    "clock.py", "purchase.py", "deadline.py", "naming.py",
     "catalog/__init__.py", "tags.py", "cron.py", "reaper/decision.py", "reaper/defaults.py",
     "reaper/engine.py",
     # the cloud registry (model and the engine ask it); these __init__ files import nothing

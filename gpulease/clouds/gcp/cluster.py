@@ -117,7 +117,8 @@ class GpuCluster(pulumi.ComponentResource):
                          and self.names["models"] == [SPOT])
         self._cost_context(name, d)
         if self.deadline:
-            self._deadline_groups(name, args.deadline_restart_minutes)
+            self._deadline_groups(name, args.deadline_restart_minutes,
+                                  builders.split_gs_uri(args.checkpoint_uri)[0])
         child = pulumi.ResourceOptions(parent=self)
         self.zone = builders.cluster_zone(d)
         if self.zone is None:  # the adaptor reports it, located; no "<region>-a" guess
@@ -166,11 +167,13 @@ class GpuCluster(pulumi.ComponentResource):
                 self.cost_context.billed_until[names["migs"][m]] = until
                 self.cost_context.billed_until[names["templates"][m]] = until
 
-    def _deadline_groups(self, name: str, restart_minutes: float) -> None:
+    def _deadline_groups(self, name: str, restart_minutes: float, progress_bucket: str) -> None:
         """Window work on spot: an on-demand MIG (and template) of the same nodes at target
         size 0 beside the spot MIG. It runs nothing until the reaper's deadline step switches
         to it, so it carries no cost in the plan; both templates label their VMs with the
-        job (tags.DEADLINE_*; no progress URI: a label cannot hold one)."""
+        job (tags.DEADLINE_*; no progress URI - a label cannot hold one - but the checkpoint
+        bucket's name, tags.DEADLINE_PROGRESS_BUCKET: the object in it is
+        gpulease.naming.progress_object of the cluster)."""
         names, ctx = self.names, self.cost_context
         names["models"] = [SPOT, ON_DEMAND]
         names["migs"][ON_DEMAND] = f"{name}-{ON_DEMAND}"
@@ -178,7 +181,8 @@ class GpuCluster(pulumi.ComponentResource):
         for m in (SPOT, ON_DEMAND):
             for res in (names["migs"][m], names["templates"][m]):
                 ctx.roles[res] = m
-                ctx.stamp_deadline(res, m, restart_minutes=restart_minutes)
+                ctx.stamp_deadline(res, m, restart_minutes=restart_minutes,
+                                   progress_bucket=progress_bucket)
         ctx.fixed_monthly[names["migs"][ON_DEMAND]] = money.ZERO
         ctx.fixed_monthly[names["templates"][ON_DEMAND]] = money.ZERO
 
