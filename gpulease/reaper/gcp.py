@@ -5,7 +5,10 @@ emulators and the tests' local fake: ``GPULEASE_GCP_ENDPOINT=http://127.0.0.1:PO
 Compute and the Monitoring REST APIs are then called there, without credentials).
 Compute uses google-cloud-compute's REST transport; Monitoring uses its REST API
 (``projects.timeSeries.list``) directly, because google-cloud-monitoring ships gRPC transports
-only. :meth:`GcpReaper._call` is the one boundary: SDK errors, HTML or non-JSON answers
+only. The deadline step reads progress documents with google-cloud-storage
+(``$GPULEASE_GCS_ENDPOINT`` overrides its endpoint, else the one above) and patches a MIG's
+all-instances configuration over REST (:class:`ComputeRest`: a JSON merge patch deletes a label
+with ``null``, which the SDK's typed map cannot carry). :meth:`GcpReaper._call` is the one boundary: SDK errors, HTML or non-JSON answers
 (a 200 from a proxy or captive portal included) become :mod:`gpulease.reaper.errors` types there
 and nowhere else. google-api-core's own retries are switched off on every call (``retry=None``;
 its defaults retry list/get calls for up to 600 s), so every retry goes through
@@ -20,9 +23,11 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from gpulease import tags
 from gpulease.clock import format_utc
+from gpulease.clouds.gcp.cloud import mig_name
 from gpulease.errors import CloudError
+from gpulease.purchase import ON_DEMAND, SPOT
 from gpulease.reaper.claims import Claim, expired, token_of
-from gpulease.reaper.decision import (ClusterRef, Membership, Node, combined_tags,
+from gpulease.reaper.decision import (ClusterRef, DeadlineRef, Membership, Node, combined_tags,
                                       undeclared)
 from gpulease.reaper.engine import Reservation
 from gpulease.reaper.errors import GroupGone, MalformedResponse, TransientError
@@ -36,22 +41,41 @@ CREATED_BY = "created-by"
 _LIVE = ("PROVISIONING", "STAGING", "RUNNING")
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 ENDPOINT_ENV = "GPULEASE_GCP_ENDPOINT"
+#: the Cloud Storage endpoint of an emulator / the tests' fake (default: $GPULEASE_GCP_ENDPOINT)
+STORAGE_ENDPOINT_ENV = "GPULEASE_GCS_ENDPOINT"
+#: google-cloud-storage (3.17) otherwise starts a thread per new bucket that calls buckets.get
+#: for tracing attributes: a call the reaper's identity may not make (storage.objects.get only).
+_NO_BUCKET_METADATA = ("DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA", "true")
+#: listManagedInstances (Compute API, ManagedInstance): a member in service runs with nothing
+#: scheduled; a spot member the MIG is replacing after a preemption. A preempted Spot VM is
+#: stopped (termination action STOP) or deleted (DELETE), and "if a VM in a MIG fails, the MIG
+#: automatically repairs the failed VM by recreating it", preemption included (Compute Engine,
+#: "About repairing VMs in a MIG"): currentAction RECREATING, or a stopped VM not yet picked up.
+_IN_SERVICE = ("NONE", "RUNNING")
+_REPAIRING = frozenset({"RECREATING"})
+_STOPPED = frozenset({"STOPPING", "STOPPED", "TERMINATED"})
+_LEAVING = frozenset({"DELETING", "ABANDONING"})       # the MIG removing it: not a preemption
 #: per-request timeout (s); no SDK-level retry (see the module docstring).
 TIMEOUT_S = 30.0
 _NO_RETRY = {"retry": None, "timeout": TIMEOUT_S}
 
 
-def clients(project: str, endpoint: Optional[str] = None) -> dict:
-    """Compute + Monitoring clients; ``endpoint`` (or $GPULEASE_GCP_ENDPOINT) = an emulator."""
-    from google.cloud import compute_v1
+def clients(project: str, endpoint: Optional[str] = None,
+            storage_endpoint: Optional[str] = None) -> dict:
+    """Compute + Monitoring + Storage clients; ``endpoint`` (or $GPULEASE_GCP_ENDPOINT) = an
+    emulator, ``storage_endpoint`` (or $GPULEASE_GCS_ENDPOINT, else ``endpoint``) its Storage."""
+    from google.cloud import compute_v1, storage
 
     endpoint = endpoint or os.environ.get(ENDPOINT_ENV)
     kinds = {"instances": (compute_v1.InstancesClient, "InstancesRestTransport"),
              "migs": (compute_v1.InstanceGroupManagersClient, "InstanceGroupManagersRestTransport"),
              "region_migs": (compute_v1.RegionInstanceGroupManagersClient,
                              "RegionInstanceGroupManagersRestTransport"),
-             "reservations": (compute_v1.ReservationsClient, "ReservationsRestTransport")}
+             "reservations": (compute_v1.ReservationsClient, "ReservationsRestTransport"),
+             "templates": (compute_v1.InstanceTemplatesClient,
+                           "InstanceTemplatesRestTransport")}
     out: dict = {}
+    os.environ.setdefault(*_NO_BUCKET_METADATA)
     if endpoint:
         import importlib
 
@@ -66,6 +90,11 @@ def clients(project: str, endpoint: Optional[str] = None) -> dict:
         import requests
 
         out["monitoring"] = MonitoringRest(requests.Session(), endpoint)
+        out["compute_rest"] = ComputeRest(requests.Session(), endpoint)
+        out["storage"] = storage.Client(
+            project=project, credentials=AnonymousCredentials(), client_options={
+                "api_endpoint": storage_endpoint or os.environ.get(STORAGE_ENDPOINT_ENV)
+                or endpoint})
     else:
         for key, (cls, _) in kinds.items():
             out[key] = cls()
@@ -76,7 +105,40 @@ def clients(project: str, endpoint: Optional[str] = None) -> dict:
             scopes=["https://www.googleapis.com/auth/monitoring.read"])
         out["monitoring"] = MonitoringRest(AuthorizedSession(creds),
                                            "https://monitoring.googleapis.com")
+        compute, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/compute"])
+        out["compute_rest"] = ComputeRest(AuthorizedSession(compute),
+                                          "https://compute.googleapis.com")
+        out["storage"] = storage.Client(project=project)
     return out
+
+
+@dataclass
+class ComputeRest:
+    """instanceGroupManagers.patch / regionInstanceGroupManagers.patch over REST: "PATCH
+    semantics and the JSON merge patch format" (Compute API reference), where a key is deleted
+    by sending it as ``null`` (what ``gcloud compute instance-groups managed all-instances-config
+    delete --labels=KEY`` sends). google-cloud-compute's InstanceGroupManager types the labels
+    as a string map and cannot carry that null."""
+
+    session: Any
+    base_url: str
+
+    def patch_mig(self, project: str, scope: str, where: str, name: str, body: dict) -> dict:
+        url = (f"{self.base_url}/compute/v1/projects/{project}/{scope}/{where}/"
+               f"instanceGroupManagers/{name}")
+        resp = self.session.request("PATCH", url, json=body, timeout=TIMEOUT_S)
+        if resp.status_code != 200:
+            raise HttpStatusError(resp.status_code, " ".join(resp.text[:300].split()))
+        where_ = f"{project} compute.instanceGroupManagers.patch"
+        try:
+            op = resp.json()
+        except ValueError:
+            raise MalformedResponse("gcp", where_, f"HTTP 200 with a non-JSON body "
+                                    f"({resp.headers.get('content-type', '?')}): not from "
+                                    "Compute Engine (a proxy or captive portal?)") from None
+        if not isinstance(op, dict) or op.get("kind") != "compute#operation":
+            raise MalformedResponse("gcp", where_, "HTTP 200 without an operation")
+        return op
 
 
 class HttpStatusError(Exception):
@@ -196,11 +258,16 @@ class GcpReaper:
     cloud = "gcp"
 
     def __init__(self, *, project: str, instances: Any, migs: Any, region_migs: Any,
-                 reservations: Any, monitoring: MonitoringRest, backoff: Optional[Backoff] = None):
+                 reservations: Any, monitoring: MonitoringRest, templates: Any = None,
+                 storage: Any = None, compute_rest: Optional[ComputeRest] = None,
+                 backoff: Optional[Backoff] = None):
         self.project = project
         self.label = project
         self.instances, self.migs, self.region_migs = instances, migs, region_migs
         self.reservations_client, self.monitoring = reservations, monitoring
+        self.templates, self.storage, self.compute_rest = templates, storage, compute_rest
+        #: instance template URL -> its properties.labels (None: gone), per run (immutable)
+        self._template_labels: dict[str, Optional[dict]] = {}
         self.backoff = backoff or Backoff()
         self.calls: Counter = Counter()
         self._known: dict[str, _Instance] = {}
@@ -210,8 +277,9 @@ class GcpReaper:
         self.undeclared: list[dict] = []
 
     @classmethod
-    def for_project(cls, project: str, endpoint: Optional[str] = None, **kw: Any) -> "GcpReaper":
-        return cls(project=project, **clients(project, endpoint), **kw)
+    def for_project(cls, project: str, endpoint: Optional[str] = None,
+                    storage_endpoint: Optional[str] = None, **kw: Any) -> "GcpReaper":
+        return cls(project=project, **clients(project, endpoint, storage_endpoint), **kw)
 
     def _call(self, op: str, fn: Any) -> Any:
         from google.api_core.exceptions import GoogleAPICallError
@@ -722,6 +790,205 @@ class GcpReaper:
             self._each_node(ref, key, None)
         except GroupGone:
             pass
+
+    # ---- the deadline step (issue 37 item 3) -----------------------------------------------
+    def deadline_jobs(self, environments: Optional[frozenset]) -> list[DeadlineRef]:
+        """Window jobs with a spot and an on-demand MIG (their instance templates labelled
+        tags.DEADLINE_GROUP), their sizes, in-service and interrupted spot VMs, and the
+        progress each published. A MIG has no labels: its instance template's
+        ``properties.labels`` say whose it is (one instanceTemplates.get per candidate MIG:
+        named ``mig_name(cluster, spot|on_demand)``, as the program names them)."""
+        self._template_labels = {}
+        return self._deadline_refs(self._deadline_migs(), environments)
+
+    def deadline_job(self, ref: DeadlineRef) -> DeadlineRef:
+        """The same job re-read (the re-check before a switch). Raises GroupGone when one
+        of its MIGs is gone or no longer the job's."""
+        got = [x for x in self._deadline_refs(self._deadline_migs(),
+                                              frozenset({ref.environment}))
+               if x.key == ref.key]
+        if not got or got[0].groups != ref.groups:
+            raise GroupGone("gcp", f"{self.project} compute.instanceGroupManagers."
+                            "aggregatedList", f"{', '.join(ref.groups)}: a MIG of the job is "
+                            "gone or changed")
+        return got[0]
+
+    def _deadline_migs(self) -> list[dict]:
+        """Every MIG of the project named like one of a deadline pair (``<cluster>-spot`` /
+        ``<cluster>-on-demand``: a pre-filter only, the template's labels decide)."""
+        suffixes = tuple(mig_name("", m) for m in (SPOT, ON_DEMAND))
+        found: list[dict] = []
+
+        def list_migs():
+            found.clear()
+            for _, scoped in self.migs.aggregated_list(request={
+                    "project": self.project, "max_results": 500}, **_NO_RETRY):
+                for m in scoped.instance_group_managers:
+                    if not m.name.endswith(suffixes):
+                        continue
+                    scope, where = ("zones", _tail(m.zone)) if m.zone else \
+                        ("regions", _tail(m.region))
+                    urls = {v.instance_template for v in m.versions if v.instance_template} \
+                        or ({m.instance_template} if m.instance_template else set())
+                    aic = m.all_instances_config
+                    found.append({
+                        "scope": scope, "where": where, "name": m.name,
+                        "target": int(m.target_size), "templates": tuple(sorted(urls)),
+                        "aic": dict(aic.properties.labels) if aic and aic.properties else {},
+                        "path": f"projects/{self.project}/{scope}/{where}/"
+                                f"instanceGroupManagers/{m.name}"})
+        self._call("compute.instanceGroupManagers.aggregatedList", list_migs)
+        return found
+
+    def _labels_of_template(self, url: str) -> Optional[dict]:
+        """``properties.labels`` of a global instance template of this project (the program
+        declares global ones: gcp.compute.InstanceTemplate), cached for the run (templates are
+        immutable); None for a template gone (404) or of another kind or project."""
+        from google.api_core.exceptions import NotFound
+
+        if url in self._template_labels:
+            return self._template_labels[url]
+        parts = url.rstrip("/").split("/")
+        labels = None
+        if len(parts) >= 5 and parts[-2] == "instanceTemplates" and parts[-3] == "global" \
+                and parts[-4] == self.project and parts[-5] == "projects" \
+                and self.templates is not None:
+            def get():
+                try:
+                    t = self.templates.get(project=self.project, instance_template=parts[-1],
+                                           **_NO_RETRY)
+                except NotFound:
+                    return None
+                return dict(t.properties.labels) if t.properties else {}
+            labels = self._call("compute.instanceTemplates.get", get)
+        self._template_labels[url] = labels
+        return labels
+
+    def _managed(self, mig: dict) -> list[tuple[str, str]]:
+        """(currentAction, instanceStatus) of each managed instance (listManagedInstances)."""
+        out: list[tuple[str, str]] = []
+        zonal = mig["scope"] == "zones"
+        client = self.migs if zonal else self.region_migs
+        req = {"project": self.project, "instance_group_manager": mig["name"],
+               "max_results": 500, ("zone" if zonal else "region"): mig["where"]}
+
+        def list_all():
+            out.clear()
+            for mi in client.list_managed_instances(request=req, **_NO_RETRY):
+                out.append((str(mi.current_action or ""), str(mi.instance_status or "")))
+        self._call(f"compute.{'instanceGroupManagers' if zonal else 'regionInstanceGroupManagers'}"
+                   ".listManagedInstances", list_all)
+        return out
+
+    def _deadline_refs(self, migs: list[dict], environments) -> list[DeadlineRef]:
+        jobs: dict[tuple, dict] = {}
+        for m in migs:
+            if len(m["templates"]) != 1:
+                continue    # several versions (a canary rollout): not the program's shape
+            labels = self._labels_of_template(m["templates"][0])
+            if labels is None:
+                continue
+            cluster, env = labels.get(tags.CLUSTER), labels.get(tags.ENVIRONMENT)
+            role = labels.get(tags.DEADLINE_GROUP)
+            if not cluster or not env or role not in (SPOT, ON_DEMAND) or (
+                    environments is not None and env not in environments):
+                continue
+            if m["name"] != mig_name(cluster, role):
+                continue    # a template is usable by any MIG: only the program's names count
+            if not tags.is_declared(labels, env, cluster):
+                continue    # not the program's group (docs/reaper.md, "Declared groups")
+            jobs.setdefault((env, cluster), {}).setdefault(role, []).append((m, labels))
+        out = []
+        for (env, cluster), pair in sorted(jobs.items()):
+            if set(pair) != {SPOT, ON_DEMAND} or any(len(v) != 1 for v in pair.values()):
+                continue    # half a pair, or two claiming one role: the step leaves it alone
+            (sm, sl), (om, ol) = pair[SPOT][0], pair[ON_DEMAND][0]
+            if (sm["scope"], sm["where"]) != (om["scope"], om["where"]):
+                continue    # the program puts both in the cluster's zone
+            spot, od = self._managed(sm), self._managed(om)
+            in_service = sum(1 for x in spot if x == _IN_SERVICE)
+            interrupted = sum(1 for a, st in spot if a in _REPAIRING or (
+                st in _STOPPED and a not in _LEAVING))
+            raw, err = self._progress(sl.get(tags.DEADLINE_PROGRESS_BUCKET), cluster)
+            # the opt-out may also sit in a MIG's all-instances configuration (a person's
+            # override: templates are immutable); only the opt-out is read from there
+            keep = [{tags.KEEP: a[tags.KEEP]} for a in (sm["aic"], om["aic"]) if tags.KEEP in a]
+            where = sm["where"]
+            out.append(DeadlineRef(
+                cluster=cluster, environment=env, cloud="gcp",
+                region=where if sm["scope"] == "regions" else where.rsplit("-", 1)[0],
+                spot_group=sm["path"], on_demand_group=om["path"],
+                spot_desired=sm["target"], spot_in_service=in_service,
+                on_demand_desired=om["target"],
+                on_demand_in_service=sum(1 for x in od if x == _IN_SERVICE),
+                tags=combined_tags([sl, ol, *keep]), progress=raw, progress_error=err,
+                interrupted=interrupted))
+        return out
+
+    def _progress(self, bucket: Optional[str], cluster: str
+                  ) -> tuple[Optional[bytes], Optional[str]]:
+        """The progress document's bytes (at most MAX_PROGRESS_BYTES + 1 read: a Range), or why
+        not. No object (or bucket) - Cloud Storage's 404, google.api_core's NotFound - is
+        "none published" (gpulease.deadline.read_progress); anything else is a finding."""
+        from google.api_core.exceptions import NotFound
+
+        from gpulease import deadline as dl
+        from gpulease import naming
+
+        if not bucket or naming.bucket_rule_broken(bucket) or self.storage is None:
+            return None, f"no readable {tags.DEADLINE_PROGRESS_BUCKET} ({bucket!r})"
+        name = naming.progress_object(cluster)
+        op = "storage.objects.get"
+
+        def get() -> Optional[bytes]:
+            from google.cloud.storage.exceptions import DataCorruption
+
+            try:
+                return self.storage.bucket(bucket).blob(name).download_as_bytes(
+                    start=0, end=dl.MAX_PROGRESS_BYTES, retry=None, timeout=TIMEOUT_S)
+            except NotFound:
+                return None
+            except DataCorruption as exc:
+                raise MalformedResponse("gcp", f"{self.project} {op}", "the object's bytes do "
+                                        f"not match its checksum ({exc})") from None
+        try:
+            return self._call(op, get), None
+        except CloudError as exc:
+            return None, f"progress not read ({exc}): taken as none done"
+
+    def _patch_labels(self, path: str, labels: dict) -> None:
+        """Merge ``labels`` (None: delete the key) into the MIG's all-instances configuration."""
+        if self.compute_rest is None:
+            raise CloudError("gcp", f"{self.project} instanceGroupManagers.patch",
+                             "no Compute REST session configured")
+        scope, where, name = _mig_key(path)
+        api = "instanceGroupManagers" if scope == "zones" else "regionInstanceGroupManagers"
+        op = self._call(f"compute.{api}.patch", lambda: self.compute_rest.patch_mig(
+            self.project, scope, where, name,
+            {"allInstancesConfig": {"properties": {"labels": labels}}}))
+        errors = ((op.get("error") or {}).get("errors") or []) if isinstance(op, dict) else []
+        if errors:
+            raise CloudError("gcp", f"{self.project} {api}.patch",
+                             "; ".join(str(e.get("message", e)) for e in errors))
+
+    def deadline_mark(self, ref: DeadlineRef, value: str) -> None:
+        """The switch mark: a label in the spot MIG's all-instances configuration. A MIG has no
+        labels, its template is immutable and its VMs vanish at 0 nodes; the all-instances
+        configuration lives on the MIG at any size, and with the OPPORTUNISTIC update policy
+        it reaches new VMs only (running ones are not touched)."""
+        self._patch_labels(ref.spot_group, {tags.DEADLINE_SWITCH: tags.label_value(value)})
+
+    def deadline_unmark(self, ref: DeadlineRef) -> None:
+        self._patch_labels(ref.spot_group, {tags.DEADLINE_SWITCH: None})
+
+    def deadline_resize(self, ref: DeadlineRef, targets: dict) -> None:
+        """instanceGroupManagers.resize (regionInstanceGroupManagers for a regional MIG) of
+        each MIG to its target, the one that gains first, so the job is never left with
+        neither. A MIG gone (404) fails the switch (GroupGone)."""
+        now = {ref.spot_group: ref.spot_desired, ref.on_demand_group: ref.on_demand_desired}
+        for path, size in sorted(targets.items(), key=lambda kv: (-(kv[1] - now.get(kv[0], 0)),
+                                                                  kv[0])):
+            self._resize(ref, {path: int(size)})
 
 
 def _mig_key(path: str) -> tuple[str, str, str]:

@@ -19,6 +19,14 @@ resize or deleteInstances (the target size going down with them). Guest attribut
 metadata carries ``enable-guest-attributes: TRUE`` (:meth:`FakeGcp.write_guest_attribute`, the
 node's side); a read of a path with no entry is a 404, a namespace with no entries an empty
 ``queryValue``.
+Instance templates (instanceTemplates.get, global ones as the program declares them: their
+``properties.labels`` are what the VMs get); listManagedInstances (each member's
+``currentAction`` and ``instanceStatus``: :meth:`FakeGcp.preempt` stops or deletes a spot VM
+and the MIG repairs it - ``RECREATING`` - until :meth:`FakeGcp.restore`; a MIG with
+``stockout`` creates nothing on a resize up and lists the missing VMs as ``CREATING`` without a
+status); instanceGroupManagers.patch of the ``allInstancesConfig`` only (a JSON merge patch:
+a ``null`` label deletes it; label rules checked, 400 otherwise), which changes no VM (the
+update policy is OPPORTUNISTIC: the configuration reaches new VMs only).
 Faults can be injected per operation (``fake.faults["resize"] = [503]``); HTML pages, non-JSON
 200s and throttling come from ``tests/fakes/fault_proxy.py`` in front of it. Resources can be
 changed mid-run (:meth:`FakeGcp.scale_mig`, :meth:`FakeGcp.delete_mig`). Every request is
@@ -94,7 +102,13 @@ class FakeGcp:
     delay_s: float = VISIBLE_AFTER_S
     #: (zone, name) -> {"namespace/key": value}: what the VM wrote through its metadata server.
     guest_attributes: dict = field(default_factory=dict)
+    #: (zone, name) -> the MIG's current action on that member ("RECREATING" after a
+    #: preemption); absent = NONE for a running VM, CREATING while it is provisioned
+    actions: dict = field(default_factory=dict)
     faults: dict = field(default_factory=dict)         # op -> [status, ...] returned first
+    #: op -> [callable, ...]: each runs once, before the next such request is answered (the
+    #: world changing mid-run: someone else's action between two of the reaper's calls)
+    hooks: dict = field(default_factory=dict)
     log: list = field(default_factory=list)            # (method, path)
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: Optional[ThreadingHTTPServer] = None
@@ -136,9 +150,49 @@ class FakeGcp:
             (zone, f"{name}-{i:04d}") for i in range(size)], "instanceTemplate": template,
             "creationTimestamp": rfc3339(launched), "regional": regional,
             # what the instance template gives every VM it creates: its labels and metadata
-            "proto": {**proto, "labels": dict(labels)}, "next": size}
+            "proto": {**proto, "labels": dict(labels)}, "base_labels": dict(labels),
+            "next": size}
         self.templates.setdefault(template, {"name": template})
         return members
+
+    def add_template(self, name: str, *, labels: dict, provisioning: str = "STANDARD") -> None:
+        """A global instance template whose VMs get ``labels`` (``properties.labels``)."""
+        self.templates[name] = {
+            "kind": "compute#instanceTemplate", "id": str(next(_ids)), "name": name,
+            "selfLink": self.template_url(name),
+            "properties": {"machineType": "g2-standard-8", "labels": dict(labels),
+                           "scheduling": {"provisioningModel": provisioning}}}
+
+    def template_url(self, name: str) -> str:
+        return (f"https://www.googleapis.com/compute/v1/projects/{self.project}/global/"
+                f"instanceTemplates/{name}")
+
+    def preempt(self, zone: str, name: str, *, action: str = "STOP") -> None:
+        """Compute Engine preempts a spot VM of a MIG: it is stopped (termination action STOP:
+        TERMINATED) or deleted (DELETE), and the MIG repairs it by recreating it ("About
+        repairing VMs in a MIG": preemption of a Spot VM is a failure the MIG repairs) - which,
+        without spot capacity, it keeps trying."""
+        if action == "DELETE":
+            self.instances.pop((zone, name), None)
+        else:
+            self.instances[(zone, name)]["status"] = "TERMINATED"
+        self.actions[(zone, name)] = "RECREATING"
+
+    def restore(self, zone: str, name: str, *, launched: float) -> None:
+        """Spot capacity is back: the MIG's repair of a preempted VM succeeds."""
+        self.actions.pop((zone, name), None)
+        inst = self.instances.get((zone, name))
+        if inst is not None:
+            inst["status"] = "RUNNING"
+            return
+        mig = next(m for m in self.migs.values() if (zone, name) in m["members"])
+        inst = json.loads(json.dumps(mig["proto"]))
+        inst.update({"id": str(next(_ids)), "name": name, "status": "RUNNING",
+                     "labelFingerprint": fingerprint(inst["labels"]),
+                     "creationTimestamp": rfc3339(launched),
+                     "lastStartTimestamp": rfc3339(launched)})
+        self.instances[(zone, name)] = inst
+        self.series_labels[inst["id"]] = dict(inst["labels"])
 
     def scale_mig(self, zone: str, name: str, size: int, *, launched: float) -> list[str]:
         """Someone raises a MIG's target size (``zone``: its key, the region for a regional
@@ -223,7 +277,9 @@ class FakeGcp:
 
     @property
     def mutations(self) -> list:
-        return [(m, p) for m, p in self.log if m != "GET"]
+        # (listManagedInstances is a POST that reads)
+        return [(m, p) for m, p in self.log
+                if m != "GET" and not p.endswith("/listManagedInstances")]
 
     # ---- HTTP -------------------------------------------------------------------------
     def start(self) -> str:
@@ -260,6 +316,9 @@ class FakeGcp:
             def do_DELETE(self):  # noqa: N802
                 self._handle("DELETE")
 
+            def do_PATCH(self):  # noqa: N802
+                self._handle("PATCH")
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -270,6 +329,9 @@ class FakeGcp:
             self.server.server_close()
 
     def _fault(self, op: str) -> Optional[tuple[int, dict]]:
+        hooks = self.hooks.get(op)
+        if hooks:
+            hooks.pop(0)()
         queue = self.faults.get(op)
         if queue:
             status = queue.pop(0)
@@ -338,9 +400,32 @@ class FakeGcp:
             size = int(q["size"])
             for key in mig["members"][size:]:
                 self.instances.pop(key, None)
+                self.actions.pop(key, None)
             mig["members"] = mig["members"][:size]
+            if size > len(mig["members"]) and not mig.get("stockout"):
+                # the MIG creates the VMs from its template (and all-instances configuration)
+                self.scale_mig(zone, name, size, launched=self.clock or 0.0)
+                for key in mig["members"]:
+                    if self.instances.get(key, {}).get("status") == "PROVISIONING":
+                        self.instances[key]["status"] = "RUNNING"
             mig["targetSize"] = size
             return 200, self._op("resize", zone)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/(zones|regions)/([^/]+)/instanceGroupManagers/"
+                         r"([^/]+)/listManagedInstances", path)
+        if m and method == "POST":
+            return self._fault("listManagedInstances") or self._managed(*m.groups(), q)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/(zones|regions)/([^/]+)/instanceGroupManagers/"
+                         r"([^/]+)", path)
+        if m and method == "PATCH":
+            return self._fault("patch") or self._patch_mig(*m.groups(), body)
+        m = re.fullmatch(rf"/compute/v1/projects/{p}/global/instanceTemplates/([^/]+)", path)
+        if m and method == "GET":
+            t = self.templates.get(m.group(1))
+            if t is None or "properties" not in t:
+                return 404, {"error": {"code": 404, "message": f"The resource 'projects/{p}/"
+                                       f"global/instanceTemplates/{m.group(1)}' was not found",
+                                       "errors": [{"reason": "notFound", "domain": "global"}]}}
+            return self._fault("instanceTemplates.get") or (200, t)
         m = re.fullmatch(rf"/compute/v1/projects/{p}/zones/([^/]+)/reservations/([^/]+)", path)
         if m and method == "GET":
             r = self.reservations.get(m.groups())
@@ -448,13 +533,92 @@ class FakeGcp:
                                 f"{self.project}/{scope}/{zone}",
                     "targetSize": mig["targetSize"],
                     "creationTimestamp": mig.get("creationTimestamp", rfc3339(0)),
-                    "instanceTemplate": f"global/instanceTemplates/{mig['instanceTemplate']}",
+                    "instanceTemplate": self.template_url(mig["instanceTemplate"]),
+                    "versions": [{"instanceTemplate":
+                                  self.template_url(mig["instanceTemplate"])}],
+                    **({"allInstancesConfig": mig["allInstancesConfig"]}
+                       if "allInstancesConfig" in mig else {}),
+                    "updatePolicy": {"type": "OPPORTUNISTIC"},
                     "baseInstanceName": name, "status": {"isStable": True}})
         items[f"zones/{EMPTY_ZONE}"] = {"warning": {
             "code": "NO_RESULTS_ON_PAGE", "message": "There are no results for scope "
             f"'zones/{EMPTY_ZONE}' on this page.", "data": [{"key": "scope",
                                                              "value": f"zones/{EMPTY_ZONE}"}]}}
         return 200, {"kind": "compute#instanceGroupManagerAggregatedList", "items": items}
+
+    def _mig_or_404(self, scope: str, where: str, name: str):
+        mig = self.migs.get((where, name))
+        if mig is None or bool(mig.get("regional")) != (scope == "regions"):
+            return None, (404, {"error": {"code": 404, "message": f"The resource 'projects/"
+                                          f"{self.project}/{scope}/{where}/instanceGroupManagers/"
+                                          f"{name}' was not found"}})
+        return mig, None
+
+    def _managed(self, scope: str, where: str, name: str, q: dict) -> tuple[int, dict]:
+        """listManagedInstances: one entry per member (and, with a stockout, one per VM the
+        MIG is still trying to create: CREATING, no instance yet), in pages of maxResults."""
+        mig, err = self._mig_or_404(scope, where, name)
+        if err:
+            return err
+        out = []
+        for zone, iname in mig["members"]:
+            inst = self.instances.get((zone, iname))
+            entry = {"instance": f"https://www.googleapis.com/compute/v1/projects/"
+                                 f"{self.project}/zones/{zone}/instances/{iname}",
+                     "name": iname}
+            action = self.actions.get((zone, iname))
+            if inst is not None:
+                entry.update(id=inst["id"], instanceStatus=inst["status"])
+                action = action or ("CREATING" if inst["status"] in ("PROVISIONING", "STAGING")
+                                    else "NONE")
+            entry["currentAction"] = action or "CREATING"
+            out.append(entry)
+        for _ in range(len(mig["members"]), mig["targetSize"]):
+            out.append({"currentAction": "CREATING"})      # no capacity: keeps trying
+        size = int(q.get("maxResults", 500))
+        if not 0 <= size <= 500:
+            return 400, {"error": {"code": 400, "message": "Invalid value for field "
+                                   f"'maxResults': {size}. Must be in [0, 500]."}}
+        start = int(q.get("pageToken", 0) or 0)
+        body = {"managedInstances": out[start:start + size]} if out[start:start + size] else {}
+        if start + size < len(out):
+            body["nextPageToken"] = str(start + size)
+        return 200, body
+
+    def _patch_mig(self, scope: str, where: str, name: str, body: dict) -> tuple[int, dict]:
+        """instanceGroupManagers.patch, a JSON merge patch (RFC 7386), of the one field the
+        fake models: allInstancesConfig.properties.labels / .metadata (a null deletes a key)."""
+        mig, err = self._mig_or_404(scope, where, name)
+        if err:
+            return err
+        if set(body) - {"allInstancesConfig"}:
+            return 400, {"error": {"code": 400, "message": f"fake: patch of "
+                                   f"{sorted(set(body) - {'allInstancesConfig'})} not modelled"}}
+        aic = body.get("allInstancesConfig")
+        if aic is None:
+            mig.pop("allInstancesConfig", None)
+            return 200, self._op("patch", where)
+        props = aic.get("properties") if isinstance(aic, dict) else None
+        if not isinstance(props, dict) or set(props) - {"labels", "metadata"}:
+            return 400, {"error": {"code": 400, "message": "Invalid value for field "
+                                   "'resource.allInstancesConfig.properties'"}}
+        cur = mig.setdefault("allInstancesConfig", {"properties": {}})["properties"]
+        new = {k: dict(cur.get(k, {})) for k in ("labels", "metadata")}
+        for k in ("labels", "metadata"):
+            for key, value in (props.get(k) or {}).items():
+                if value is None:
+                    new[k].pop(key, None)
+                else:
+                    new[k][key] = value
+        bad = self._bad_labels(new["labels"])
+        if bad:
+            return 400, {"error": {"code": 400, "message": bad, "errors": [
+                {"reason": "invalid", "message": bad}]}}
+        cur.clear()
+        cur.update({k: v for k, v in new.items() if v})
+        # new VMs get it (OPPORTUNISTIC: running ones keep what they have)
+        mig["proto"]["labels"] = {**mig["base_labels"], **new["labels"]}
+        return 200, self._op("patch", where)
 
     def _aggregated(self, q: dict) -> tuple[int, dict]:
         flt = q.get("filter", "")
