@@ -60,8 +60,10 @@ def test_every_gcp_resource_declared_under_one_component(gcp_run):
         ("gcp:serviceaccount/account:Account", "reaper-gcp-sa"),
         ("gcp:projects/iAMCustomRole:IAMCustomRole", "reaper-gcp-read-role"),
         ("gcp:projects/iAMCustomRole:IAMCustomRole", "reaper-gcp-act-role"),
+        ("gcp:projects/iAMCustomRole:IAMCustomRole", "reaper-gcp-progress-role"),
         ("gcp:projects/iAMMember:IAMMember", "reaper-gcp-read"),
         ("gcp:projects/iAMMember:IAMMember", "reaper-gcp-act"),
+        ("gcp:projects/iAMMember:IAMMember", "reaper-gcp-progress"),
         ("gcp:cloudfunctionsv2/function:Function", "reaper-gcp-fn"),
         ("gcp:serviceaccount/account:Account", "reaper-gcp-invoker-sa"),
         ("gcp:cloudrunv2/serviceIamMember:ServiceIamMember", "reaper-gcp-invoker"),
@@ -102,7 +104,8 @@ def test_function_runs_the_reaper_from_the_uploaded_zip(gcp_run):
         "GPULEASE_MAX_ACTIONS": "10", "GPULEASE_APPLY": "true"}
     # the grants exist before the first run
     assert {urn("gcp:projects/iAMMember:IAMMember", "reaper-gcp-read"),
-            urn("gcp:projects/iAMMember:IAMMember", "reaper-gcp-act")} <= set(fn.depends_on)
+            urn("gcp:projects/iAMMember:IAMMember", "reaper-gcp-act"),
+            urn("gcp:projects/iAMMember:IAMMember", "reaper-gcp-progress")} <= set(fn.depends_on)
 
 
 def test_reaper_identity_is_least_privilege(gcp_run):
@@ -110,17 +113,28 @@ def test_reaper_identity_is_least_privilege(gcp_run):
     roles = {r.name: r.inputs for r in run.by_type("gcp:projects/iAMCustomRole:IAMCustomRole")}
     read, act = roles["reaper-gcp-read-role"], roles["reaper-gcp-act-role"]
     assert read["roleId"] == "gpulease_reaper_read_dev" and act["roleId"] == "gpulease_reaper_act_dev"
-    assert read["permissions"] == ["compute.instanceGroupManagers.list", "compute.instances.get",
+    assert read["permissions"] == ["compute.instanceGroupManagers.list",
+                                   "compute.instanceTemplates.get", "compute.instances.get",
                                    "compute.instances.getGuestAttributes",
                                    "compute.instances.list", "compute.reservations.get",
                                    "monitoring.timeSeries.list"]
-    assert act["permissions"] == ["compute.instanceGroupManagers.update",
+    assert act["permissions"] == ["compute.instanceGroupManagers.get",
+                                  "compute.instanceGroupManagers.update",
                                   "compute.instances.setLabels"]
-    assert not any(p.endswith("*") for p in read["permissions"] + act["permissions"])
+    progress = roles["reaper-gcp-progress-role"]
+    assert progress["roleId"] == "gpulease_reaper_progress_dev"
+    assert progress["permissions"] == ["storage.objects.get"]
+    assert not any(p.endswith("*") for p in read["permissions"] + act["permissions"]
+                   + progress["permissions"])
     members = {r.name: r.inputs for r in run.by_type("gcp:projects/iAMMember:IAMMember")}
     sa = "serviceAccount:gpulease-reaper-dev@plan.iam.gserviceaccount.com"
     assert members["reaper-gcp-read"]["member"] == sa == members["reaper-gcp-act"]["member"]
     assert "condition" not in members["reaper-gcp-read"]      # listing is checked on the project
+    # the deadline step reads exactly the progress documents of the environment's clusters
+    assert members["reaper-gcp-progress"]["member"] == sa
+    assert members["reaper-gcp-progress"]["condition"]["expression"] == (
+        'resource.name == "projects/_/buckets/gpulease-dev-sandbox-work/objects/'
+        'checkpoints/sandbox/gpulease-progress.json"')
     expr = members["reaper-gcp-act"]["condition"]["expression"]
     assert expr == ('resource.name.startsWith("projects/acme-ml/") && ('
                     'resource.name.extract("/instances/{name}").startsWith("sandbox-") || '
@@ -252,6 +266,7 @@ def test_archive_imports_nothing_of_pydantic_or_pulumi():
     repo = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().split("\n")
                 if "==" in line and not line.startswith("#"))
     assert pins == {"google-cloud-compute": repo["google-cloud-compute"],
+                    "google-cloud-storage": repo["google-cloud-storage"],
                     "requests": repo["requests"]}
     assert files["main.py"].decode().endswith(
         "from gpulease.reaper.gcp_function import handler  # noqa: F401\n")

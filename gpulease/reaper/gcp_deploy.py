@@ -3,8 +3,9 @@
 Called through ``gpulease.reaper.deploy.deploy_reaper`` (this module is ``GCP.reaper_deploy_module``)
 when ``gpulease:reaper.schedule`` is set and the environment has GCP clusters. The function runs
 ``gpulease.reaper.gcp_function.handler`` from an archive of :data:`GCP_FUNCTION_FILES`
-(standard library + google-cloud-compute + requests: no pydantic, no Pulumi). The EventBridge
-schedule expression is converted to unix-cron for Cloud Scheduler by :func:`unix_cron`.
+(standard library + google-cloud-compute + google-cloud-storage + requests: no pydantic, no
+Pulumi). The EventBridge schedule expression is converted to unix-cron for Cloud Scheduler by
+:func:`unix_cron`.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Callable, Optional
 import pulumi
 import pulumi_gcp as gcp
 
+from gpulease import naming
 from gpulease.clouds.gcp.cloud import mig_name
 from gpulease.costing.context import shared
 from gpulease.errors import ConfigError, Finding
@@ -149,17 +151,22 @@ GCP_MAIN = ('"""Cloud Functions entry: the gpulease reaper."""\n'
             "from gpulease.reaper.gcp_function import handler  # noqa: F401\n")
 #: pinned to the versions installed with gpulease (the ones its reaper code runs and is tested
 #: with here: constraints.txt's pins in a checkout, the resolved ones in a wheel install).
-GCP_REQUIREMENTS = ("google-cloud-compute", "requests")
+GCP_REQUIREMENTS = ("google-cloud-compute", "google-cloud-storage", "requests")
 
 #: What gpulease/reaper/gcp.py calls, as IAM permissions (Compute/Monitoring REST references):
 #: instances.aggregatedList -> compute.instances.list (project); instances.get (re-read after
 #: a 412 on setLabels); instanceGroupManagers.aggregatedList -> compute.instanceGroupManagers
 #: .list (MIG target sizes, re-read right before acting); reservations.get; monitoring
 #: projects.timeSeries.list; instances.getGuestAttributes -> compute.instances.getGuestAttributes
-#: (the nodes' busy witness, contract C10).
-GCP_READ_PERMISSIONS = ("compute.instanceGroupManagers.list", "compute.instances.get",
-                        "compute.instances.getGuestAttributes", "compute.instances.list",
-                        "compute.reservations.get", "monitoring.timeSeries.list")
+#: (the nodes' busy witness, contract C10). The deadline step (issue 37): instanceTemplates.get
+#: -> compute.instanceTemplates.get (a MIG's labels are its template's); listManagedInstances
+#: needs compute.instanceGroupManagers.list ("The required permission to execute this command
+#: is compute.instanceGroupManagers.list", gcloud compute instance-groups managed
+#: list-instances, read 2026-12-04).
+GCP_READ_PERMISSIONS = ("compute.instanceGroupManagers.list", "compute.instanceTemplates.get",
+                        "compute.instances.get", "compute.instances.getGuestAttributes",
+                        "compute.instances.list", "compute.reservations.get",
+                        "monitoring.timeSeries.list")
 #: instances.setLabels (idle marks, reaper claim); instanceGroupManagers.resize /
 #: .deleteInstances (idle nodes above the floor) and their regional forms: "Authorization
 #: requires the following IAM permission on the specified resource instanceGroupManager:
@@ -167,8 +174,19 @@ GCP_READ_PERMISSIONS = ("compute.instanceGroupManagers.list", "compute.instances
 #: reference, instanceGroupManagers.deleteInstances / regionInstanceGroupManagers
 #: .deleteInstances, read 2026-12-03): the MIG deletes its VMs itself, as the Google APIs
 #: service agent. (Before: compute.instances.delete too, which the method does not document.)
-#: The operations they return are not polled, so no zoneOperations.get.
-GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.update", "compute.instances.setLabels")
+#: The operations they return are not polled, so no zoneOperations.get. The deadline step's
+#: switch mark: instanceGroupManagers.patch / regionInstanceGroupManagers.patch of the spot
+#: MIG's all-instances configuration, which "requires one or more of the following IAM
+#: permissions on the specified resource instanceGroupManager: compute.instanceGroupManagers.get,
+#: compute.instanceGroupManagers.update" (Compute Engine REST reference, read 2026-12-04): both,
+#: under the same condition (the environment's MIGs only).
+GCP_ACT_PERMISSIONS = ("compute.instanceGroupManagers.get",
+                       "compute.instanceGroupManagers.update", "compute.instances.setLabels")
+#: The deadline step reads each job's progress document (objects.get with alt=media):
+#: storage.objects.get, granted under a condition naming exactly those objects
+#: (:func:`progress_condition`); no storage.buckets.get (gcp.py stops google-cloud-storage's
+#: background bucket lookup) and no listing.
+GCP_PROGRESS_PERMISSIONS = ("storage.objects.get",)
 
 
 def requirement_pins(names: tuple = GCP_REQUIREMENTS) -> list[str]:
@@ -243,6 +261,19 @@ def act_condition(*, project: str, clusters: list[str]) -> dict:
                            f"in [{mig_list}])")}
 
 
+def progress_condition(objects: list[tuple[str, str]]) -> dict:
+    """IAM condition: storage.objects.get on the progress documents of these (bucket, cluster)
+    pairs and nothing else. Object reads are checked against the object's resource name,
+    ``projects/_/buckets/BUCKET/objects/OBJECT`` ("IAM Conditions for Cloud Storage";
+    resource.name, as in gpulease.clouds.gcp.cloud.prefix_condition), so each document is
+    named exactly (gpulease.naming.progress_object)."""
+    names = [f"projects/_/buckets/{b}/objects/{naming.progress_object(c)}"
+             for b, c in sorted(set(objects))]
+    return {"title": "progress-documents-only",
+            "description": "read the gpulease-progress.json of this environment's clusters only",
+            "expression": " || ".join(f'resource.name == "{n}"' for n in names)}
+
+
 class ScheduledGcpReaper(pulumi.ComponentResource):
     """Cloud Function (2nd gen) running the reaper, called by Cloud Scheduler with OIDC."""
 
@@ -254,6 +285,8 @@ class ScheduledGcpReaper(pulumi.ComponentResource):
         settings = spec.reaper
         environment = spec.environment
         clusters = sorted({c.name for c in env.clusters if c.cloud == "gcp"})
+        progress = [(naming.checkpoint_bucket(spec, c), c.name) for c in env.clusters
+                    if c.cloud == "gcp"]
         self.provider = gcp.Provider(f"{name}-provider", project=project, region=region,
                                      opts=pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
@@ -296,6 +329,16 @@ class ScheduledGcpReaper(pulumi.ComponentResource):
         self.act_binding = gcp.projects.IAMMember(
             f"{name}-act", project=project, role=self.act_role.name, member=member,
             condition=act_condition(project=project, clusters=clusters), opts=child)
+        # the deadline step's progress documents (issue 37): those objects, nothing else
+        self.progress_role = gcp.projects.IAMCustomRole(
+            f"{name}-progress-role", project=project,
+            role_id=custom_role_id("progress", environment),
+            title=f"gpulease reaper {environment} (progress)",
+            description="Read the window jobs' progress documents (gpulease-progress.json)",
+            permissions=list(GCP_PROGRESS_PERMISSIONS), stage="GA", opts=child)
+        self.progress_binding = gcp.projects.IAMMember(
+            f"{name}-progress", project=project, role=self.progress_role.name, member=member,
+            condition=progress_condition(progress), opts=child)
 
         self.function = gcp.cloudfunctionsv2.Function(
             f"{name}-fn", project=project, name=fn_name, location=region,
@@ -317,7 +360,8 @@ class ScheduledGcpReaper(pulumi.ComponentResource):
                     "GPULEASE_MAX_ACTIONS": str(settings.max_actions),
                     "GPULEASE_APPLY": "true" if settings.apply else "false"}},
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider,
-                                        depends_on=[self.read_binding, self.act_binding]))
+                                        depends_on=[self.read_binding, self.act_binding,
+                                                    self.progress_binding]))
 
         # Caller identity: may invoke this function's Cloud Run service and nothing else
         # (a 2nd gen function runs as a Cloud Run service of the same name).
@@ -348,7 +392,7 @@ class ScheduledGcpReaper(pulumi.ComponentResource):
     def resources(self) -> list[pulumi.Resource]:
         return [self, self.provider, self.bucket, self.source_object, self.account,
                 self.read_role, self.act_role, self.read_binding, self.act_binding,
-                self.function, self.invoker_account, self.invoker, self.job]
+                self.progress_role, self.progress_binding, self.function, self.invoker_account, self.invoker, self.job]
 
 
 def _gcp_project(env: EnvironmentDecision) -> str:
@@ -371,6 +415,7 @@ def prepare(env: EnvironmentDecision) -> Callable[[], list[pulumi.Resource]]:
 
 
 __all__ = ["unix_cron", "GCP_FUNCTION_FILES", "GCP_RUNTIME", "GCP_ENTRY_POINT", "GCP_MAIN",
-           "GCP_REQUIREMENTS", "GCP_READ_PERMISSIONS", "GCP_ACT_PERMISSIONS", "requirement_pins",
+           "GCP_REQUIREMENTS", "GCP_READ_PERMISSIONS", "GCP_ACT_PERMISSIONS",
+           "GCP_PROGRESS_PERMISSIONS", "progress_condition", "requirement_pins",
            "gcp_source_files", "source_digest", "gcp_source_archive", "account_id",
            "custom_role_id", "act_condition", "ScheduledGcpReaper", "prepare"]

@@ -3,8 +3,9 @@
 Cloud Scheduler POSTs to the function with an OIDC token; :func:`handler` is the
 functions-framework HTTP handler (the archive's ``main.py`` re-exports it, because the Python
 runtime loads the entry point from ``main.py`` at the source root). Runs with only the standard
-library, google-cloud-compute + requests (the archive's requirements.txt) and the gpulease files
-listed in ``gpulease.reaper.gcp_deploy.GCP_FUNCTION_FILES`` — no pydantic, no Pulumi.
+library, google-cloud-compute + google-cloud-storage + requests (the archive's
+requirements.txt) and the gpulease files listed in
+``gpulease.reaper.gcp_deploy.GCP_FUNCTION_FILES`` — no pydantic, no Pulumi.
 """
 from __future__ import annotations
 
