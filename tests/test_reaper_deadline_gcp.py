@@ -230,6 +230,8 @@ def test_oversized_document_reads_at_most_the_limit(job, servers):
     gcs.put(BUCKET, OBJECT, b"{" + b" " * (3 * dl.MAX_PROGRESS_BYTES) + b"}")
     o = only(reap(servers, START + 2 * HOUR, apply=False))
     assert any(f"more than {dl.MAX_PROGRESS_BYTES}" in f for f in o.deadline["findings"])
+    (ref,) = reaper(servers).deadline_jobs(frozenset({"dev"}))
+    assert len(ref.progress) == dl.MAX_PROGRESS_BYTES + 1        # a ranged read, not the whole
 
 
 def test_half_a_pair_undeclared_and_foreign_migs_are_left_alone(job, servers):
