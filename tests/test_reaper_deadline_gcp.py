@@ -165,8 +165,12 @@ def test_switches_to_on_demand_when_behind_and_back_when_spot_returns(job, serve
     # ahead of the line at t + 2d: the spot MIG asks again (make before break) ...
     job.progress(0.75)
     job.spot_back(START + 6 * HOUR)
+    marks: list = []
+    gcp.hooks["resize"] = [lambda: marks.append((job.desired(), job.switch_mark()))]
     o = only(reap(servers, START + 6 * HOUR, audit=audit))
     assert o.applied and job.desired() == (2, 2), o.reason
+    # the mark sat on the spot MIG while it was at 0 (its all-instances configuration)
+    assert marks == [((0, 2), f"2-2-{tags.timestamp_label(START + 6 * HOUR)}")]
     # ... spot is there (its VMs running, nothing to repair): the on-demand MIG goes to zero
     o = only(reap(servers, START + 6.25 * HOUR, audit=audit))
     assert o.action == d.DEADLINE_SPOT and o.applied, o.reason
