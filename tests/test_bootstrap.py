@@ -359,8 +359,11 @@ def test_variables_come_from_naming_tags_and_settings():
     assert v["notice_window_seconds"] == 30 and v["checkpoint_signal"] == "SIGTERM"
     files = R.render_node_files(stack=stack, decision=d, purchase_model="spot")
     rdzv = files["usr/local/sbin/gpulease-rendezvous"]
-    assert f"labels.{tags.CLUSTER}=train AND labels.{tags.ENVIRONMENT}=dev" in rdzv
-    assert "--project ml-project" in rdzv
+    # the cluster's MIGs (a mixed cluster: one per model), read at the project the stack names
+    assert v["node_groups"] == ["train-on-demand", "train-spot"]
+    assert "MIGS=(train-on-demand train-spot)" in rdzv
+    assert '"$CLUSTER_MEMBERS" "$GCLOUD" ml-project "$zone" "${MIGS[@]}"' in rdzv
+    assert "instances list" not in rdzv and "--filter" not in rdzv
     hook = files["usr/local/sbin/gpulease-checkpoint-hook"]
     assert "SIGNAL=${GPULEASE_CHECKPOINT_SIGNAL:-SIGTERM}" in hook
     mount = files["usr/local/sbin/gpulease-mount-data"]

@@ -16,7 +16,9 @@ import pytest
 from gpulease.bootstrap import render as R
 from gpulease.catalog import load_catalog
 from gpulease import tags
+from gpulease.clouds.gcp import node_iam
 from tests.builders import one_cluster_stack
+from tests.fakes import gcloud_compute
 from tests.timeouts import HANG_S
 
 
@@ -383,10 +385,11 @@ def test_autostop_stops_only_after_the_idle_window(tmp_path):
 AUTOSTOP = "/usr/local/sbin/gpulease-autostop"
 
 
-def _idle_node(tmp: Path, cloud: str, cli: str, answers: dict) -> tuple[Path, dict, Path]:
-    """An autostop script idle for 40 of 30 minutes, with fake nvidia-smi and ``cli`` on PATH."""
+def _idle_node(tmp: Path, cloud: str, cli, answers: dict) -> tuple[Path, dict, Path]:
+    """An autostop script idle for 40 of 30 minutes, with fake nvidia-smi and ``cli`` on PATH
+    (None: the fake CLI is already in tmp/bin, e.g. the strict gcloud of gcp_gcloud)."""
     files = _files(cloud, tmp)
-    bin_dir = _fake_cli(tmp, cli, answers)
+    bin_dir = _fake_cli(tmp, cli, answers) if cli else tmp / "bin"
     (bin_dir / "nvidia-smi").write_text('#!/bin/sh\n' + NO_APPS + 'printf "0\\n2\\n"\n')
     (bin_dir / "nvidia-smi").chmod(0o755)
     state, stopped = tmp / "state", tmp / "stopped"
@@ -478,48 +481,166 @@ def test_aws_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, answ
         assert _calls(tmp_path, "aws") == []  # no instance id: no cloud call at all
 
 
-def _gcp_instance(name: str, **extra: str) -> dict:
-    labels = {tags.CLUSTER: "train", tags.ENVIRONMENT: "dev", **extra}
-    return {"name": name, "status": "RUNNING", "labels": labels}
+# ---- GCP: the node reads its cluster's MIGs and their VMs, nothing else ------------------------
+#: the MIGs a node of _files("gcp") renders (its cluster "train" buys on-demand and spot nodes)
+GCP_MIGS = ("train-on-demand", "train-spot")
+
+
+def gcp_iam(migs=GCP_MIGS, *, project="ml-project", zone=GCP_ZONE) -> dict:
+    """The node's grant as the program declares it (gpulease/clouds/gcp/node_iam.py)."""
+    return {"permissions": list(node_iam.NODE_READ_PERMISSIONS),
+            "condition": node_iam.read_condition(project=project, zone=zone,
+                                                 base_instance_name="train",
+                                                 migs=migs)["expression"]}
+
+
+def gcp_vm(name, mig="train-spot", *, floor=None, status="RUNNING", zone=GCP_ZONE,
+           ip="10.128.0.7", **labels: str) -> dict:
+    """An instances.get answer for a VM the MIG ``mig`` created (its created-by metadata)."""
+    found = {tags.CLUSTER: "train", tags.ENVIRONMENT: "dev", **labels}
+    if floor is not None:
+        found[tags.BASELINE_NODES] = floor
+    created_by = f"projects/123456789/zones/{zone}/instanceGroupManagers/{mig}"
+    return {"name": name, "status": status, "labels": found,
+            "zone": f"https://www.googleapis.com/compute/v1/projects/ml-project/zones/{zone}",
+            "networkInterfaces": [{"name": "nic0", "networkIP": ip}],
+            "metadata": {"items": [{"key": "created-by", "value": created_by}]}}
+
+
+def gcp_gcloud(tmp: Path, vms, *, iam="node", **state) -> Path:
+    """The strict fake gcloud (tests/fakes/gcloud_compute.py) over ``vms``, behind the node's
+    IAM grant; logs to tmp/gcloud.log (``_calls(tmp, "gcloud")``). Returns its bin dir."""
+    grant = gcp_iam() if iam == "node" else iam
+    gcloud_compute.write(tmp / "bin", log=tmp / "gcloud.log",
+                         state={"project": "ml-project", "instances": list(vms), "iam": grant,
+                                "migs": list(GCP_MIGS), **state})
+    return tmp / "bin"
+
+
+def idle_gcp_node(tmp: Path, vms, **kw) -> tuple[Path, dict, Path]:
+    """An idle GCP node's autostop (40 of 30 minutes) with the fake gcloud over ``vms``."""
+    gcp_gcloud(tmp, vms, **kw)
+    return _idle_node(tmp, "gcp", None, {})
+
+
+def run_gcp(script: Path, env: dict, me: str = ""):
+    with FakeMetadata("gcp", gcp_name=me) as fake:
+        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
+    assert proc.returncode == 0, proc.stderr
+    return proc, fake
+
+
+def assert_only_fenced_calls(tmp: Path, described: set) -> None:
+    """The node listed its cluster's MIGs and described ``described``: nothing else, every
+    call zonal (--zone) in its project, and IAM allowed each under the node's condition."""
+    got = _calls(tmp, "gcloud")
+    lists = [c for c in got if c[:4] == ["compute", "instance-groups", "managed", "list-instances"]]
+    gets = [c for c in got if c[:3] == ["compute", "instances", "describe"]]
+    assert len(lists) + len(gets) == len(got), got
+    assert sorted(c[4] for c in lists) == sorted(GCP_MIGS)
+    assert {c[3] for c in gets} == described and len(gets) == len(described)
+    for c in got:
+        assert c[c.index("--zone") + 1] == GCP_ZONE and c[c.index("--project") + 1] == "ml-project"
+    assert all(ok for _, _, ok in gcloud_compute.decisions(tmp / "gcloud.log"))
 
 
 @pytest.mark.parametrize("keep_value", ["", "yes"])
 def test_gcp_autostop_keeps_the_cluster_when_any_node_carries_the_label(tmp_path, keep_value):
     # like the reaper: the label on ANY running node keeps the cluster, whatever its value
-    nodes = [_gcp_instance("train-0"), _gcp_instance("train-1", **{tags.KEEP: keep_value})]
-    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud", {"list": (0, json.dumps(nodes))})
-    proc = _run(script, env)
-    assert proc.returncode == 0, proc.stderr
+    vms = [gcp_vm("train-0a1b"), gcp_vm("train-9z8y", "train-on-demand", **{tags.KEEP: keep_value})]
+    script, env, stopped = idle_gcp_node(tmp_path, vms)
+    proc, _ = run_gcp(script, env)
     assert not stopped.exists(), proc.stdout + proc.stderr
-    assert f"opt-out is on (label {tags.KEEP} on train-1)" in proc.stdout
+    assert f"opt-out is on (label {tags.KEEP} on train-9z8y)" in proc.stdout
 
 
-def test_gcp_autostop_without_the_label_stops_and_reads_the_cluster_labels(tmp_path):
-    nodes = [_gcp_instance("train-0"), _gcp_instance("train-1")]
-    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud", {"list": (0, json.dumps(nodes))})
-    proc = _run(script, env)
-    assert proc.returncode == 0, proc.stderr
+def test_gcp_autostop_without_the_label_stops_and_reads_only_its_cluster(tmp_path):
+    vms = [gcp_vm("train-0a1b"), gcp_vm("train-9z8y", "train-on-demand"),
+           # the project's other VMs: another cluster's (its MIG, its labels), a stray VM that
+           # copies this cluster's labels, a stopped member: none is read, none counts
+           gcp_vm("other-0a1b", "other-spot", **{tags.KEEP: ""}),
+           dict(gcp_vm("stray-1", **{tags.KEEP: ""}), metadata={}),
+           gcp_vm("train-dead", status="TERMINATED")]
+    script, env, stopped = idle_gcp_node(tmp_path, vms)
+    proc, fake = run_gcp(script, env)
     assert stopped.exists(), proc.stdout + proc.stderr
-    (call,) = _calls(tmp_path, "gcloud")
-    assert call[:3] == ["compute", "instances", "list"]
-    assert call[call.index("--project") + 1] == "ml-project"
-    assert f"--filter=labels.{tags.CLUSTER}=train AND labels.{tags.ENVIRONMENT}=dev AND " \
-           "status=(PROVISIONING STAGING RUNNING)" in call
-    assert "--format=json" in call
+    assert_only_fenced_calls(tmp_path, {"train-0a1b", "train-9z8y"})
+    assert [r[1] for r in fake.requests] == ["/computeMetadata/v1/instance/zone"]
 
 
-@pytest.mark.parametrize("answer,why", [
-    ((1, ""), "gcloud compute instances list failed"),
-    ((0, "ERROR: not json"), "could not read the instance list gcloud returned"),
-    ((0, "[]"), "no running instance of the cluster is visible (not even this one)"),
-], ids=["list-fails", "garbled-answer", "nothing-visible"])
-def test_gcp_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, answer, why):
-    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud", {"list": answer})
-    proc = _run(script, env)
-    assert proc.returncode == 0, proc.stderr
+def test_gcp_a_vm_being_created_is_not_read(tmp_path):
+    vms = [gcp_vm("train-0a1b"), dict(gcp_vm("train-new1"), _creating=True)]
+    script, env, stopped = idle_gcp_node(tmp_path, vms)
+    proc, _ = run_gcp(script, env)
+    assert stopped.exists(), proc.stdout + proc.stderr
+    assert_only_fenced_calls(tmp_path, {"train-0a1b"})
+
+
+@pytest.mark.parametrize("grant,why", [
+    # the role before issue 35: compute.instances.list only - every read of the node is denied
+    ({"permissions": ["compute.instances.list"], "condition": None},
+     "gcloud compute instance-groups managed list-instances train-on-demand failed"),
+    # the right role fenced to another cluster's MIGs and VMs
+    (gcp_iam(("tune-spot",)) | {"condition": node_iam.read_condition(
+        project="ml-project", zone=GCP_ZONE, base_instance_name="tune",
+        migs=("tune-spot",))["expression"]},
+     "gcloud compute instance-groups managed list-instances train-on-demand failed"),
+    # MIGs allowed, VMs of another zone only
+    (gcp_iam() | {"condition": gcp_iam()["condition"].replace(
+        f'zones/{GCP_ZONE}/instances/', 'zones/europe-west4-a/instances/')},
+     "gcloud compute instances describe train-0a1b failed"),
+], ids=["old-role", "other-cluster", "vms-elsewhere"])
+def test_gcp_a_read_iam_denies_keeps_the_node(tmp_path, grant, why):
+    script, env, stopped = idle_gcp_node(tmp_path, [gcp_vm("train-0a1b")], iam=grant)
+    proc, _ = run_gcp(script, env)
+    assert not stopped.exists(), proc.stdout + proc.stderr
+    assert f"cannot be read ({why}): not stopping" in proc.stderr
+    assert "Required 'compute." in proc.stderr          # gcloud's own words reach the journal
+    assert not all(ok for _, _, ok in gcloud_compute.decisions(tmp_path / "gcloud.log"))
+
+
+def test_gcp_the_node_condition_fences_reads_to_the_cluster():
+    """The condition itself, evaluated by a CEL implementation: the cluster's MIGs and VMs in
+    its zone and project; not another cluster's, zone's or project's, nor the project."""
+    iam = gcp_iam()
+    ok = lambda perm, name: gcloud_compute.allowed(iam, perm, name)  # noqa: E731
+    zonal = f"projects/ml-project/zones/{GCP_ZONE}"
+    get_mig, get_vm = node_iam.NODE_READ_PERMISSIONS
+    assert ok(get_mig, f"{zonal}/instanceGroupManagers/train-spot")
+    assert ok(get_mig, f"{zonal}/instanceGroupManagers/train-on-demand")
+    assert ok(get_vm, f"{zonal}/instances/train-0a1b")
+    for name in (f"{zonal}/instanceGroupManagers/train-reserved",   # not one of its MIGs
+                 f"{zonal}/instanceGroupManagers/other-spot",
+                 f"{zonal}/instances/trainer-0a1b",                # no hyphen after the base
+                 f"{zonal}/instances/other-0a1b",
+                 f"projects/ml-project/zones/us-east4-b/instances/train-0a1b",
+                 f"projects/other-project/zones/{GCP_ZONE}/instances/train-0a1b",
+                 "projects/ml-project"):                          # a list is checked here
+        assert not ok(get_vm, name) and not ok(get_mig, name), name
+    assert not ok("compute.instances.list", "projects/ml-project")
+
+
+@pytest.mark.parametrize("state,why", [
+    ({"vms": [gcp_vm("train-0a1b")], "garble": True},
+     "gcloud compute instance-groups managed list-instances train-on-demand did not answer JSON"),
+    ({"vms": [], "migs": []}, "gcloud compute instance-groups managed list-instances "
+                              "train-on-demand failed"),
+    ({"vms": []}, "no running instance of the cluster is visible (not even this one)"),
+], ids=["garbled-answer", "no-such-mig", "nothing-live"])
+def test_gcp_autostop_never_stops_when_the_opt_out_cannot_be_read(tmp_path, state, why):
+    script, env, stopped = idle_gcp_node(tmp_path, **state)
+    proc, _ = run_gcp(script, env)
     assert not stopped.exists(), proc.stdout + proc.stderr
     assert f"opt-out {tags.KEEP} or the baseline {tags.BASELINE_NODES} cannot be read " \
            f"({why}): not stopping" in proc.stderr
+
+
+def test_gcp_autostop_without_its_zone_asks_nothing(tmp_path):
+    script, env, stopped = idle_gcp_node(tmp_path, [gcp_vm("train-0a1b")])
+    proc = _run(script, {**env, "GPULEASE_METADATA_URL": "http://127.0.0.1:9"})
+    assert proc.returncode == 0 and not stopped.exists(), proc.stdout + proc.stderr
+    assert "instance metadata did not give this node's zone" in proc.stderr
+    assert _calls(tmp_path, "gcloud") == []
 
 
 def test_autostop_reads_no_opt_out_before_the_idle_window_ends(tmp_path):
@@ -570,3 +691,38 @@ def test_aws_rendezvous_picks_the_lowest_ip(tmp_path):
     args = args_log.read_text()
     assert "Name=tag:gpulease-cluster,Values=train" in args
     assert "Name=tag:gpulease-environment,Values=dev" in args
+
+
+def test_gcp_rendezvous_reads_its_cluster_members_only(tmp_path):
+    files = _files("gcp", tmp_path, nodes=3)
+    vms = [gcp_vm("train-aaaa", ip="10.128.0.20"), gcp_vm("train-bbbb", "train-on-demand"),
+           gcp_vm("train-cccc", ip="10.128.0.3"),
+           gcp_vm("train-dddd", ip="10.128.0.2", status="STOPPING"),   # leaving: not a peer
+           gcp_vm("other-aaaa", "other-spot", ip="10.128.0.1")]       # another cluster's
+    gcloud = gcp_gcloud(tmp_path, vms) / "gcloud"
+    out = tmp_path / "torchrun.env"
+    with FakeMetadata("gcp") as fake:                  # this node: 10.128.0.7 (train-bbbb)
+        proc = _run(files["/usr/local/sbin/gpulease-rendezvous"],
+                    {"GPULEASE_METADATA_URL": fake.url, "GPULEASE_GCLOUD": str(gcloud),
+                     "GPULEASE_TORCHRUN_ENV": str(out), "GPULEASE_RDZV_WAIT_SECONDS": "0"})
+    assert proc.returncode == 0, proc.stderr
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert env["MASTER_ADDR"] == "10.128.0.3" and env["GPULEASE_NNODES"] == "3"
+    assert env["GPULEASE_NODE_RANK"] == "1"  # 10.128.0.3 < 10.128.0.7 < 10.128.0.20
+    assert_only_fenced_calls(tmp_path, {"train-aaaa", "train-bbbb", "train-cccc"})
+
+
+def test_gcp_rendezvous_that_cannot_read_says_why_and_waits_alone(tmp_path):
+    files = _files("gcp", tmp_path, nodes=2)
+    gcloud = gcp_gcloud(tmp_path, [gcp_vm("train-aaaa")],
+                        iam={"permissions": ["compute.instances.list"], "condition": None})
+    out = tmp_path / "torchrun.env"
+    with FakeMetadata("gcp") as fake:
+        proc = _run(files["/usr/local/sbin/gpulease-rendezvous"],
+                    {"GPULEASE_METADATA_URL": fake.url, "GPULEASE_GCLOUD": str(gcloud / "gcloud"),
+                     "GPULEASE_TORCHRUN_ENV": str(out), "GPULEASE_RDZV_WAIT_SECONDS": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert ("cannot read the cluster's members: gcloud compute instance-groups managed "
+            "list-instances train-on-demand failed") in proc.stderr
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert env["MASTER_ADDR"] == "10.128.0.7"          # only itself, after the wait

@@ -13,7 +13,8 @@ import re
 import pytest
 
 from gpulease import tags
-from gpulease.bootstrap.render import render_user_data
+from gpulease.bootstrap import cluster_members
+from gpulease.bootstrap.render import render_node_files, render_user_data
 from gpulease.clouds.aws import builders as aws_builders
 from gpulease.clouds.gcp import builders as gcp_builders, node_iam
 from tests.test_staging import make_cluster, make_env, make_storage, run
@@ -21,6 +22,7 @@ from tests.test_staging import make_cluster, make_env, make_storage, run
 T_CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 T_PIAM = "gcp:projects/iAMMember:IAMMember"
 T_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+T_MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
 T_ASG = "aws:autoscaling/group:Group"
 T_POLICY = "aws:iam/rolePolicy:RolePolicy"
 
@@ -36,7 +38,7 @@ def both():
 
 
 # ---- GCP ------------------------------------------------------------------------------------
-def test_gcp_node_account_holds_no_compute_write_and_no_compute_viewer(both):
+def test_gcp_node_account_holds_no_compute_write_and_no_project_wide_read(both):
     env, r = both
     sa = r.one("gcp:serviceaccount/account:Account", "eval-sa")
     member = f"serviceAccount:{sa.outputs['email']}"
@@ -44,29 +46,67 @@ def test_gcp_node_account_holds_no_compute_write_and_no_compute_viewer(both):
     role = r.one(T_CUSTOM_ROLE, "eval-node-read")
     assert sorted(b.inputs["role"] for b in mine) == sorted(
         ["roles/monitoring.metricWriter", "roles/logging.logWriter", role.outputs["name"]])
-    assert all("condition" not in b.inputs for b in mine)
-    # the one compute permission: the instance list (rendezvous peers, autostop labels)
-    assert role.inputs["permissions"] == ["compute.instances.list"]
+    # exactly two reads, each checked on the resource it names (a .list is checked on the
+    # project, where no condition can narrow it: compute.instances.list was the role before)
+    assert role.inputs["permissions"] == ["compute.instanceGroupManagers.get",
+                                          "compute.instances.get"]
     assert role.inputs["roleId"] == "gpulease_node_dev_eval"
+    (read,) = [b for b in mine if b.inputs["role"] == role.outputs["name"]]
+    project = read.inputs["project"]
+    migs = [m for m in r.by_type(T_MIG) if m.name.startswith("eval-")]
+    assert sorted(m.inputs["name"] for m in migs) == ["eval-on-demand"]
+    zone = migs[0].inputs["zone"]
+    assert {m.inputs["baseInstanceName"] for m in migs} == {"eval"}
+    zonal = f"projects/{project}/zones/{zone}"
+    assert read.inputs["condition"] == {
+        "title": "own-cluster-migs-and-vms-only",
+        "description": f"list the members of MIGs eval-on-demand and read VMs eval-* in {zone}",
+        "expression": (f'resource.name == "{zonal}/instanceGroupManagers/eval-on-demand" || '
+                       f'resource.name.startsWith("{zonal}/instances/eval-")')}
+    # every other binding of the node is unconditional and not compute
+    assert all("condition" not in b.inputs for b in mine if b is not read)
     assert "roles/compute.viewer" not in json.dumps([b.inputs for b in r.by_type(T_PIAM)])
-    # no custom role of a node holds anything on MIGs or a write on instances
+    # no custom role of a node holds a write, a list, or anything beyond the two reads
     for cr in r.by_type(T_CUSTOM_ROLE):
         if cr.name.endswith("-node-read"):
-            assert not [p for p in cr.inputs["permissions"]
-                        if "instanceGroupManagers" in p or not p.endswith((".list", ".get"))]
+            assert set(cr.inputs["permissions"]) <= set(node_iam.NODE_READ_PERMISSIONS)
     assert not [cr for cr in r.by_type(T_CUSTOM_ROLE) if cr.name.endswith("-autostop-role")]
 
 
-def test_gcp_the_autostop_asks_through_its_metadata_server(both):
+def test_gcp_read_condition_names_every_mig_of_the_cluster():
+    cond = node_iam.read_condition(project="ml-project", zone="us-central1-a",
+                                   base_instance_name="train",
+                                   migs=["train-spot", "train-on-demand", "train-reserved"])
+    z = "projects/ml-project/zones/us-central1-a"
+    assert cond["expression"] == (
+        f'resource.name == "{z}/instanceGroupManagers/train-on-demand" || '
+        f'resource.name == "{z}/instanceGroupManagers/train-reserved" || '
+        f'resource.name == "{z}/instanceGroupManagers/train-spot" || '
+        f'resource.name.startsWith("{z}/instances/train-")')
+    assert len(cond["title"]) <= 100
+
+
+def test_gcp_the_node_scripts_make_only_fenced_calls(both):
     env, _ = both
     d = next(c for c in env.clusters if c.name == "eval")
-    text = render_user_data(stack=env.stack, decision=d, purchase_model="on_demand")
-    assert "delete-instances" not in text and "instance-groups managed" not in text
+    files = render_node_files(stack=env.stack, decision=d, purchase_model="on_demand")
+    text = files["cloud-config.yaml"]
+    assert "delete-instances" not in text and "instance-groups managed resize" not in text
     assert (f"computeMetadata/v1/instance/guest-attributes/"
             f"{tags.LEAVE_REQUESTED_GUEST_ATTRIBUTE}") in text
-    # the only gcloud compute calls left are reads
-    calls = set(re.findall(r'(?:gcloud|"\$GCLOUD") compute ([a-z-]+ [a-z-]+)', text))
-    assert calls == {"instances list"}, calls
+    # the only gcloud calls left: the two fenced reads of cluster_members.SOURCE, each zonal
+    for key in ("usr/local/sbin/gpulease-autostop", "usr/local/sbin/gpulease-rendezvous"):
+        script = files[key]
+        # gcloud runs from SOURCE only (the script hands it the CLI's path)
+        assert script.count('"$GCLOUD"') == script.count('"$CLUSTER_MEMBERS" "$GCLOUD"') == 1
+        assert cluster_members.SOURCE in script and "MIGS=(eval-on-demand)" in script
+    calls = re.findall(r'\["(instance-groups", "managed", "list-instances"|instances", '
+                       r'"describe")', cluster_members.SOURCE)
+    assert sorted(calls) == ['instance-groups", "managed", "list-instances"',
+                             'instances", "describe"']
+    assert '"--zone", zone, "--project", project' in cluster_members.SOURCE
+    for word in ("instances list", "aggregated", "--filter"):
+        assert word not in text, word
 
 
 def test_gcp_instance_templates_carry_the_declaration(both):

@@ -11,7 +11,7 @@ import pytest
 from gpulease import tags
 from tests.test_bootstrap_watcher import (AUTOSTOP, GCP_ZONE, INSTANCE_ID, NO_APPS, FakeMetadata,
                                           _calls, _files, _idle_node, _quiet_signals, _run,
-                                          asg_doc)
+                                          asg_doc, gcp_gcloud, gcp_vm, idle_gcp_node, run_gcp)
 
 
 @pytest.mark.parametrize("cloud", ["aws", "gcp"])
@@ -157,26 +157,18 @@ def test_aws_every_idle_node_at_the_same_minute_leaves_the_baseline_standing(tmp
 
 # ---- GCP: the baseline label of the node's own MIG ---------------------------------------------
 def _vm(name, mig, floor=None, status="RUNNING", zone=GCP_ZONE):
-    labels = {tags.CLUSTER: "train", tags.ENVIRONMENT: "dev"}
-    if floor is not None:
-        labels[tags.BASELINE_NODES] = floor
-    created_by = f"projects/123456789/zones/{zone}/instanceGroupManagers/{mig}"
-    return {"name": name, "status": status, "labels": labels,
-            "zone": f"https://www.googleapis.com/compute/v1/projects/ml-project/zones/{zone}",
-            "metadata": {"items": [{"key": "created-by", "value": created_by}]}}
+    return gcp_vm(name, mig, floor=floor, status=status, zone=zone)
 
 
-FLEET = [_vm("train-res-a", "train-reserved", "2"), _vm("train-res-b", "train-reserved", "2"),
-         _vm("train-res-c", "train-reserved", "2"),
+# the node's cluster buys on-demand and spot nodes (GCP_MIGS): the on-demand MIG has a baseline
+FLEET = [_vm("train-res-a", "train-on-demand", "2"), _vm("train-res-b", "train-on-demand", "2"),
+         _vm("train-res-c", "train-on-demand", "2"),
          _vm("train-spot-a", "train-spot", "0"), _vm("train-spot-b", "train-spot", "0")]
 
 
 def _gcp(tmp_path, me, nodes=FLEET):
-    script, env, stopped = _idle_node(tmp_path, "gcp", "gcloud",
-                                      {"list": (0, json.dumps(nodes))})
-    with FakeMetadata("gcp", gcp_name=me) as fake:
-        proc = _run(script, {**env, "GPULEASE_METADATA_URL": fake.url})
-    assert proc.returncode == 0, proc.stderr
+    script, env, stopped = idle_gcp_node(tmp_path, nodes)
+    proc, fake = run_gcp(script, env, me)
     return proc, stopped, fake
 
 
@@ -187,32 +179,34 @@ def test_gcp_reserved_mig_keeps_its_baseline_burst_mig_empties(tmp_path, me, sto
     proc, stopped, fake = _gcp(tmp_path, me)
     assert stopped.exists() == stops, proc.stdout + proc.stderr
     if not stops:
-        assert ("this node is one of the 2 baseline node(s) of MIG train-reserved (3 live)"
+        assert ("this node is one of the 2 baseline node(s) of MIG train-on-demand (3 live)"
                 in proc.stdout)
     asked = {r[1] for r in fake.requests}
     assert asked == {"/computeMetadata/v1/instance/name", "/computeMetadata/v1/instance/zone"}
 
 
-def test_gcp_without_any_baseline_label_no_metadata_is_asked(tmp_path):
+def test_gcp_without_any_baseline_label_only_the_zone_is_asked(tmp_path):
     nodes = [_vm("train-a", "train-spot"), _vm("train-b", "train-spot")]
     proc, stopped, fake = _gcp(tmp_path, "train-b", nodes)
-    assert stopped.exists() and fake.requests == []
+    assert stopped.exists()
+    assert [r[1] for r in fake.requests] == ["/computeMetadata/v1/instance/zone"]
 
 
 def test_gcp_a_node_that_cannot_find_itself_keeps_running(tmp_path):
     proc, stopped, _ = _gcp(tmp_path, "")            # metadata has no name for it
     assert not stopped.exists()
     assert "not listed as one live member of a managed instance group" in proc.stderr
-    elsewhere = [_vm("train-res-c", "train-reserved", "2", zone="us-east4-b")]  # other zone
+    elsewhere = [_vm("train-res-c", "train-on-demand", "2", zone="us-east4-b")]  # other zone
     proc, stopped, _ = _gcp(_sub(tmp_path, "elsewhere"), "train-res-c", elsewhere)
     assert not stopped.exists() and "cannot be read" in proc.stderr
 
 
 def test_gcp_an_unreadable_baseline_label_keeps_the_node(tmp_path):
-    nodes = FLEET[:2] + [_vm("train-res-c", "train-reserved", "two")]
+    nodes = FLEET[:2] + [_vm("train-res-c", "train-on-demand", "two")]
     proc, stopped, _ = _gcp(tmp_path, "train-res-c", nodes)
     assert not stopped.exists()
-    assert f"MIG train-reserved carries an invalid {tags.BASELINE_NODES} value 'two'" in proc.stderr
+    assert (f"MIG train-on-demand carries an invalid {tags.BASELINE_NODES} value 'two'"
+            in proc.stderr)
 
 
 def test_gcp_all_reserved_nodes_at_once_leave_the_baseline_standing(tmp_path):
@@ -249,10 +243,13 @@ def test_aws_an_unreadable_billed_until_keeps_the_node(tmp_path):
 
 def test_gcp_a_prepaid_mig_keeps_its_nodes(tmp_path):
     paid = {tags.BILLED_UNTIL: _later(600)}
-    nodes = [dict(_vm("train-flex-a", "train-flex"), labels={**_vm("x", "y")["labels"], **paid}),
-             dict(_vm("train-flex-b", "train-flex"), labels={**_vm("x", "y")["labels"], **paid})]
+    # a flex-start window's nodes are its on-demand MIG's (gpulease/clouds/gcp/cluster.py)
+    nodes = [dict(_vm("train-flex-a", "train-on-demand"),
+                  labels={**_vm("x", "y")["labels"], **paid}),
+             dict(_vm("train-flex-b", "train-on-demand"),
+                  labels={**_vm("x", "y")["labels"], **paid})]
     proc, stopped, fake = _gcp(tmp_path, "train-flex-b", nodes)
-    assert not stopped.exists() and "MIG train-flex are prepaid until" in proc.stdout
+    assert not stopped.exists() and "MIG train-on-demand are prepaid until" in proc.stdout
     other = _vm("train-spot-a", "train-spot")          # a MIG without the label still empties
     proc, stopped, _ = _gcp(_sub(tmp_path, "spot"), "train-spot-a", nodes + [other])
     assert stopped.exists(), proc.stdout + proc.stderr
@@ -263,10 +260,11 @@ def _scheduled(tmp_path, cloud, windows):
     files = _files(cloud, tmp_path, schedule=windows)
     script = files[AUTOSTOP]
     cli = "aws" if cloud == "aws" else "gcloud"
-    answers = ({"describe-auto-scaling-instances": (0, ASG),
-                "describe-auto-scaling-groups": asg_doc(ASG)} if cloud == "aws"
-               else {"list": (0, json.dumps([_vm("train-a", "train-spot")]))})
-    bin_dir = _fake_cli(tmp_path, cli, answers)
+    if cloud == "aws":
+        bin_dir = _fake_cli(tmp_path, cli, {"describe-auto-scaling-instances": (0, ASG),
+                                            "describe-auto-scaling-groups": asg_doc(ASG)})
+    else:
+        bin_dir = gcp_gcloud(tmp_path, [_vm("train-a", "train-spot")])
     (bin_dir / "nvidia-smi").write_text('#!/bin/sh\n' + NO_APPS + 'printf "0\\n"\n')
     (bin_dir / "nvidia-smi").chmod(0o755)
     state, stopped = tmp_path / "state", tmp_path / "stopped"

@@ -10,6 +10,7 @@ import jinja2
 
 from gpulease import datafiles
 from gpulease import naming
+from gpulease.bootstrap import cluster_members
 from gpulease.bootstrap.fabric import fabric_env, fabric_for
 from gpulease.bootstrap.settings import BootstrapSettings
 from gpulease import tags
@@ -239,6 +240,12 @@ def node_variables(*, stack: StackSpec, decision: ClusterDecision,
         "schedule_lead_minutes": int(decision.spec.schedule_lead_minutes),
         "cron_match_source": schedule.MATCH_SOURCE.strip(),
         "cluster_filter_value": encode(decision.name),
+        # the cluster's node groups (GCP: its MIGs, the only groups whose members a node may
+        # list, their VMs the only ones it may read: gpulease/clouds/gcp/node_iam.py)
+        "node_groups": list(provider.node_group_names(
+            decision.name, tuple(m for m in NODE_MODELS if getattr(decision.purchase, m) > 0),
+            deadline_standby=deadline.controls(decision))),
+        "cluster_members_source": cluster_members.SOURCE,
         "environment_filter_value": encode(stack.environment),
         "spot_watcher": purchase_model in (SPOT, MIXED) or drain_at > 0,
         "drain_at_epoch": drain_at,

@@ -150,6 +150,12 @@ class Cloud(abc.ABC):
         """The node purchase models a cluster's node groups boot, given the purchase models
         its decision uses (non-empty, in the decision's order)."""
 
+    def node_group_names(self, cluster: str, models: tuple[str, ...], *,
+                         deadline_standby: bool) -> tuple[str, ...]:
+        """Names of the cluster's node groups its nodes need at boot (the groups whose
+        members a node may list); () where a node finds its group from its own identity."""
+        return ()
+
     @abc.abstractmethod
     def encode_user_data(self, cloud_config: str) -> str:
         """The user data value this cloud's API takes for a cloud-config."""

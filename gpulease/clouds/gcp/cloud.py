@@ -3,7 +3,7 @@ paths), and the names of its node groups (the reaper's IAM condition needs them)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from gpulease import tags
 from gpulease.clouds.base import Cloud
@@ -27,6 +27,17 @@ _CONTINENTS = {"us": "north-america", "northamerica": "north-america",
 def mig_name(name: str, model: str) -> str:
     """GCP name of the cluster's MIG for one purchase model (``on_demand`` -> ``on-demand``)."""
     return f"{name}-{model.replace('_', '-')}"
+
+
+def cluster_migs(name: str, models: Iterable[str], *, deadline_standby: bool = False
+                 ) -> tuple[str, ...]:
+    """GCP names of every MIG of a cluster, sorted: one per purchase model with nodes, and the
+    on-demand standby MIG of window work on spot (gpulease/clouds/gcp/cluster.py declares the
+    same; the node's read fence and its scripts both take the list from here)."""
+    used = list(models)
+    if deadline_standby and used == [SPOT]:
+        used.append(ON_DEMAND)
+    return tuple(sorted({mig_name(name, m) for m in used}))
 
 
 def prefix_condition(bucket: str, prefix: str, title: str) -> dict:
@@ -72,6 +83,10 @@ class GcpCloud(Cloud):
 
     def node_group_models(self, used: tuple[str, ...]) -> tuple[str, ...]:
         return used                                   # one MIG per purchase model
+
+    def node_group_names(self, cluster: str, models: tuple[str, ...], *,
+                         deadline_standby: bool) -> tuple[str, ...]:
+        return cluster_migs(cluster, models, deadline_standby=deadline_standby)
 
     def encode_user_data(self, cloud_config: str) -> str:
         # the ``user-data`` metadata value may hold 256 KB: the cloud-config text itself
@@ -123,4 +138,4 @@ GCP = GcpCloud(
     inventory_module="gpulease.inventory.gcp",
 )
 
-__all__ = ["GCP", "GcpCloud", "WINDOW_SERIES", "mig_name"]
+__all__ = ["GCP", "GcpCloud", "WINDOW_SERIES", "cluster_migs", "mig_name"]

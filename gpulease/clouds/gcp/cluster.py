@@ -17,7 +17,7 @@ import pulumi_gcp as gcp
 
 from gpulease import money, naming
 from gpulease.clouds.gcp import builders, node_iam, staging
-from gpulease.clouds.gcp.cloud import mig_name  # noqa: F401 (moved there: the reaper's IAM reads it)
+from gpulease.clouds.gcp.cloud import cluster_migs, mig_name  # (there: the reaper's IAM and the node scripts read them)
 from gpulease.clouds.gcp.reservation import GceReservation
 from gpulease.clouds.gcp.storage import make_bucket
 from gpulease import tags
@@ -197,10 +197,11 @@ class GpuCluster(pulumi.ComponentResource):
             gcp.projects.IAMMember(f"{name}-{role.split('/')[-1].replace('.', '-')}",
                                    project=args.project, role=role, member=self.member,
                                    opts=child)
-        # no compute write at all: the node asks to leave, the reaper acts (node_iam)
+        # no compute write at all: the node asks to leave, the reaper acts; it reads its own
+        # cluster's MIGs and VMs only (node_iam), the MIGs _node_groups declares below
         self.read_role = node_iam.declare_node_reader(
-            name, environment=args.environment, project=args.project, member=self.member,
-            parent=self)
+            name, environment=args.environment, project=args.project, zone=self.zone,
+            migs=cluster_migs(name, self.names["models"]), member=self.member, parent=self)
 
     def _work_bucket(self, name: str, args: GpuClusterArgs) -> None:
         """The work bucket (a dataset homed elsewhere), the nodes' dataset and checkpoint
