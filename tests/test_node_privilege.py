@@ -109,6 +109,30 @@ def test_gcp_the_node_scripts_make_only_fenced_calls(both):
         assert word not in text, word
 
 
+def test_gcp_fence_and_scripts_name_every_mig_the_program_declares():
+    """Window work on spot: a spot MIG and an on-demand standby MIG at zero (issue 37 item 2).
+    The read condition, the rendered scripts and the declared MIGs name the same groups."""
+    from gpulease.model import PurchaseMix
+    from tests.test_aws_components import spot_window
+    from tests.test_gcp_components import T_MIG, make_cluster as gcp_cluster, \
+        make_env as gcp_env, run as run_gcp
+
+    c = spot_window(gcp_cluster("win", "g2-standard-8", PurchaseMix(spot=2),
+                                 distributed=False), duration=6.5)
+    env = gcp_env([c], [], env="dev")
+    r = run_gcp(env)
+    declared = sorted(m.inputs["name"] for m in r.by_type(T_MIG))
+    assert declared == ["win-on-demand", "win-spot"]
+    (read,) = [b for b in r.by_type(T_PIAM) if b.name == "win-node-read"]
+    expr = read.inputs["condition"]["expression"]
+    assert [m for m in declared if f"/instanceGroupManagers/{m}\"" in expr] == declared
+    d = next(x for x in env.clusters if x.name == "win")
+    for key, text in render_node_files(stack=env.stack, decision=d,
+                                       purchase_model="spot").items():
+        if key.endswith(("gpulease-autostop", "gpulease-rendezvous")):
+            assert f"MIGS=({' '.join(declared)})" in text, key
+
+
 def test_gcp_instance_templates_carry_the_declaration(both):
     env, r = both
     templates = [t for t in r.by_type(T_TEMPLATE)
