@@ -726,3 +726,31 @@ def test_gcp_rendezvous_that_cannot_read_says_why_and_waits_alone(tmp_path):
             "list-instances train-on-demand failed") in proc.stderr
     env = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert env["MASTER_ADDR"] == "10.128.0.7"          # only itself, after the wait
+
+
+@pytest.mark.parametrize("argv,code,says", [
+    (["compute", "instances", "list", "--project", "ml-project", "--format=json"], 2,
+     "Invalid choice"),
+    (["compute", "instances", "describe", "train-aaaa", "--project", "ml-project",
+      "--format=json"], 1, "Specify the [--zone] flag"),
+    (["compute", "instances", "describe", "train-aaaa", "--zone", GCP_ZONE, "--project",
+      "ml-project", "--format=json", "--filter=labels.x=y"], 2, "unrecognized arguments"),
+    (["compute", "instances", "describe", "other-aaaa", f"--zone={GCP_ZONE}", "--project",
+      "ml-project", "--format=json"], 1, "Required 'compute.instances.get' permission"),
+    (["compute", "instance-groups", "managed", "list-instances", "other-spot", "--zone",
+      GCP_ZONE, "--project", "ml-project", "--format=json"], 1,
+     "Required 'compute.instanceGroupManagers.get' permission"),
+    (["compute", "instances", "describe", "train-gone", "--zone", GCP_ZONE, "--project",
+      "ml-project", "--format=json"], 1, "was not found"),
+], ids=["list", "no-zone", "extra-flag", "other-vm", "other-mig", "missing-vm"])
+def test_the_fake_gcloud_refuses_what_the_node_must_not_do(tmp_path, argv, code, says):
+    """The fake is as strict as gcloud + IAM for the node's grant (tests/fakes/gcloud_compute.py)."""
+    gcloud = gcp_gcloud(tmp_path, [gcp_vm("train-aaaa"), gcp_vm("other-aaaa", "other-spot")],
+                        migs=list(GCP_MIGS) + ["other-spot"]) / "gcloud"
+    proc = subprocess.run([str(gcloud), *argv], capture_output=True, text=True, timeout=HANG_S)
+    assert proc.returncode == code and says in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+    ok = subprocess.run([str(gcloud), "compute", "instances", "describe", "train-aaaa", "--zone",
+                         GCP_ZONE, "--project", "ml-project", "--format=json"],
+                        capture_output=True, text=True, timeout=HANG_S)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["name"] == "train-aaaa", ok.stderr
