@@ -51,3 +51,24 @@ class Backoff:
                 self.retries += 1
                 self.sleep(self.delay(attempt))
         raise AssertionError("unreachable")
+
+
+def poll(check: Callable[[], T | None], *, timeout_s: float, first_s: float = 0.2,
+         cap_s: float = 5.0, progress: Callable[[float], None] | None = None,
+         sleep: Callable[[float], None] = time.sleep) -> T | None:
+    """Wait for a long-running cloud job (an Athena query): call ``check`` until it returns
+    something other than None, sleeping ``first_s`` doubling to ``cap_s`` between calls, at
+    most ``timeout_s`` in all (then None). ``progress(waited_s)`` after each unfinished check.
+    A wait, not a retry: ``check`` raises to stop it."""
+    waited, pause = 0.0, first_s
+    while True:
+        got = check()
+        if got is not None:
+            return got
+        if waited >= timeout_s:
+            return None
+        if progress is not None:
+            progress(waited)
+        sleep(pause)
+        waited += pause
+        pause = min(pause * 2, cap_s)

@@ -99,3 +99,17 @@ def test_no_hand_written_page_loop_where_an_sdk_pager_exists():
                     isinstance(x, ast.Constant) and x.value in tokens for x in ast.walk(node)):
                 found.setdefault(str(path.relative_to(ROOT)), []).append(node.lineno)
     assert found == {}, found
+
+
+def test_poll_waits_doubling_to_the_cap_and_gives_up_at_the_timeout():
+    from gpulease.retry import poll
+
+    answers = iter([None, None, None, None, "done"])
+    slept: list[float] = []
+    seen: list[float] = []
+    assert poll(lambda: next(answers), timeout_s=60, first_s=0.5, cap_s=1.5,
+                progress=seen.append, sleep=slept.append) == "done"
+    assert slept == [0.5, 1.0, 1.5, 1.5] and seen == [0.0, 0.5, 1.5, 3.0]
+    slept.clear()
+    assert poll(lambda: None, timeout_s=2.0, first_s=1.0, sleep=slept.append) is None
+    assert slept == [1.0, 1.0 * 2] and sum(slept) >= 2.0

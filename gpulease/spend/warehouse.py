@@ -263,7 +263,9 @@ class AthenaReader:
                                  "configuration) or use a work group that has one")
 
     def run(self, sql: str) -> list[tuple]:
-        import time
+        from botocore.exceptions import ClientError
+
+        from gpulease.retry import poll
 
         self._output()
         started = self._call("Athena StartQueryExecution", self.athena.start_query_execution,
@@ -271,39 +273,41 @@ class AthenaReader:
                              QueryExecutionContext={"Catalog": "AwsDataCatalog",
                                                     "Database": self.t.database})
         qid = self.execution_id = started["QueryExecutionId"]
-        waited, pause = 0.0, ATHENA_FIRST_POLL_S
-        while True:
+        state = {"now": "QUEUED"}
+
+        def finished():
             ex = self._call("Athena GetQueryExecution", self.athena.get_query_execution,
                             QueryExecutionId=qid)["QueryExecution"]
-            state = ex["Status"]["State"]
-            if state == "SUCCEEDED":
-                break
-            if state in ("FAILED", "CANCELLED"):
+            state["now"] = ex["Status"]["State"]
+            if state["now"] in ("FAILED", "CANCELLED"):
                 reason = ex["Status"].get("StateChangeReason", "")
-                raise WarehouseError(f"Athena query {qid} {state.lower()}: {reason}")
-            if waited >= ATHENA_TIMEOUT_S:
-                raise WarehouseError(f"Athena query {qid} still {state} after "
-                                     f"{ATHENA_TIMEOUT_S:.0f} s")
+                raise WarehouseError(f"Athena query {qid} {state['now'].lower()}: {reason}")
+            return True if state["now"] == "SUCCEEDED" else None
+
+        def progress(waited: float) -> None:
             if self.progress:
-                self.progress(f"Athena query {qid}: {state.lower()} ({waited:.0f} s)")
-            time.sleep(pause)
-            waited += pause
-            pause = min(pause * 2, 5.0)
+                self.progress(f"Athena query {qid}: {state['now'].lower()} ({waited:.0f} s)")
+
+        if poll(finished, timeout_s=ATHENA_TIMEOUT_S, first_s=ATHENA_FIRST_POLL_S,
+                progress=progress) is None:
+            raise WarehouseError(f"Athena query {qid} still {state['now']} after "
+                                 f"{ATHENA_TIMEOUT_S:.0f} s")
         rows: list[tuple] = []
-        token, header = None, True
-        while True:
-            kw = {"QueryExecutionId": qid, "MaxResults": ATHENA_PAGE}
-            if token:
-                kw["NextToken"] = token
-            page = self._call("Athena GetQueryResults", self.athena.get_query_results, **kw)
-            for row in page["ResultSet"]["Rows"]:
-                if header:          # a SELECT's first row holds the column names
-                    header = False
-                    continue
-                rows.append(tuple(d.get("VarCharValue") for d in row["Data"]))
-            token = page.get("NextToken")
-            if not token:
-                return rows
+        header = True
+        pages = self.athena.get_paginator("get_query_results").paginate(
+            QueryExecutionId=qid, PaginationConfig={"PageSize": ATHENA_PAGE})
+        try:
+            for page in pages:
+                for row in page["ResultSet"]["Rows"]:
+                    if header:          # a SELECT's first row holds the column names
+                        header = False
+                        continue
+                    rows.append(tuple(d.get("VarCharValue") for d in row["Data"]))
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            raise WarehouseError(f"Athena GetQueryResults failed: {err.get('Code', '?')}: "
+                                 f"{err.get('Message', '')}") from None
+        return rows
 
 
 def reader(t: WarehouseTable, *, progress=None):
