@@ -133,6 +133,8 @@ def test_cli_html_and_json(month, tmp_path, capsys):
                  "--format", "html", "--out", str(out)]) == 0
     page = out.read_text()
     assert page.startswith("<!doctype html>") and exp.short in page and "ran 288.0" in page
+    # the config change is on the page too (as in the table and the JSON)
+    assert "Config change for next month" in page and "hours_per_month: 288" in page
     assert main(["spend", "--stack", "prod", "--bill", str(paths["gcp"]), "--now", NOW,
                  "--month", "2026-10", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

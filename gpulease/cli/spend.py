@@ -294,6 +294,10 @@ def render_html(doc: dict[str, Any]) -> str:
         f"<td>{e(_cause_text(c))}</td></tr>" for c in doc["clusters"])
     classes = "".join(f"<li>{e(k)}: {n:,} lines, {e(ui.money(doc['classes_usd'][k]))}</li>"
                       for k, n in doc["rows"].items())
+    change = spend_change.text_lines(doc)
+    changes = ("<h2>Config change for next month's plan</h2><p>What makes the plan match what "
+               "ran (docs/spend.md, \"The config change\"):</p><pre>"
+               + e("\n".join(change).rstrip("\n")) + "</pre>") if change else ""
     b = doc["bill"]
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>gpulease spend "
             f"{e(str(doc['stack']))}</title><style>body{{font-family:sans-serif}}"
@@ -304,4 +308,5 @@ def render_html(doc: dict[str, Any]) -> str:
             f"<table><tr><th>cluster</th><th>planned</th><th>billed</th><th>effective</th>"
             f"<th>diff</th><th>diff %</th><th>causes</th></tr>{rows}</table>"
             f"<p>Total billed {e(ui.money(doc['total_billed_usd']))}; unmatched "
-            f"{e(ui.money(doc['unmatched_usd']))}.</p><ul>{classes}</ul></body></html>\n")
+            f"{e(ui.money(doc['unmatched_usd']))}.</p><ul>{classes}</ul>{changes}"
+            f"</body></html>\n")
