@@ -34,6 +34,7 @@ NOW = "2026-12-04T00:00:00Z"
 MONTH = "2026-10"
 PROJECT, DATASET, TABLE = "acme-billing", "billing", "gcp_billing_export_v1_0123"
 BQ = f"bq://{PROJECT}.{DATASET}.{TABLE}"
+PARTITIONED = "gcp_billing_export_resource_v1_0123"
 WORKGROUP, GLUE_DB, GLUE_TABLE = "finops", "cur_db", "cur2_export"
 ATHENA = f"athena://{WORKGROUP}/{GLUE_DB}.{GLUE_TABLE}"
 
@@ -56,6 +57,11 @@ def bigquery(month):
     fake = FakeBigQuery(PROJECT)
     fake.load(DATASET, TABLE, f"SELECT * FROM read_json('{month[0]['gcp']}', "
                               "format = 'newline_delimited')")
+    # the detailed export's table, partitioned by ingestion day: lines land up to 6 hours
+    # after their usage starts, so the month's last hours are in November's first partition
+    fake.load(DATASET, PARTITIONED, f"SELECT * FROM read_json('{month[0]['gcp']}', "
+                                    "format = 'newline_delimited')",
+              ingestion_partitions="usage_start_time + INTERVAL 6 HOUR")
     url = fake.start()
     yield fake, url
     fake.stop()
@@ -138,6 +144,32 @@ def test_bigquery_one_pushed_down_query_reconciles_as_the_file(month, bigquery, 
     assert short["config_change"] == next(c for c in file_doc["clusters"]
                                           if c["cluster"] == exp.short)["config_change"]
     assert short["config_change"]["set"]["demand"][0]["hours_per_month"] == exp.short_hours[1]
+
+
+def test_bigquery_reads_no_partition_before_the_month(month, bigquery, capsys, monkeypatch):
+    """An ingestion-time partitioned export: the query reads partitions from the month's first
+    day on (BigQuery bills the bytes it reads), never stops at its last (late lines count)."""
+    fake, url = bigquery
+    monkeypatch.setenv("GPULEASE_GCP_ENDPOINT", url)
+    fake.queries.clear()
+    rc, doc, err = _spend(capsys, f"bq://{PROJECT}.{DATASET}.{PARTITIONED}")
+    assert rc == 0, err
+    assert "_PARTITIONTIME >= TIMESTAMP('2026-10-01T00:00:00Z')" in fake.queries[0]
+    assert "_PARTITIONTIME <" not in fake.queries[0]
+    late = fake.con.execute(f'SELECT count(*) FROM "{fake.tables[(DATASET, PARTITIONED)]}" '
+                            "WHERE _PARTITIONTIME >= TIMESTAMPTZ '2026-11-01 00:00:00+00' "
+                            "AND usage_start_time < TIMESTAMPTZ '2026-11-01 00:00:00+00'"
+                            ).fetchone()[0]
+    assert late > 0                       # the month's last hours sit in November's partition
+    rc, file_doc, _ = _spend(capsys, str(month[0]["gcp"]))
+    _same_view(doc, file_doc)
+    # an unpartitioned table has no _PARTITIONTIME: BigQuery (and the fake) refuse it there
+    fake.queries.clear()
+    assert _spend(capsys, BQ)[0] == 0 and "_PARTITIONTIME" not in fake.queries[0]
+    r = requests.post(f"{url}/bigquery/v2/projects/{PROJECT}/queries", timeout=HANG_S, json={
+        "query": f"SELECT cost FROM `{PROJECT}.{DATASET}.{TABLE}` WHERE _PARTITIONTIME IS NULL",
+        "useLegacySql": False})
+    assert r.status_code == 400
 
 
 def test_bigquery_answer_in_pages_is_read_whole(month, bigquery, capsys, monkeypatch):
@@ -274,7 +306,8 @@ def _queue_answer(moto_url: str, con, src, **kw) -> str:
     """What the one query returns on this month (DuckDB runs the same text), queued as moto's
     next Athena answer; returns the Trino text Athena must receive."""
     now = dt.datetime(2026, 12, 4, tzinfo=dt.timezone.utc)
-    rows = con.execute(C.one_query_sql(src, Q.DUCKDB, month=MONTH, now=now, **kw)).fetchall()
+    rows = con.execute(C.one_query_sql(src, Q.DUCKDB, month=MONTH, now=now, prune=_period,
+                                       **kw)).fetchall()
     header = {"Data": [{"VarCharValue": c} for c in Q.OUTPUT]}
     body = {"region": "us-east-1", "results": [{
         "rows": [header] + [{"Data": [_athena_cell(v) for v in r]} for r in rows],
@@ -284,7 +317,14 @@ def _queue_answer(moto_url: str, con, src, **kw) -> str:
     assert r.status_code == 201
     import dataclasses
     return C.one_query_sql(dataclasses.replace(src, reader=f'"{GLUE_DB}"."{GLUE_TABLE}"'),
-                           Q.TRINO, month=MONTH, now=now, **kw)
+                           Q.TRINO, month=MONTH, now=now, prune=_period, **kw)
+
+
+def _period(month_start) -> str:
+    """What the Athena reader prunes a BILLING_PERIOD-partitioned table with."""
+    rd = W.AthenaReader.__new__(W.AthenaReader)
+    rd.partition_keys = ["BILLING_PERIOD"]
+    return rd.partition_floor(month_start)
 
 
 def test_athena_one_query_in_trino_reconciles_as_the_file(month, athena, moto_url, capsys):
@@ -311,6 +351,7 @@ def test_athena_one_query_in_trino_reconciles_as_the_file(month, athena, moto_ur
     tree = sqlglot.parse_one(ex["Query"], read="trino")       # Trino parses it
     assert [f.name for f in tree.find_all(exp.Anonymous)] == []
     assert "element_at" in ex["Query"].lower() and "[" not in ex["Query"]   # no map subscript
+    assert "\"BILLING_PERIOD\" >= '2026-10'" in ex["Query"]     # no earlier period is scanned
     rc, file_doc, _ = _spend(capsys, str(month[0]["cur2"]))
     _same_view(doc, file_doc)
 

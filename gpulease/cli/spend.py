@@ -169,7 +169,7 @@ def warehouse_answer(table, flag_path: str, steps, *, month, now: dt.datetime, i
     src = S.Source(path=where, reader=W.table_ref(table), kind=kind, columns=columns)
     try:
         sql = C.one_query_sql(src, W.dialect(table), month=month, now=now, groups=groups,
-                              hourly=hourly, index=index)
+                              hourly=hourly, index=index, prune=rd.partition_floor)
     except Q.NotInDialect as exc:
         raise bad(f"a {S.FORMAT_LABELS[kind]} table holds {exc}, which gpulease does not "
                   f"read from {table.warehouse.title()}; export it to files and give their "

@@ -97,15 +97,18 @@ def read_groups(con, src: S.Source, *, month: Optional[str] = None,
 
 def one_query_sql(src: S.Source, dialect: str, *, month: Optional[str] = None,
                   now: Optional[dt.datetime] = None, groups: bool = True,
-                  hourly: bool = False, index: Optional["PlanIndex"] = None) -> str:
+                  hourly: bool = False, index: Optional["PlanIndex"] = None,
+                  prune=None) -> str:
     """The one query for ``src`` in ``dialect``: the groups and the source's total
     (``groups``), and the nodes per hour of the month (``hourly``: gpulease.spend.usage; of
-    the lines tagged, or of ``index``'s resources)."""
+    the lines tagged, or of ``index``'s resources). ``prune(month_start)``: the warehouse
+    table's partition condition for a month (gpulease.spend.warehouse), or None."""
     now = now or dt.datetime.now(dt.timezone.utc)
     names = tuple(index.resources) if index is not None else ()
+    bounds = S.month_bounds(month)
     return S.one_query(src, dialect, cutoff=now - dt.timedelta(hours=PROVISIONAL_HOURS),
-                       bounds=S.month_bounds(month), groups=groups, hourly=hourly,
-                       resource_names=names)
+                       bounds=bounds, groups=groups, hourly=hourly, resource_names=names,
+                       prune=prune(bounds[0]) if (prune and bounds) else "")
 
 
 def _dec(value: Any) -> Decimal:

@@ -95,15 +95,19 @@ def grouped_sql(normalised: str, total_expr: str, start_column: str, *,
                 cutoff: dt.datetime,
                 bounds: Optional[tuple[dt.datetime, dt.datetime]],
                 groups: bool = True, hourly: bool = False,
-                resource_names=()) -> str:
+                resource_names=(), prune: str = "") -> str:
     """The one query, in DuckDB's dialect with placeholders: ``normalised`` reads ``raw`` (the
     source's lines of the month) onto gpulease.spend.sources.COLUMNS; ``total_expr`` sums a raw
     line's billed amount; ``start_column`` is the raw column the month filter reads.
     ``groups``: the classification's groups and the total; ``hourly``: the nodes per hour (of
-    tagged lines, and of untagged lines of ``resource_names``)."""
+    tagged lines, and of untagged lines of ``resource_names``). ``prune``: a condition on the
+    table's partitions, true for every partition that can hold a line of the month (a
+    warehouse then reads only those: gpulease.spend.warehouse's ``partition_floor``)."""
     start = f'CAST("{start_column}" AS TIMESTAMPTZ)'
     where = (f"WHERE {start} >= {ts(bounds[0])} AND {start} < {ts(bounds[1])}"
              if bounds else "")
+    if where and prune:
+        where += f" AND {prune}"
     ctes = [f"raw AS (SELECT * FROM {SOURCE} {where})", f"v AS ({normalised})"]
     parts = []
     if groups:

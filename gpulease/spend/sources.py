@@ -342,11 +342,11 @@ def total_expr(src: Source) -> str:
 
 def one_query(src: Source, dialect: str, *, cutoff: dt.datetime,
               bounds: Optional[tuple[dt.datetime, dt.datetime]], groups: bool = True,
-              hourly: bool = False, resource_names=()) -> str:
+              hourly: bool = False, resource_names=(), prune: str = "") -> str:
     """The one query over ``src`` (gpulease.spend.query.grouped_sql) in ``dialect``."""
     text = Q.grouped_sql(mapping_sql(src), total_expr(src), START_COLUMNS[src.kind],
                          cutoff=cutoff, bounds=bounds, groups=groups, hourly=hourly,
-                         resource_names=resource_names)
+                         resource_names=resource_names, prune=prune)
     return Q.render(text, dialect, src.reader)
 
 

@@ -176,6 +176,7 @@ class BigQueryReader:
         else:
             self.client = bigquery.Client(project=t.container)
         self.location: Optional[str] = None
+        self.partitioning = None         # tables.get's timePartitioning
 
     def columns(self) -> dict:
         from google.api_core import exceptions as gexc
@@ -187,7 +188,25 @@ class BigQueryReader:
         except gexc.GoogleAPICallError as exc:
             raise WarehouseError(f"BigQuery tables.get failed: {_api_message(exc)}") from None
         self.location = table.location
+        self.partitioning = table.time_partitioning
         return {f.name: _bq_type(f) for f in table.schema}
+
+    def partition_floor(self, month_start) -> str:
+        """The partitions that can hold a line of the month: the billing export's tables are
+        partitioned by day, on ingestion (``_PARTITIONTIME``) or on ``export_time``. A line
+        used from ``month_start`` on is exported then or later, so the partitions before it
+        are never read (BigQuery bills the bytes it reads). No upper bound: late lines and
+        corrections of the month arrive in later partitions."""
+        tp = self.partitioning
+        if tp is None:
+            return ""
+        from gpulease.spend import query as Q
+
+        if tp.field is None:
+            return f"_PARTITIONTIME >= {Q.ts(month_start)}"
+        if tp.field in ("export_time", "usage_start_time"):
+            return f'CAST("{tp.field}" AS TIMESTAMPTZ) >= {Q.ts(month_start)}'
+        return ""
 
     def run(self, sql: str) -> list[tuple]:
         from google.api_core import exceptions as gexc
@@ -219,6 +238,7 @@ class AthenaReader:
         self.glue = boto3.client("glue")
         self.progress = progress
         self.execution_id: Optional[str] = None
+        self.partition_keys: list[str] = []     # the Glue table's
 
     def _call(self, what: str, fn, **kw):
         from botocore.exceptions import ClientError
@@ -244,8 +264,17 @@ class AthenaReader:
             raise WarehouseError(f"Glue GetTable failed: {code}: "
                                  f"{exc.response.get('Error', {}).get('Message', '')}") from None
         cols = list(got.get("StorageDescriptor", {}).get("Columns", []))
+        self.partition_keys = [c["Name"] for c in got.get("PartitionKeys", [])]
         cols += list(got.get("PartitionKeys", []))
         return {c["Name"]: c["Type"] for c in cols}
+
+    def partition_floor(self, month_start) -> str:
+        """AWS Data Exports partition CUR 2.0 and FOCUS by ``BILLING_PERIOD=YYYY-MM``; a line
+        used in the month is in its billing period or a later one, so Athena reads no folder
+        of an earlier period (it bills the bytes it scans)."""
+        if "BILLING_PERIOD" in self.partition_keys:
+            return f"\"BILLING_PERIOD\" >= '{month_start:%Y-%m}'"
+        return ""
 
     def _output(self) -> None:
         wg = self._call("Athena GetWorkGroup", self.athena.get_work_group,

@@ -129,20 +129,30 @@ class FakeBigQuery:
         self.queries: list[str] = []                     # every jobs.query text, in order
         self.calls: list[tuple[str, str]] = []           # (method, path) of every request
         self.jobs: dict[str, dict] = {}
+        self.partitioned: set[tuple[str, str]] = set()   # ingestion-time partitioned tables
         self._lock = threading.Lock()
         self._server: Optional[ThreadingHTTPServer] = None
 
     # ---- set-up ------------------------------------------------------------------------------
-    def load(self, dataset: str, table: str, select_sql: str) -> None:
-        """Create ``dataset.table`` from a DuckDB SELECT (e.g. over read_json of an export)."""
+    def load(self, dataset: str, table: str, select_sql: str, *,
+             ingestion_partitions: Optional[str] = None) -> None:
+        """Create ``dataset.table`` from a DuckDB SELECT (e.g. over read_json of an export).
+        ``ingestion_partitions``: an expression over the rows giving each one's day of
+        ingestion: the table is then partitioned by ingestion time (timePartitioning DAY, no
+        field) and has BigQuery's ``_PARTITIONTIME`` pseudo-column (not in its schema, not in
+        ``SELECT *`` there)."""
         name = f"t_{dataset}__{table}"
+        if ingestion_partitions:
+            select_sql = (f"SELECT *, CAST(date_trunc('day', {ingestion_partitions}) AS "
+                          f"TIMESTAMPTZ) AS _PARTITIONTIME FROM ({select_sql})")
+            self.partitioned.add((dataset, table))
         self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {select_sql}')
         self.tables[(dataset, table)] = name
 
     def schema(self, dataset: str, table: str) -> list[dict]:
         name = self.tables[(dataset, table)]
         cols = self.con.execute(f'DESCRIBE "{name}"').fetchall()
-        return [{"name": c[0], **_bq_type(c[1])} for c in cols]
+        return [{"name": c[0], **_bq_type(c[1])} for c in cols if c[0] != "_PARTITIONTIME"]
 
     # ---- the server --------------------------------------------------------------------------
     def start(self) -> str:
@@ -214,11 +224,14 @@ class FakeBigQuery:
             return not_found(f"Not found: Table {self.project}:{dataset}.{table}")
         rows = self.con.execute(
             f'SELECT count(*) FROM "{self.tables[(dataset, table)]}"').fetchone()[0]
-        return 200, {"kind": "bigquery#table", "id": f"{self.project}:{dataset}.{table}",
-                     "tableReference": {"projectId": self.project, "datasetId": dataset,
-                                        "tableId": table},
-                     "schema": {"fields": self.schema(dataset, table)},
-                     "numRows": str(rows), "type": "TABLE", "location": self.location}
+        out = {"kind": "bigquery#table", "id": f"{self.project}:{dataset}.{table}",
+               "tableReference": {"projectId": self.project, "datasetId": dataset,
+                                  "tableId": table},
+               "schema": {"fields": self.schema(dataset, table)},
+               "numRows": str(rows), "type": "TABLE", "location": self.location}
+        if (dataset, table) in self.partitioned:
+            out["timePartitioning"] = {"type": "DAY"}
+        return 200, out
 
     def _query(self, body: dict) -> tuple[int, dict]:
         sql = body.get("query")
