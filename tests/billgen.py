@@ -313,6 +313,20 @@ FROM r ORDER BY t0, id
 FORMATS = ("focus", "cur2", "gcp")
 
 
+def stack_plan(stack: str = "prod"):
+    """``stack``'s plan, made in-process as `gpulease spend` makes it, and its loaded stack
+    (its catalog and spec): what the generated months are generated from."""
+    import argparse
+
+    from gpulease.cli.common import load_stack
+    from gpulease.cli.plan import make_plan
+
+    args = argparse.Namespace(stack=stack, config=None, catalog=None, catalog_version=None,
+                              now=None)
+    plan, _ = make_plan(args)
+    return plan, load_stack(args, announce_warnings=False)
+
+
 def generate(plan: dict[str, Any], catalog, out_dir: Path, *, month: str = "2026-10",
              split: int = 1, formats=FORMATS, perturb: bool = True) -> tuple[dict, Expected]:
     """Write the month in each format under ``out_dir``; the paths by format and what a

@@ -119,3 +119,36 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in QUICK_MODULES:
             item.add_marker(pytest.mark.quick)
+
+
+# ---- no credentials on this machine, for the tests of what commands say then ----------------
+#: a port nothing listens on: any call that escapes the checks fails loudly, never reaches a cloud
+DEAD = "http://127.0.0.1:9"
+
+
+@pytest.fixture
+def no_aws(monkeypatch, tmp_path):
+    """botocore's whole chain finds nothing: no keys, no profile files, no instance metadata."""
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+              "AWS_DEFAULT_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+              "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", DEAD)
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    import boto3
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+
+
+@pytest.fixture
+def no_gcp(monkeypatch, tmp_path):
+    """google-auth finds no Application Default Credentials (and asks no metadata server)."""
+    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GPULEASE_GCP_ENDPOINT", "GOOGLE_CLOUD_PROJECT",
+              "CLOUDSDK_CORE_PROJECT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")

@@ -12,46 +12,16 @@ import sys
 import warnings
 from pathlib import Path
 
-import boto3
 import pytest
 import yaml
 
 from gpulease import credentials
 from gpulease.cli import main, quiet_third_party_warnings
+from tests.conftest import DEAD
 from tests.test_recommend_cli import STACK
 from tests.timeouts import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
-#: a port nothing listens on: any call that escapes the checks fails loudly, never reaches a cloud
-DEAD = "http://127.0.0.1:9"
-
-
-@pytest.fixture
-def no_aws(monkeypatch, tmp_path):
-    """botocore's whole chain finds nothing: no keys, no profile files, no instance metadata."""
-    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-              "AWS_DEFAULT_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-              "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", DEAD)
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
-
-
-@pytest.fixture
-def no_gcp(monkeypatch, tmp_path):
-    """google-auth finds no Application Default Credentials (and asks no metadata server)."""
-    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GPULEASE_GCP_ENDPOINT", "GOOGLE_CLOUD_PROJECT",
-              "CLOUDSDK_CORE_PROJECT"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
-
-
 @pytest.fixture
 def aws_keys(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

@@ -4,7 +4,6 @@ that makes next month's plan match what ran - on a generated month (tests/billge
 FOCUS CSV, CUR 2.0 Parquet and the GCP export as JSON lines; and bad input is exit 2."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime as dt
 import json
@@ -15,7 +14,6 @@ import pytest
 from gpulease import purchase
 from gpulease.cli import main
 from gpulease.cli import spend_change
-from gpulease.cli.common import load_stack
 from gpulease.recommend import profile as pf
 from gpulease.spend import classify as C
 from gpulease.spend import reconcile as R
@@ -31,12 +29,7 @@ H = 3600.0
 @pytest.fixture(scope="module")
 def month(tmp_path_factory):
     """The prod stack's plan (as `spend` makes it), its stack and the generated month."""
-    from gpulease.cli.plan import make_plan
-
-    args = argparse.Namespace(stack="prod", config=None, catalog=None, catalog_version=None,
-                              now=None)
-    plan, _ = make_plan(args)
-    loaded = load_stack(args, announce_warnings=False)
+    plan, loaded = billgen.stack_plan()
     paths, exp = billgen.generate(plan, loaded.catalog, tmp_path_factory.mktemp("bills"),
                                   month=MONTH)
     return plan, loaded, paths, exp

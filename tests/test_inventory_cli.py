@@ -13,7 +13,6 @@ from gpulease.inventory import model
 from tests.fakes import aws_inventory as fake
 from tests.fakes import moto_strict
 from tests.fakes.gcp_compute_inventory import FakeGcpInventory
-from tests.test_cli_errors import no_aws, no_gcp  # noqa: F401 (fixtures)
 from tests.test_inventory_aws import NOW as _NOW
 from tests.test_inventory_aws import _account
 from tests.test_inventory_gcp import _project

@@ -4,7 +4,6 @@ late correction) exactly, on FOCUS CSV, CUR 2.0 Parquet and the GCP export as JS
 untouched cluster reconciles to the cent; the classes add up to the bill."""
 from __future__ import annotations
 
-import argparse
 import json
 from decimal import Decimal
 
@@ -13,7 +12,6 @@ import pytest
 
 from gpulease import money, purchase
 from gpulease.cli import main
-from gpulease.cli.common import load_stack
 from gpulease.spend import classify as C
 from gpulease.spend import reconcile as R
 from gpulease.spend import sources as S
@@ -25,12 +23,8 @@ NOW = "2026-12-04T00:00:00Z"
 @pytest.fixture(scope="module")
 def month(tmp_path_factory):
     """The prod stack's plan (run in-process, as `spend` runs it) and its generated month."""
-    from gpulease.cli.plan import make_plan
-
-    args = argparse.Namespace(stack="prod", config=None, catalog=None, catalog_version=None,
-                              now=None)
-    plan, _ = make_plan(args)
-    catalog = load_stack(args, announce_warnings=False).catalog
+    plan, loaded = billgen.stack_plan()
+    catalog = loaded.catalog
     paths, exp = billgen.generate(plan, catalog, tmp_path_factory.mktemp("bills"))
     return plan, catalog, paths, exp
 

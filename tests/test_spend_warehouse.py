@@ -9,7 +9,6 @@ DuckDB runs it, returns from the same CUR 2.0 month; the Trino text Athena recei
 to parse as Trino with every function known. Both must reconcile exactly as the file does."""
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import decimal
 import json
@@ -20,7 +19,6 @@ import pytest
 import requests
 
 from gpulease.cli import main
-from gpulease.cli.common import load_stack
 from gpulease.spend import classify as C
 from gpulease.spend import query as Q
 from gpulease.spend import sources as S
@@ -40,14 +38,15 @@ ATHENA = f"athena://{WORKGROUP}/{GLUE_DB}.{GLUE_TABLE}"
 
 
 @pytest.fixture(scope="module")
-def month(tmp_path_factory):
-    from gpulease.cli.plan import make_plan
+def stack():
+    """The prod stack's plan and loaded stack (tests/billgen.py)."""
+    return billgen.stack_plan()
 
-    args = argparse.Namespace(stack="prod", config=None, catalog=None, catalog_version=None,
-                              now=None)
-    plan, _ = make_plan(args)
-    catalog = load_stack(args, announce_warnings=False).catalog
-    paths, exp = billgen.generate(plan, catalog, tmp_path_factory.mktemp("bills"),
+
+@pytest.fixture(scope="module")
+def month(stack, tmp_path_factory):
+    plan, loaded = stack
+    paths, exp = billgen.generate(plan, loaded.catalog, tmp_path_factory.mktemp("bills"),
                                   formats=("cur2", "gcp"))
     return paths, exp
 
@@ -239,13 +238,7 @@ def test_bigquery_missing_table_is_exit_2_naming_the_bill(bigquery, capsys, monk
     assert "Traceback" not in err
 
 
-def test_bigquery_without_credentials_is_exit_2_with_what_to_set(capsys, monkeypatch,
-                                                                tmp_path):
-    for k in ("GOOGLE_APPLICATION_CREDENTIALS", "GPULEASE_GCP_ENDPOINT"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+def test_bigquery_without_credentials_is_exit_2_with_what_to_set(capsys, no_gcp):
     rc, doc, err = _spend(capsys, BQ)
     assert rc == 2 and doc is None
     assert "GOOGLE_APPLICATION_CREDENTIALS" in err and "bigquery.jobs.create" in err
@@ -327,17 +320,15 @@ def _period(month_start) -> str:
     return rd.partition_floor(month_start)
 
 
-def test_athena_one_query_in_trino_reconciles_as_the_file(month, athena, moto_url, capsys):
+def test_athena_one_query_in_trino_reconciles_as_the_file(month, stack, athena, moto_url,
+                                                          capsys):
     import sqlglot
     from sqlglot import exp
 
     s, src = athena
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    from gpulease.cli.plan import make_plan
-
-    plan, _ = make_plan(argparse.Namespace(stack="prod", config=None, catalog=None,
-                                           catalog_version=None, now=None))
+    plan, _ = stack
     want_sql = _queue_answer(moto_url, con, src, hourly=True, index=C.PlanIndex.of(plan))
     rc, doc, err = _spend(capsys, ATHENA)
     assert rc == 0, err
@@ -356,14 +347,13 @@ def test_athena_one_query_in_trino_reconciles_as_the_file(month, athena, moto_ur
     _same_view(doc, file_doc)
 
 
-def test_recommend_from_athena_is_the_files_recommendation(month, athena, moto_url, capsys):
+def test_recommend_from_athena_is_the_files_recommendation(month, stack, athena, moto_url,
+                                                           capsys):
     from gpulease.cli.recommend import bill_index
     from gpulease.policy import decide
 
     s, src = athena
-    loaded = load_stack(argparse.Namespace(stack="prod", config=None, catalog=None,
-                                           catalog_version=None, now=None),
-                        announce_warnings=False)
+    _, loaded = stack
     index = bill_index(loaded.spec, decide(loaded.spec, loaded.catalog))
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
@@ -394,16 +384,7 @@ def test_athena_work_group_without_result_location_is_exit_2(athena, capsys):
     assert rc == 2 and "no query result location" in err
 
 
-def test_athena_without_credentials_is_exit_2(monkeypatch, tmp_path, capsys):
-    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-              "AWS_DEFAULT_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-              "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none-config"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+def test_athena_without_credentials_is_exit_2(no_aws, capsys):
     rc, doc, err = _spend(capsys, ATHENA)
     assert rc == 2 and doc is None
     assert "AWS_PROFILE" in err and "athena:StartQueryExecution" in err
@@ -419,6 +400,7 @@ def test_each_format_renders_where_it_lives_and_refuses_where_it_cannot(month):
         sql = C.one_query_sql(src, dialect, month=MONTH, now=now)
         assert "GL_" not in sql and Q.SOURCE not in sql
         assert sql.count("SELECT * FROM g UNION ALL SELECT * FROM t") == 1
+    assert f"charge = {S._quote(S.USAGE)}" in Q.USAGE_LINES    # the charge kind sources name
     with pytest.raises(Q.NotInDialect):
         C.one_query_sql(gcp, Q.TRINO, month=MONTH, now=now)     # labels/credits arrays
     with pytest.raises(Q.NotInDialect):

@@ -211,8 +211,7 @@ def _warehouse(args: argparse.Namespace, table, now: dt.datetime, label: str) ->
                 raise InputError([Finding("--month", (
                     f"{where}: a warehouse table holds many months; give --month YYYY-MM to "
                     "read the nodes billed per hour of one (in the same query)"))])
-            gpn = {c["name"]: int(c.get("gpus_per_node") or 1) for c in plan.get("clusters", ())}
-            return U.from_rows(answer, src, index, gpn, month=args.month)
+            return U.from_rows(answer, src, index, _gpus_per_node(plan), month=args.month)
 
         spend_change.add(doc, plan, loaded.spec, loaded.source, usage)
     return _print(args, doc)
@@ -240,8 +239,12 @@ def _usage(con, src, plan: dict, month, steps):
 
     steps.step("reading the nodes billed per hour for the config change")
     month = U.pick_month(con, src, month)
-    gpn = {c["name"]: int(c.get("gpus_per_node") or 1) for c in plan.get("clusters", ())}
-    return U.read(con, src, C.PlanIndex.of(plan), gpn, month=month)
+    return U.read(con, src, C.PlanIndex.of(plan), _gpus_per_node(plan), month=month)
+
+
+def _gpus_per_node(plan: dict) -> dict:
+    """cluster -> GPUs per node, from the plan (a GCP bill counts GPU-hours)."""
+    return {c["name"]: int(c.get("gpus_per_node") or 1) for c in plan.get("clusters", ())}
 
 
 def _cause_text(c: dict) -> str:

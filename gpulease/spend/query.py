@@ -62,20 +62,42 @@ class NotInDialect(Exception):
     """A construct the bill's format needs that the engine holding it has no form for here."""
 
 
-def _q(text: str) -> str:
+def quote(text: str) -> str:
+    """A SQL string literal (the same in every engine here)."""
     return "'" + text.replace("'", "''") + "'"
 
 
 def ts(value: dt.datetime) -> str:
     """A UTC instant as the placeholder literal."""
     utc = value.astimezone(dt.timezone.utc)
-    return f"GL_TS({_q(utc.strftime('%Y-%m-%dT%H:%M:%S') + 'Z')})"
+    return f"GL_TS({quote(utc.strftime('%Y-%m-%dT%H:%M:%S') + 'Z')})"
 
 
-_T, _B, _D, _F, _I = ("CAST(NULL AS VARCHAR)", "CAST(NULL AS BOOLEAN)", "GL_DEC(NULL)",
-                      "CAST(NULL AS DOUBLE)", "CAST(NULL AS BIGINT)")
+#: each output column's NULL, typed as its non-null values are (UNION ALL needs one type).
+_NULLS = {"part": "CAST(NULL AS VARCHAR)", "charge": "CAST(NULL AS VARCHAR)",
+          "correction": "CAST(NULL AS BOOLEAN)", "provisional": "CAST(NULL AS BOOLEAN)",
+          "cluster_tag": "CAST(NULL AS VARCHAR)", "env_tag": "CAST(NULL AS VARCHAR)",
+          "resource_id": "CAST(NULL AS VARCHAR)", "resource_name": "CAST(NULL AS VARCHAR)",
+          "pricing": "CAST(NULL AS VARCHAR)", "hour_unit": "CAST(NULL AS VARCHAR)",
+          "billed": "GL_DEC(NULL)", "effective": "GL_DEC(NULL)", "hours": "CAST(NULL AS DOUBLE)",
+          "n": "CAST(NULL AS BIGINT)", "h": "CAST(NULL AS BIGINT)", "top": "CAST(NULL AS DOUBLE)",
+          "resources": "CAST(NULL AS BIGINT)"}
 
-#: the compute usage lines the nodes per hour are read from (gpulease.spend.usage).
+
+def _part(name: str, part: str, source: str, group_by: str = "", **values: str) -> str:
+    """One part of the answer: a CTE selecting every OUTPUT column in order, ``values`` where
+    given, a typed NULL elsewhere."""
+    unknown = set(values) - set(OUTPUT)
+    if unknown:
+        raise ValueError(f"not output columns: {sorted(unknown)}")
+    cols = [f"{quote(part)} AS part"] + [
+        f"{values.get(c, _NULLS[c])} AS {c}" for c in OUTPUT[1:]]
+    return (f"{name} AS (\nSELECT " + ",\n       ".join(cols) + f"\nFROM {source}"
+            + (f"\nGROUP BY {group_by}" if group_by else "") + ")")
+
+
+#: the compute usage lines the nodes per hour are read from (gpulease.spend.usage; 'usage' is
+#: gpulease.spend.sources.USAGE, which imports this module).
 USAGE_LINES = "charge = 'usage' AND NOT correction AND hour_unit IS NOT NULL AND hours IS NOT NULL"
 
 
@@ -86,8 +108,8 @@ def resource_filter(names) -> str:
     not the plan's never leave the warehouse."""
     terms = []
     for n in sorted(set(names)):
-        terms += [f"res = {_q(n)}", f"GL_STARTS(res, {_q(n + '-')})",
-                  f"GL_ENDS(res, {_q('/' + n)})", f"GL_ENDS(res, {_q(':' + n)})"]
+        terms += [f"res = {quote(n)}", f"GL_STARTS(res, {quote(n + '-')})",
+                  f"GL_ENDS(res, {quote('/' + n)})", f"GL_ENDS(res, {quote(':' + n)})"]
     return "(" + " OR ".join(terms) + ")" if terms else "FALSE"
 
 
@@ -111,23 +133,16 @@ def grouped_sql(normalised: str, total_expr: str, start_column: str, *,
     ctes = [f"raw AS (SELECT * FROM {SOURCE} {where})", f"v AS ({normalised})"]
     parts = []
     if groups:
-        ctes.append(f"""g AS (
-SELECT {_q(GROUP_PART)} AS part, charge, correction,
-       (correction OR start_ts > {ts(cutoff)}) AS provisional, cluster_tag, env_tag,
-       CASE WHEN cluster_tag IS NULL THEN resource_id END AS resource_id,
-       CASE WHEN cluster_tag IS NULL THEN resource_name END AS resource_name,
-       pricing, hour_unit, sum(billed) AS billed, sum(effective) AS effective,
-       coalesce(sum(hours), 0) AS hours, count(*) AS n, {_I} AS h, {_F} AS top,
-       {_I} AS resources
-FROM v
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)""")
-        ctes.append(f"""t AS (
-SELECT {_q(TOTAL_PART)} AS part, {_T} AS charge, {_B} AS correction, {_B} AS provisional,
-       {_T} AS cluster_tag, {_T} AS env_tag, {_T} AS resource_id, {_T} AS resource_name,
-       {_T} AS pricing, {_T} AS hour_unit, sum({total_expr}) AS billed,
-       sum({total_expr}) AS effective, {_F} AS hours, count(*) AS n, {_I} AS h, {_F} AS top,
-       {_I} AS resources
-FROM raw)""")
+        ctes.append(_part(
+            "g", GROUP_PART, "v", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10", charge="charge",
+            correction="correction", provisional=f"(correction OR start_ts > {ts(cutoff)})",
+            cluster_tag="cluster_tag", env_tag="env_tag",
+            resource_id="CASE WHEN cluster_tag IS NULL THEN resource_id END",
+            resource_name="CASE WHEN cluster_tag IS NULL THEN resource_name END",
+            pricing="pricing", hour_unit="hour_unit", billed="sum(billed)",
+            effective="sum(effective)", hours="coalesce(sum(hours), 0)", n="count(*)"))
+        ctes.append(_part("t", TOTAL_PART, "raw", billed=f"sum({total_expr})",
+                          effective=f"sum({total_expr})", n="count(*)"))
         parts += ["g", "t"]
     if hourly:
         ctes.append(f"""u AS (
@@ -139,20 +154,13 @@ FROM (SELECT cluster_tag, env_tag, hour_unit, hours,
       FROM v WHERE {USAGE_LINES}) AS w
 WHERE cluster_tag IS NOT NULL OR {resource_filter(resource_names)}
 GROUP BY 1, 2, 3, 4, 5, 6, 7)""")
-        ctes.append(f"""hh AS (
-SELECT {_q(HOUR_PART)} AS part, {_T} AS charge, {_B} AS correction, {_B} AS provisional,
-       cluster_tag, env_tag, rid AS resource_id, rname AS resource_name, {_T} AS pricing,
-       hour_unit, {_D} AS billed, {_D} AS effective, sum(hrs) AS hours, sum(n) AS n, h,
-       max(CASE WHEN res IS NOT NULL THEN hrs END) AS top, {_I} AS resources
-FROM u
-GROUP BY cluster_tag, env_tag, rid, rname, hour_unit, h)""")
-        ctes.append(f"""rr AS (
-SELECT {_q(RESOURCES_PART)} AS part, {_T} AS charge, {_B} AS correction, {_B} AS provisional,
-       cluster_tag, env_tag, rid AS resource_id, rname AS resource_name, {_T} AS pricing,
-       {_T} AS hour_unit, {_D} AS billed, {_D} AS effective, {_F} AS hours, {_I} AS n,
-       {_I} AS h, {_F} AS top, count(DISTINCT res) AS resources
-FROM u
-GROUP BY cluster_tag, env_tag, rid, rname)""")
+        who = {"cluster_tag": "cluster_tag", "env_tag": "env_tag", "resource_id": "rid",
+               "resource_name": "rname"}
+        ctes.append(_part("hh", HOUR_PART, "u", "cluster_tag, env_tag, rid, rname, hour_unit, h",
+                          hour_unit="hour_unit", hours="sum(hrs)", n="sum(n)", h="h",
+                          top="max(CASE WHEN res IS NOT NULL THEN hrs END)", **who))
+        ctes.append(_part("rr", RESOURCES_PART, "u", "cluster_tag, env_tag, rid, rname",
+                          resources="count(DISTINCT res)", **who))
         parts += ["hh", "rr"]
     body = " UNION ALL ".join(f"SELECT * FROM {p}" for p in parts)
     return "WITH " + ",\n".join(ctes) + "\n" + body
@@ -181,7 +189,7 @@ def _map(d: str, a: list[str]) -> str:
 
 def _json_path(key_literal: str, style: str) -> str:
     key = key_literal[1:-1].replace("''", "'")
-    return _q(f'$."{key}"' if style == "dot" else f'$["{key}"]')
+    return quote(f'$."{key}"' if style == "dot" else f'$["{key}"]')
 
 
 def _json(d: str, a: list[str]) -> str:

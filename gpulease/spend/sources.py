@@ -65,8 +65,7 @@ def _bad(path: str, message: str) -> InputError:
     return InputError([Finding("--bill", f"{path}: {message}; {FIX}")])
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+_quote = Q.quote
 
 
 def _reader(path: Path) -> str:

@@ -22,6 +22,7 @@ from typing import Mapping, Optional
 
 from gpulease import tags
 from gpulease.errors import Finding, InputError
+from gpulease.spend import query as Q
 from gpulease.spend import sources as S
 from gpulease.spend.classify import PlanIndex, owner
 
@@ -59,8 +60,7 @@ class BillUsage:
         return int((self.end - self.start).total_seconds() // 3600)
 
 
-_USAGE = f"charge = {S._quote(S.USAGE)} AND NOT correction AND hour_unit IS NOT NULL " \
-         "AND hours IS NOT NULL"
+_USAGE = Q.USAGE_LINES
 
 
 def months(con, src: S.Source) -> list[str]:
@@ -96,7 +96,6 @@ def read(con, src: S.Source, index: PlanIndex, gpus_per_node: Mapping[str, int],
     """Nodes per hour of ``month`` for every cluster of ``index`` that billed compute: the
     one query's hourly part (gpulease.spend.query), run by DuckDB on a bill on disk."""
     from gpulease.spend import classify as C
-    from gpulease.spend import query as Q
 
     sql = C.one_query_sql(src, Q.DUCKDB, month=month, groups=False, hourly=True, index=index)
     return from_rows(con.execute(sql).fetchall(), src, index, gpus_per_node, month=month)
@@ -106,8 +105,6 @@ def from_rows(rows: list, src: S.Source, index: PlanIndex, gpus_per_node: Mappin
               *, month: str) -> BillUsage:
     """The nodes per hour from the one query's answer (its HOUR_PART and RESOURCES_PART rows,
     gpulease.spend.query.OUTPUT order; values typed, or text from a warehouse)."""
-    from gpulease.spend import query as Q
-
     start, end = S.month_bounds(month)
     hours = int((end - start).total_seconds() // 3600)
     per_hour: dict = defaultdict(lambda: [0.0] * hours)
