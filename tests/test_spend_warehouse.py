@@ -171,6 +171,25 @@ def test_bigquery_reads_no_partition_before_the_month(month, bigquery, capsys, m
     assert r.status_code == 400
 
 
+def test_bigquery_query_still_running_is_waited_for(month, bigquery, capsys, monkeypatch):
+    """jobs.query returns before the query ends (jobComplete false): the reader waits for it
+    (getQueryResults / jobs.get) and reads the same answer; still one query."""
+    fake, url = bigquery
+    monkeypatch.setenv("GPULEASE_GCP_ENDPOINT", url)
+    rc, done, _ = _spend(capsys, BQ)
+    fake.running_polls = 2
+    fake.calls.clear()
+    try:
+        rc2, waited, err = _spend(capsys, BQ)
+    finally:
+        fake.running_polls = 0
+    assert rc == 0 and rc2 == 0, err
+    polls = [p for m, p in fake.calls if m == "GET" and "/queries/" in p]
+    assert len(polls) >= 3                  # two "still running", then the answer
+    assert [m for m, p in fake.calls if p.endswith("/queries")] == ["POST"]
+    _same_view(waited, done)
+
+
 def test_bigquery_answer_in_pages_is_read_whole(month, bigquery, capsys, monkeypatch):
     fake, url = bigquery
     monkeypatch.setenv("GPULEASE_GCP_ENDPOINT", url)

@@ -4,7 +4,9 @@
 Written from the API reference (cloud.google.com/bigquery/docs/reference/rest/v2, as of
 2026-12-04): ``tables.get``, ``jobs.query``, ``jobs.get``, ``jobs.getQueryResults``, their
 response shapes (``rows: [{"f": [{"v": ...}]}]``, every value as a string or null), paging
-(``pageToken`` + ``jobReference`` when the answer outgrows a page), and their errors in Google's
+(``pageToken`` + ``jobReference`` when the answer outgrows a page), a query still running
+when jobs.query returns (``jobComplete: false``, polled through getQueryResults and jobs.get:
+``running_polls``), and their errors in Google's
 JSON error body (``{"error": {"code", "message", "errors": [{"reason", ...}], "status"}}``):
 404 ``notFound`` for a table (in tables.get or in a query), dataset or job that does not exist, 400 ``invalidQuery`` for SQL
 BigQuery would not run.
@@ -119,10 +121,14 @@ class FakeBigQuery:
     """One project's tables, loaded from DuckDB-readable files; an HTTP server on 127.0.0.1."""
 
     def __init__(self, project: str, *, location: str = "US",
-                 page_rows: int = DEFAULT_PAGE_ROWS):
+                 page_rows: int = DEFAULT_PAGE_ROWS, running_polls: int = 0):
         self.project = project
         self.location = location
         self.page_rows = page_rows
+        #: a query still runs when jobs.query's wait (timeoutMs, 10 s by default) ends: its
+        #: answer is jobComplete false, no rows, and this many getQueryResults calls say the
+        #: same (jobs.get: state RUNNING) before it is done
+        self.running_polls = running_polls
         self.con = duckdb.connect()
         self.con.execute("SET TimeZone = 'UTC'")
         self.tables: dict[tuple[str, str], str] = {}     # (dataset, table) -> DuckDB table
@@ -260,8 +266,10 @@ class FakeBigQuery:
         job_id = f"job_{uuid.uuid4().hex}"
         job = {"id": job_id, "sql": sql, "fields": fields,
                "rows": [{"f": [{"v": _cell(v, f)} for v, f in zip(r, fields)]} for r in rows],
-               "created": dt.datetime.now(dt.timezone.utc)}
+               "created": dt.datetime.now(dt.timezone.utc), "pending": self.running_polls}
         self.jobs[job_id] = job
+        if job["pending"]:
+            return 200, self._running(job, "bigquery#queryResponse")
         max_results = body.get("maxResults")
         return 200, self._page(job, 0, int(max_results) if max_results else None,
                                kind="bigquery#queryResponse")
@@ -280,10 +288,18 @@ class FakeBigQuery:
             out["pageToken"] = str(start + size)
         return out
 
+    def _running(self, job: dict, kind: str) -> dict:
+        return {"kind": kind, "jobComplete": False,
+                "jobReference": {"projectId": self.project, "jobId": job["id"],
+                                 "location": self.location}}
+
     def _results(self, job_id: str, q: dict) -> tuple[int, dict]:
         job = self.jobs.get(job_id)
         if job is None:
             return not_found(f"Not found: Job {self.project}:{self.location}.{job_id}")
+        if job["pending"]:
+            job["pending"] -= 1
+            return 200, self._running(job, "bigquery#getQueryResultsResponse")
         token = (q.get("pageToken") or [None])[0]
         start = int(token) if token else int((q.get("startIndex") or ["0"])[0])
         mr = (q.get("maxResults") or [None])[0]
@@ -303,7 +319,7 @@ class FakeBigQuery:
                      "jobReference": {"projectId": self.project, "jobId": job_id,
                                       "location": self.location},
                      "configuration": {"query": {"query": job["sql"], "useLegacySql": False}},
-                     "status": {"state": "DONE"},
+                     "status": {"state": "RUNNING" if job["pending"] else "DONE"},
                      "statistics": {"creationTime": ms, "startTime": ms, "endTime": ms,
                                     "query": {"totalBytesProcessed": "0",
                                               "statementType": "SELECT"}}}
