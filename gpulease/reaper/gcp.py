@@ -127,16 +127,9 @@ class ComputeRest:
         url = (f"{self.base_url}/compute/v1/projects/{project}/{scope}/{where}/"
                f"instanceGroupManagers/{name}")
         resp = self.session.request("PATCH", url, json=body, timeout=TIMEOUT_S)
-        if resp.status_code != 200:
-            raise HttpStatusError(resp.status_code, " ".join(resp.text[:300].split()))
         where_ = f"{project} compute.instanceGroupManagers.patch"
-        try:
-            op = resp.json()
-        except ValueError:
-            raise MalformedResponse("gcp", where_, f"HTTP 200 with a non-JSON body "
-                                    f"({resp.headers.get('content-type', '?')}): not from "
-                                    "Compute Engine (a proxy or captive portal?)") from None
-        if not isinstance(op, dict) or op.get("kind") != "compute#operation":
+        op = _json_reply(resp, where_, "Compute Engine")
+        if op.get("kind") != "compute#operation":
             raise MalformedResponse("gcp", where_, "HTTP 200 without an operation")
         return op
 
@@ -145,6 +138,23 @@ class HttpStatusError(Exception):
     def __init__(self, status: int, message: str):
         self.code = status
         super().__init__(f"HTTP {status}: {message}")
+
+
+def _json_reply(resp, where: str, service: str) -> dict:
+    """A REST answer's JSON object: HttpStatusError for a non-200 (its status kept for the
+    retry policy), MalformedResponse for a body that is not a JSON object."""
+    if resp.status_code != 200:
+        raise HttpStatusError(resp.status_code, " ".join(resp.text[:300].split()))
+    try:
+        body = resp.json()
+    except ValueError:
+        raise MalformedResponse("gcp", where, f"HTTP 200 with a non-JSON body "
+                                f"({resp.headers.get('content-type', '?')}): not from "
+                                f"{service} (a proxy or captive portal?)") from None
+    if not isinstance(body, dict):
+        raise MalformedResponse("gcp", where, f"HTTP 200 with a JSON "
+                                f"{type(body).__name__}, not an object")
+    return body
 
 
 @dataclass
@@ -174,17 +184,7 @@ class MonitoringRest:
 
         def get_page(method: str, path: str, query_params: dict) -> dict:
             resp = self.session.get(f"{self.base_url}{path}", params=query_params, timeout=30)
-            if resp.status_code != 200:
-                raise HttpStatusError(resp.status_code, " ".join(resp.text[:300].split()))
-            try:
-                body = resp.json()
-            except ValueError:
-                raise MalformedResponse("gcp", where, f"HTTP 200 with a non-JSON body "
-                                        f"({resp.headers.get('content-type', '?')}): not from "
-                                        "Cloud Monitoring (a proxy or captive portal?)") from None
-            if not isinstance(body, dict):
-                raise MalformedResponse("gcp", where, f"HTTP 200 with a JSON "
-                                        f"{type(body).__name__}, not an object")
+            body = _json_reply(resp, where, "Cloud Monitoring")
             token = body.get("nextPageToken")
             if token is not None and not isinstance(token, str):
                 raise MalformedResponse("gcp", where, "nextPageToken is not a string")
