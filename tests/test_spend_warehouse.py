@@ -229,6 +229,9 @@ def test_the_fake_refuses_what_bigquery_refuses(month, bigquery):
         (f"SELECT cost FROM `{PROJECT}.{DATASET}.nope`", 404, "Not found: Table"),
         (f"SELECT no_such_column FROM {table}", 400, "no_such_column"),
         (f"SELEC cost FROM {table}", 400, "Syntax error"),
+        (f"SELECT 'g' AS part, cost_type, sum(cost) FROM {table} GROUP BY 1, 2", 400,
+         "Cannot GROUP BY literal values"),
+        (f"SELECT cost_type, sum(cost) FROM {table} GROUP BY 3", 400, "out of range"),
     ]
     for sql, status, words in cases:
         r = requests.post(post, json={"query": sql, "useLegacySql": False}, timeout=HANG_S)

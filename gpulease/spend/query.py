@@ -134,7 +134,7 @@ def grouped_sql(normalised: str, total_expr: str, start_column: str, *,
     parts = []
     if groups:
         ctes.append(_part(
-            "g", GROUP_PART, "v", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10", charge="charge",
+            "g", GROUP_PART, "v", "2, 3, 4, 5, 6, 7, 8, 9, 10", charge="charge",
             correction="correction", provisional=f"(correction OR start_ts > {ts(cutoff)})",
             cluster_tag="cluster_tag", env_tag="env_tag",
             resource_id="CASE WHEN cluster_tag IS NULL THEN resource_id END",

@@ -21,6 +21,8 @@ Stricter than a pass-through, as BigQuery is:
 - ``NUMERIC(P, S)`` / ``BIGNUMERIC(P, S)`` outside BigQuery's limits (NUMERIC: S <= 9,
   P - S <= 29; BIGNUMERIC: S <= 38, P - S <= 38) is a 400;
 - an array subscript without OFFSET / SAFE_OFFSET / ORDINAL / SAFE_ORDINAL is a 400;
+- ``GROUP BY n`` naming a literal of the select list ("Cannot GROUP BY literal values") or a
+  position past its end is a 400;
 - a column the table does not have fails when the query runs (400 ``invalidQuery``).
 The query is then run by DuckDB on the table's rows, after sqlglot writes it in DuckDB's
 dialect: the fake stands in for BigQuery's engine, not for gpulease's SQL.
@@ -341,6 +343,16 @@ class FakeBigQuery:
             raise _Rejected(f"Function not found: {node.name}")
         for node in tree.find_all(exp.DataType):
             _check_numeric(node)
+        for select in tree.find_all(exp.Select):
+            group = select.args.get("group")
+            for g in (group.expressions if group else ()):
+                if isinstance(g, exp.Literal) and not g.is_string:
+                    cols = select.expressions
+                    k = int(g.this)
+                    if not 1 <= k <= len(cols):
+                        raise _Rejected(f"GROUP BY position {k} is out of range")
+                    if isinstance(cols[k - 1].unalias(), exp.Literal):
+                        raise _Rejected("Cannot GROUP BY literal values")
         for node in tree.find_all(exp.Bracket):
             if not node.args.get("offset") and not node.args.get("safe") and \
                     not _is_offset(node):
