@@ -47,7 +47,7 @@ def stack():
 def month(stack, tmp_path_factory):
     plan, loaded = stack
     paths, exp = billgen.generate(plan, loaded.catalog, tmp_path_factory.mktemp("bills"),
-                                  formats=("cur2", "gcp"))
+                                  formats=("focus", "cur2", "gcp"))
     return paths, exp
 
 
@@ -309,11 +309,13 @@ def athena(month, moto_url, monkeypatch):
     src = S.open_source(con, str(month[0]["cur2"]))
     glue = s.client("glue", region_name="us-east-1")
     glue.create_database(DatabaseInput={"Name": GLUE_DB})
-    cols = [{"Name": n, "Type": _hive(t)} for n, t in src.columns.items() if n != "BILLING_PERIOD"]
+    # Glue keeps every name in lowercase (the partition folder BILLING_PERIOD= included)
+    cols = [{"Name": n.lower(), "Type": _hive(t)} for n, t in src.columns.items()
+            if n != "BILLING_PERIOD"]
     glue.create_table(DatabaseName=GLUE_DB, TableInput={
         "Name": GLUE_TABLE, "StorageDescriptor": {"Columns": cols,
                                                   "Location": "s3://cur-bucket/cur2/data/"},
-        "PartitionKeys": [{"Name": "BILLING_PERIOD", "Type": "string"}]})
+        "PartitionKeys": [{"Name": "billing_period", "Type": "string"}]})
     return s, src
 
 
@@ -338,7 +340,7 @@ def _queue_answer(moto_url: str, con, src, **kw) -> str:
 def _period(month_start) -> str:
     """What the Athena reader prunes a BILLING_PERIOD-partitioned table with."""
     rd = W.AthenaReader.__new__(W.AthenaReader)
-    rd.partition_keys = ["BILLING_PERIOD"]
+    rd.partition_keys = ["billing_period"]
     return rd.partition_floor(month_start)
 
 
@@ -364,7 +366,7 @@ def test_athena_one_query_in_trino_reconciles_as_the_file(month, stack, athena, 
     tree = sqlglot.parse_one(ex["Query"], read="trino")       # Trino parses it
     assert [f.name for f in tree.find_all(exp.Anonymous)] == []
     assert "element_at" in ex["Query"].lower() and "[" not in ex["Query"]   # no map subscript
-    assert "\"BILLING_PERIOD\" >= '2026-10'" in ex["Query"]     # no earlier period is scanned
+    assert "\"billing_period\" >= '2026-10'" in ex["Query"]     # no earlier period is scanned
     rc, file_doc, _ = _spend(capsys, str(month[0]["cur2"]))
     _same_view(doc, file_doc)
 
@@ -404,6 +406,27 @@ def test_athena_work_group_without_result_location_is_exit_2(athena, capsys):
     s.client("athena", region_name="us-east-1").create_work_group(Name="bare")
     rc, doc, err = _spend(capsys, f"athena://bare/{GLUE_DB}.{GLUE_TABLE}")
     assert rc == 2 and "no query result location" in err
+
+
+def test_athena_focus_table_with_glues_lowercase_names_is_read_as_focus(month, athena):
+    """Glue stores FOCUS's BilledCost as billedcost; Athena resolves "BilledCost" either way,
+    so the reader tells the format and writes the query whatever the case."""
+    s, _ = athena
+    con = duckdb.connect()
+    focus = S.open_source(con, str(month[0]["focus"]))
+    s.client("glue", region_name="us-east-1").create_table(DatabaseName=GLUE_DB, TableInput={
+        "Name": "focus_export", "StorageDescriptor": {
+            "Columns": [{"Name": n.lower(), "Type": "string"} for n in focus.columns],
+            "Location": "s3://focus-bucket/focus/data/"}})
+    rd = W.AthenaReader(W.parse(f"athena://{WORKGROUP}/{GLUE_DB}.focus_export"))
+    cols = rd.columns()
+    assert "billedcost" in list(cols) and "BilledCost" in cols
+    src = S.Source(path="athena", reader='"cur_db"."focus_export"',
+                   kind=S.kind_of("athena", cols), columns=cols)
+    assert src.kind == S.FOCUS
+    sql = C.one_query_sql(src, Q.TRINO, month=MONTH)
+    assert 'json_extract_scalar("Tags"' in sql.replace("JSON_EXTRACT_SCALAR", "json_extract_scalar")
+    assert rd.partition_floor(S.month_bounds(MONTH)[0]) == ""      # not partitioned
 
 
 def test_athena_without_credentials_is_exit_2(no_aws, capsys):

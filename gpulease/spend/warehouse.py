@@ -263,18 +263,21 @@ class AthenaReader:
                                      "EntityNotFoundException)") from None
             raise WarehouseError(f"Glue GetTable failed: {code}: "
                                  f"{exc.response.get('Error', {}).get('Message', '')}") from None
+        from requests.structures import CaseInsensitiveDict
+
         cols = list(got.get("StorageDescriptor", {}).get("Columns", []))
         self.partition_keys = [c["Name"] for c in got.get("PartitionKeys", [])]
         cols += list(got.get("PartitionKeys", []))
-        return {c["Name"]: c["Type"] for c in cols}
+        # Glue keeps names in lowercase and Athena's engine resolves identifiers whatever
+        # their case (FOCUS's "BilledCost" reads column billedcost): so does this lookup
+        return CaseInsensitiveDict({c["Name"]: c["Type"] for c in cols})
 
     def partition_floor(self, month_start) -> str:
         """AWS Data Exports partition CUR 2.0 and FOCUS by ``BILLING_PERIOD=YYYY-MM``; a line
         used in the month is in its billing period or a later one, so Athena reads no folder
         of an earlier period (it bills the bytes it scans)."""
-        if "BILLING_PERIOD" in self.partition_keys:
-            return f"\"BILLING_PERIOD\" >= '{month_start:%Y-%m}'"
-        return ""
+        key = next((k for k in self.partition_keys if k.lower() == "billing_period"), None)
+        return f"\"{key}\" >= '{month_start:%Y-%m}'" if key else ""
 
     def _output(self) -> None:
         wg = self._call("Athena GetWorkGroup", self.athena.get_work_group,
